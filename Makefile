@@ -1,0 +1,49 @@
+# opsbot: `make run` boots the lab and leaves you one command from a probe; `make test` runs
+# every test against real parts. Both install what they need (Debian packages when root).
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEB_PACKAGES := openssh-server openssh-client systemd-container debootstrap iproute2 \
+	prometheus prometheus-alertmanager postgresql chromium fonts-dejavu-core
+STAMP_DEB := $(VENV)/.deb-installed
+STAMP_PY := $(VENV)/.py-installed
+
+.PHONY: setup deps-deb deps-py run test test-fast lab-down bench clean
+
+setup: deps-deb deps-py
+
+deps-deb: $(STAMP_DEB)
+$(STAMP_DEB):
+	@mkdir -p $(VENV)
+	@if [ "$$(id -u)" = 0 ]; then \
+		echo "==> installing Debian packages: $(DEB_PACKAGES)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES) >/dev/null; \
+	else echo "==> not root: skipping Debian packages (lab and integration tests need them)"; fi
+	@touch $@
+
+deps-py: $(STAMP_PY)
+$(STAMP_PY): pyproject.toml
+	@echo "==> creating $(VENV) and installing opsbot with its dev and kernels extras"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -q --upgrade pip
+	@$(BIN)/pip install -q -e '.[dev,kernels]'
+	@touch $@
+
+run: setup
+	@$(BIN)/opsbot lab up
+	@echo
+	@echo "The lab is up. Next:  $(BIN)/opsbot probe"
+
+test: setup
+	@$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+test-fast: deps-py
+	@$(BIN)/python -m pytest -q -m "not lab and not integration" $(PYTEST_ARGS)
+
+lab-down:
+	@$(BIN)/opsbot lab down
+
+clean:
+	rm -rf $(VENV) .opsbot

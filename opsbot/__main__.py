@@ -1,0 +1,3 @@
+from opsbot.cli import app
+
+app()

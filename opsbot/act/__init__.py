@@ -1,0 +1,1 @@
+"""act: guarded actions (plan, approve, cooldown, budget, lock, execute, verify)."""

@@ -1,0 +1,20 @@
+"""The ``opsbot`` command line: one sub-module per command group, each a thin surface."""
+
+from __future__ import annotations
+
+import typer
+
+from opsbot import __version__
+
+app = typer.Typer(
+    name="opsbot",
+    help="Incident response for SGLang prefill/decode deployments.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.command()
+def version() -> None:
+    """Print opsbot's version."""
+    typer.echo(__version__)

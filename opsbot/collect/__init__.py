@@ -1,0 +1,1 @@
+"""collect: transports (SSH, local, HTTP) and the collectors that fill a probe bundle."""

@@ -1,0 +1,1 @@
+"""diagnose: runbooks (YAML + CEL) matched against facts, giving findings."""

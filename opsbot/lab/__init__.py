@@ -1,0 +1,1 @@
+"""lab: systemd-nspawn nodes running the SGLang emulator, for tests and training."""

@@ -1,0 +1,1 @@
+"""parse: pure functions from raw bundle text to typed facts."""

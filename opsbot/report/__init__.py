@@ -1,0 +1,1 @@
+"""report: status and weekly reports, rendered from one model."""

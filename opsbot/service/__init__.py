@@ -1,0 +1,1 @@
+"""service: the REST API, alert intake and scheduler (FastAPI)."""

@@ -1,0 +1,41 @@
+"""Process-wide settings, read from the environment (``OPSBOT_*``) and validated once."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything opsbot reads from its environment; one class, one place."""
+
+    model_config = SettingsConfigDict(env_prefix="OPSBOT_", env_file=None, extra="ignore")
+
+    data_dir: Path = Field(Path(".opsbot"), description="where the lab, bundles and the SQLite file live")
+    inventory: Path | None = Field(None, description="inventory YAML; default: DATA_DIR/inventory.yaml")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite in DATA_DIR")
+    cluster: str | None = Field(None, description="default cluster when the inventory has several")
+
+    metrics_window_s: float = Field(3.0, ge=0.0, description="seconds between the two /metrics samples")
+    ssh_connect_timeout_s: float = Field(5.0, gt=0)
+    command_timeout_s: float = Field(8.0, gt=0)
+    http_timeout_s: float = Field(5.0, gt=0)
+    probe_deadline_s: float = Field(20.0, gt=0, description="no probe takes longer than this")
+    max_fanout: int = Field(16, ge=1, description="concurrent SSH commands per probe")
+    output_cap_bytes: int = Field(256 * 1024, ge=1024, description="cap on any one command's output")
+    log_lines_cap: int = Field(400, ge=10)
+    log_since: str = Field("-15min", description="journalctl --since for log axes")
+
+    def inventory_path(self) -> Path:
+        return self.inventory or self.data_dir / "inventory.yaml"
+
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'opsbot.db').resolve()}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

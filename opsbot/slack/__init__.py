@@ -1,0 +1,1 @@
+"""slack: slash commands and approval buttons (slack-bolt)."""

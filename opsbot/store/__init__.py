@@ -1,0 +1,1 @@
+"""store: SQLAlchemy models and queries; SQLite by default, PostgreSQL by URL."""
