@@ -102,7 +102,7 @@ async def test_killed_process_shows_restarts_climbing(lab, settings):
     before, _ = await restarts()
     async with TransportPool(settings) as pool:
         t = await pool.get(cl.node(role.node))
-        r = await t.run(["systemctl", "kill", "--signal=SIGKILL", role.unit], timeout=10)
+        r = await t.run(["systemctl", "kill", "--kill-who=main", "--signal=SIGKILL", role.unit], timeout=10)
         assert r.ok, r
 
     async def climbed():

@@ -25,6 +25,7 @@ KERNEL_FILTER = r"NVRM|Xid"
 _LOG_RE = re.compile(LOG_FILTER)
 _KERNEL_RE = re.compile(KERNEL_FILTER)
 # journalctl exits 1 when --grep matched nothing; these stderr lines are not failures either.
+_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\S*")
 _JOURNAL_QUIET = ("No journal files were found.", "-- No entries --")
 
 
@@ -93,12 +94,19 @@ async def collect_health(t: Transport, role: Role, s: Settings) -> HealthEvidenc
 
 
 def _filter_lines(raw: str, pattern: re.Pattern[str], cap: int) -> tuple[str, bool]:
-    """Keep matching lines (the journald prefix is not matched), newest ``cap`` of them."""
+    """Matching lines (the journald prefix is not matched), oldest first, the newest ``cap`` of them.
+
+    journalctl 252 prints ``--grep`` results newest first; the order is put back by timestamps.
+    """
     kept = []
     for line in raw.splitlines():
-        message = line.split(": ", 1)[1] if re.match(r"^\d{4}-\d{2}-\d{2}T", line) and ": " in line else line
+        stamped = _STAMP.match(line)
+        message = line.split(": ", 1)[1] if stamped and ": " in line else line
         if pattern.search(message):
             kept.append(line)
+    stamps = [m.group(0) for line in kept if (m := _STAMP.match(line))]
+    if len(stamps) >= 2 and stamps[0] > stamps[-1]:
+        kept.reverse()
     return "\n".join(kept[-cap:]) + ("\n" if kept else ""), len(kept) > cap
 
 
