@@ -281,3 +281,16 @@ def test_xid_lines():
 @given(st.text())
 def test_xid_never_crashes(raw):
     parse_xid(raw)
+
+
+def test_router_gauges_per_worker_type_and_health_by_min():
+    body = (
+        'smg_worker_health{worker="http://p:1",worker_type="prefill"} 1\n'
+        'smg_worker_health{worker="http://d:1",worker_type="decode"} 0\n'
+        'smg_worker_pool_size{worker_type="decode",model="default"} 1\n'
+        'smg_worker_pool_size{worker_type="prefill",model="default"} 2\n'
+    )
+    g = parse_samples(_samples(body, body)).gauges
+    assert g["smg_worker_health"] == 0 and g["smg_worker_health_prefill"] == 1 and g["smg_worker_health_decode"] == 0
+    assert g["smg_worker_pool_size"] == 3 and g["smg_worker_pool_size_prefill"] == 2
+    assert not any(k.startswith("smg_worker_health_http") for k in g)

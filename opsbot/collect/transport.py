@@ -104,9 +104,12 @@ def _timeout_error(argv: Sequence[str], timeout: float) -> str:
     return f"timed out after {timeout:g} s: {shlex.join(argv)[:200]}"
 
 
-async def _http_get(client: httpx.AsyncClient, url: str, timeout: float, cap: int) -> HttpResult:
-    """GET ``url`` reading at most ``cap`` bytes of body; never raises."""
+async def _http_get(
+    client: httpx.AsyncClient, url: str, timeout: float, cap: int, deadline: float | None = None
+) -> HttpResult:
+    """GET ``url`` reading at most ``cap`` bytes of body; never raises. ``deadline`` names the budget."""
     t0 = time.monotonic()
+    deadline = deadline or timeout
     try:
         async with asyncio.timeout(timeout):
             async with client.stream("GET", url, timeout=timeout) as resp:
@@ -120,7 +123,7 @@ async def _http_get(client: httpx.AsyncClient, url: str, timeout: float, cap: in
                         break
                 return HttpResult(resp.status_code, _decode(bytes(buf)), _ms(t0), truncated=truncated)
     except TimeoutError:
-        return HttpResult(None, "", _ms(t0), error=f"GET {url}: no answer within {timeout:g} s")
+        return HttpResult(None, "", _ms(t0), error=f"GET {url}: no answer within {deadline:g} s")
     except httpx.HTTPError as exc:
         return HttpResult(None, "", _ms(t0), error=f"GET {url}: {type(exc).__name__}: {exc}".rstrip(": "))
 
@@ -357,7 +360,7 @@ class SshTransport:
         except (asyncssh.Error, OSError) as exc:
             return HttpResult(None, "", _ms(t0), error=f"GET {url}: port forward failed: {exc}")
         tunneled = urlunsplit((parts.scheme, f"127.0.0.1:{local}", parts.path, parts.query, ""))
-        result = await _http_get(self._client, tunneled, timeout - (time.monotonic() - t0), cap)
+        result = await _http_get(self._client, tunneled, timeout - (time.monotonic() - t0), cap, timeout)
         if result.error:
             result.error = result.error.replace(tunneled, f"{url} (via SSH to {self.node.name})")
         result.elapsed_ms = _ms(t0)
