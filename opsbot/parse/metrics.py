@@ -29,7 +29,7 @@ IDENTITY_LABELS = frozenset(
     {
         "model_name", "engine_type", "tp_rank", "dp_rank", "pp_rank", "pp_size", "moe_ep_rank",
         "attn_cp_rank", "attn_cp_size", "pid", "is_streaming", "priority", "cache_type",
-        "storage_backend", "worker_addr", "le", "quantile", "gt",
+        "storage_backend", "worker_addr", "model", "connection_mode", "le", "quantile", "gt",
     }
 )
 
