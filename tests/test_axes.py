@@ -33,3 +33,16 @@ def test_journal_exit_1_without_matches_is_not_a_failure():
     assert _journal_failure(quiet) is None
     broken = CommandResult(["journalctl"], 1, "", "Failed to add match 'x': Invalid argument\n", 5.0)
     assert "Invalid argument" in _journal_failure(broken)
+
+
+def test_secrets_are_redacted_and_figures_are_not():
+    from opsbot.collect.axes import redact
+
+    line = ("server_args=ServerArgs(model_path='/m', api_key='sk-live-123', admin_api_key=None, hf_token=\"hf_abc\") "
+            "--api-key s3cr3t Authorization: Bearer eyJhbGciOi password=hunter2")
+    out = redact(line)
+    for secret in ("sk-live-123", "hf_abc", "s3cr3t", "eyJhbGciOi", "hunter2"):
+        assert secret not in out
+    assert "admin_api_key=None" in out and "model_path='/m'" in out
+    batch = "Decode batch, #running-req: 8, #full token: 60065, full token usage: 0.06, #swa token: 44032"
+    assert redact(batch) == batch

@@ -67,7 +67,9 @@ class HttpResult:
 class Transport(Protocol):
     async def run(self, argv: Sequence[str], timeout: float, cap: int | None = None) -> CommandResult: ...
 
-    async def http_get(self, url: str, timeout: float, cap: int | None = None) -> HttpResult: ...
+    async def http_get(
+        self, url: str, timeout: float, cap: int | None = None, *, direct: bool = False
+    ) -> HttpResult: ...
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
 
@@ -173,7 +175,8 @@ class LocalTransport:
             argv, None if truncated else status, _decode(out), _decode(err), _ms(t0), truncated=truncated
         )
 
-    async def http_get(self, url: str, timeout: float, cap: int | None = None) -> HttpResult:
+    async def http_get(self, url: str, timeout: float, cap: int | None = None, *, direct: bool = False) -> HttpResult:
+        """GET ``url`` from here (on the node itself every request is direct)."""
         return await _http_get(self._client, url, timeout, cap or self.settings.output_cap_bytes)
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
@@ -405,9 +408,7 @@ class _Bounded:
 
     async def http_get(self, url: str, timeout: float, cap: int | None = None, *, direct: bool = False) -> HttpResult:
         async with self.limit:
-            if isinstance(self.inner, SshTransport):
-                return await self.inner.http_get(url, timeout, cap, direct=direct)
-            return await self.inner.http_get(url, timeout, cap)
+            return await self.inner.http_get(url, timeout, cap, direct=direct)
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         async with self.limit:
