@@ -262,7 +262,9 @@ class SshTransport:
         """The shared connection; a failure is remembered so the rest of the probe fails fast."""
         async with self._lock:
             if self._conn is not None:
-                return self._conn
+                if not self._conn.is_closed():
+                    return self._conn
+                self._conn, self._forwards = None, {}  # dropped (node rebooted?): open a new one
             if self._error is not None:
                 raise ConnectionError(self._error)
             try:
@@ -392,7 +394,7 @@ class SshTransport:
 
 
 @dataclass
-class _Bounded:
+class PooledTransport:
     """A transport whose commands and requests share the pool's fan-out limit."""
 
     inner: SshTransport | LocalTransport
@@ -425,10 +427,10 @@ class TransportPool:
     def __init__(self, settings: Settings | None = None):
         self.settings = settings or get_settings()
         self._limit = asyncio.Semaphore(self.settings.max_fanout)
-        self._transports: dict[str, _Bounded] = {}
+        self._transports: dict[str, PooledTransport] = {}
         self._client = _http_client()
 
-    async def get(self, node: Node) -> _Bounded:
+    async def get(self, node: Node) -> PooledTransport:
         t = self._transports.get(node.name)
         if t is None:
             inner = (
@@ -436,7 +438,7 @@ class TransportPool:
                 if node.transport == "local"
                 else SshTransport(node, self.settings, self._client)
             )
-            t = self._transports[node.name] = _Bounded(inner, self._limit)
+            t = self._transports[node.name] = PooledTransport(inner, self._limit)
         return t
 
     async def close(self) -> None:
