@@ -24,11 +24,9 @@ HEALTH_BODY_CAP = 2048
 KERNEL_FILTER = r"NVRM|Xid"
 _LOG_RE = re.compile(LOG_FILTER)
 _KERNEL_RE = re.compile(KERNEL_FILTER)
+_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\S*")  # journald short-iso prefix
 # journalctl exits 1 when --grep matched nothing; these stderr lines are not failures either.
-_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\S*")
 _JOURNAL_QUIET = ("No journal files were found.", "-- No entries --")
-
-
 _SECRET = re.compile(
     r"(?i)(\b(?:admin_api_key|api_key|hf_token|access_token|auth_token|password|passwd|secret)['\"]?\s*[=:]\s*['\"]?"
     r"|--(?:admin-api-key|api-key|hf-token)[= ]+['\"]?|\bBearer\s+)(?!None\b)[^'\"\s,)]+"
