@@ -23,3 +23,10 @@ app.add_typer(_deploy.app, name="deploy")
 def version() -> None:
     """Print opsbot's version."""
     typer.echo(__version__)
+
+
+from opsbot.cli import inventory as _inventory  # noqa: E402
+from opsbot.cli.probe import probe_command  # noqa: E402
+
+app.add_typer(_inventory.app, name="inventory")
+app.command("probe")(probe_command)
