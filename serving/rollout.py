@@ -8,7 +8,9 @@ one's health before the next, and stops at the first failure with the unit's sta
 
 from __future__ import annotations
 
+import asyncio
 import posixpath
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -117,11 +119,28 @@ async def _restart(pool: TransportPool, spec: DeploymentSpec, role: str, node: s
     active = await t.run(["systemctl", "is-active", unit], timeout=10)
     if active.stdout.strip() != "active":
         return f"{unit} is {active.stdout.strip() or 'unknown'} after restart"
+    if role == "router":
+        return await _router_ready(t, spec, progress)
     if role != "exporter":
         health = await t.http_get(health_url(spec, role), timeout=30)
         if health.status != 200:
             return f"{health_url(spec, role)} answered {health.status or health.error} after restart"
     return None
+
+
+async def _router_ready(t, spec: DeploymentSpec, progress: Progress) -> str | None:
+    """Poll the router's /readiness: 200 once it has a healthy prefill and a healthy decode worker."""
+    url = f"http://127.0.0.1:{spec.router.port}/readiness"
+    progress(f"waiting for {url} (a healthy prefill and decode behind the router)")
+    deadline = time.monotonic() + spec.router.ready_timeout_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        res = await t.http_get(url, timeout=10)
+        if res.status == 200:
+            return None
+        last = f"{res.status} {res.body.strip()[:200]}" if res.status else str(res.error)
+        await asyncio.sleep(2)
+    return f"router not ready after {spec.router.ready_timeout_s} s: {url} answered {last}"
 
 
 class RolloutError(Exception):

@@ -89,6 +89,9 @@ class RouterSpec(_Strict):
     environment: dict[str, str] = Field(default_factory=dict)
     args: dict[str, ArgValue] = Field(default_factory=dict)
     unit: str = "sglang-router.service"
+    ready_timeout_s: int = Field(
+        180, ge=5, description="apply waits this long for /readiness (workers are checked every "
+        "--health-check-interval-secs, 60 by default)")
 
 
 class ExporterSpec(_Strict):
