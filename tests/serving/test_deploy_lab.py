@@ -6,8 +6,12 @@ mounts on the nodes, so the spec deploys units of its own names on the same port
 
 from __future__ import annotations
 
-import pytest
+import asyncio
 
+import pytest
+import yaml
+
+from opsbot.cli.deploy import show_drift
 from opsbot.collect.transport import TransportPool
 from serving.rollout import apply, diff, drift
 from serving.rules import check
@@ -45,7 +49,7 @@ def deployed_lab(lab):
     lab.reset()
 
 
-async def test_apply_rolls_out_in_order_then_diff_is_clean(deployed_lab):
+async def test_apply_rolls_out_in_order_then_diff_is_clean(deployed_lab, tmp_path):
     lab = deployed_lab
     spec = spec_for(lab)
     assert check(spec) == []
@@ -72,6 +76,10 @@ async def test_apply_rolls_out_in_order_then_diff_is_clean(deployed_lab):
         await t.run(["sed", "-i", "s/--queue-size 32/--queue-size 999/", f"{spec.install_dir}/router.sh"], 10)
         (found,) = await drift(spec, pool)
         assert (found.role, found.status) == ("router", "changed")
+    # what `opsbot probe --spec FILE` prints after the bundle: the drifted role, from a spec file
+    spec_file = tmp_path / "lab-spec.yaml"
+    spec_file.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+    assert await asyncio.to_thread(show_drift, spec_file, lab.settings) == 1
 
 
 async def test_apply_stops_at_the_first_failing_role_with_evidence(deployed_lab):
