@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from opsbot import __version__
+from opsbot.cli import lab
 
 app = typer.Typer(
     name="opsbot",
@@ -13,8 +14,22 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
+app.add_typer(lab.app, name="lab")
+
+
+from opsbot.cli import deploy as _deploy  # noqa: E402
+
+app.add_typer(_deploy.app, name="deploy")
+
 
 @app.command()
 def version() -> None:
     """Print opsbot's version."""
     typer.echo(__version__)
+
+
+from opsbot.cli import inventory as _inventory  # noqa: E402
+from opsbot.cli.probe import probe_command  # noqa: E402
+
+app.add_typer(_inventory.app, name="inventory")
+app.command("probe")(probe_command)
