@@ -68,7 +68,7 @@ def _paged_logits_kernel(
         elif KV_FP8 and not Q_FP8:
             k = k.to(tl.bfloat16)
         s = tl.dot(q, tl.trans(k))  # [M, PAGE] fp32
-        s = tl.maximum(s, 0.0) * w[:, None]
+        s = tl.maximum(s, 0.0, propagate_nan=tl.PropagateNan.ALL) * w[:, None]
         logits = tl.sum(tl.reshape(s, (NEXT_N, H, PAGE_SIZE)), axis=1)  # [NEXT_N, PAGE]
         if KV_FP8:
             logits = logits * tl.load(scale_ptr + page * SCALE_STRIDE + SCALE_OFF + j)[None, :]
@@ -171,7 +171,7 @@ def _ragged_logits_kernel(
                 if UPCAST:
                     q = q.to(tl.float32)
                 w = tl.load(w_ptr + t.to(tl.int64) * H + h)
-                s = tl.maximum(tl.dot(q, tl.trans(k)), 0.0) * w[:, None]
+                s = tl.maximum(tl.dot(q, tl.trans(k)), 0.0, propagate_nan=tl.PropagateNan.ALL) * w[:, None]
                 logits = tl.sum(s, axis=0)
                 if KV_FP8:
                     logits = logits * k_scale
