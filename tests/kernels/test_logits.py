@@ -78,7 +78,7 @@ def test_ragged_causal_prefill_matches_reference(kv_kind):
 
 
 def good_args():
-    return paged_case([64], 1, "bf16")
+    return list(paged_case([64], 1, "bf16"))
 
 
 @pytest.mark.parametrize(
