@@ -58,7 +58,7 @@ def _topk_kernel(
         prefix = tl.zeros((), tl.uint32)
         rem = tl.full((), K, tl.int32)
         for rnd in tl.static_range(4):  # most significant byte first
-            shift: tl.constexpr = 24 - 8 * rnd
+            shift = 24 - 8 * rnd
             hist = tl.zeros((256,), tl.int32)
             for c in range(0, n, BLOCK):
                 idx = c + ar
