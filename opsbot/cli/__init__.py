@@ -20,6 +20,11 @@ app.add_typer(inventory.app, name="inventory")
 app.command("probe")(probe_command)
 
 
+from opsbot.cli import deploy as _deploy  # noqa: E402
+
+app.add_typer(_deploy.app, name="deploy")
+
+
 @app.command()
 def version() -> None:
     """Print opsbot's version."""
