@@ -226,3 +226,19 @@ def test_stopped_sshd_refuses_and_comes_back(healthy: Lab) -> None:
     finally:
         lab.start_sshd("node2")
     wait_for(lambda: lab.ssh("node2", ["true"], timeout=5).returncode == 0, 15, "sshd back")
+
+
+@pytest.mark.parametrize("state,line", [
+    ("oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"),
+    ("watchdog", "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)"),
+    ("nccl-timeout", "Triggering SIGQUIT for cleanup..."),
+])
+def test_runtime_deaths_log_and_restart(healthy: Lab, state: str, line: str) -> None:
+    lab = healthy
+    unit = "sglang-dsv4-decode.service"
+    before = int(unit_show(lab, "node2", unit)["NRestarts"])
+    lab.inject("decode", state)
+    wait_for(lambda: int(unit_show(lab, "node2", unit)["NRestarts"]) > before, 30, f"{state} to kill the server")
+    log = lab.ssh("node2", ["journalctl", "-u", unit, "--no-pager", "-n", "80"]).stdout
+    assert line in log
+    assert "SIGQUIT received. signum=" in log and "It usually means one child failed." in log

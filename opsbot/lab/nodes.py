@@ -210,8 +210,7 @@ class Lab:
         for target in targets:
             node = plan.node(target.node)
             write_control(self.node_dir(node) / "state/control" / f"{target.key}.json", Control(state, message, load))
-        restart = state == "crash" or (state == "healthy" and not self._active(spec))
-        if restart:
+        if state == "crash" or not self._active(spec):  # start-up states need a start; so does a failed unit
             self.ssh(spec.node, ["systemctl", "reset-failed", spec.unit], 10)
             self.ssh(spec.node, ["systemctl", "restart", "--no-block", spec.unit], 10)
         return [t.key for t in targets]
