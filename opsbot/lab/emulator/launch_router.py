@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     control_file = control_path()
     control = read_control(control_file)
     if control.state == "crash":
-        logfmt.log("Router hit an exception: " + crash_text(control.message or DEFAULT_CRASH_MESSAGE))
+        logfmt.log(crash_text(control.message or DEFAULT_CRASH_MESSAGE))
         sys.exit(1)
     router = Router(args, control_file)
     serve(QuietHTTPServer((args.prometheus_host, args.prometheus_port), prometheus_handler(router)))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import logfmt
-from .control import Control, read_control
+from .control import read_control
 from .exposition import Registry
 
 VERSION = "0.5.23"
