@@ -242,3 +242,36 @@ def test_runtime_deaths_log_and_restart(healthy: Lab, state: str, line: str) -> 
     log = lab.ssh("node2", ["journalctl", "-u", unit, "--no-pager", "-n", "80"]).stdout
     assert line in log
     assert "SIGQUIT received. signum=" in log and "It usually means one child failed." in log
+
+
+def test_a_request_through_the_router_reaches_prefill_and_decode(healthy: Lab) -> None:
+    lab = healthy
+    wait_for(lambda: get(lab.url("router", "/readiness"))[0] == 200, 30, "the router to be ready")
+    chat = ("endpoint", "/v1/chat/completions")
+
+    def served(role: str) -> float:
+        return sum(v for (n, ls), v in samples(lab, role).items() if n == "sglang:http_requests_total" and chat in ls)
+
+    before = {r: served(r) for r in ("prefill", "decode")}
+    body = b'{"model": "deepseek-ai/DeepSeek-V4-Flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}'
+    req = urllib.request.Request(lab.url("router", "/v1/chat/completions"), data=body,
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.status == 200 and b'"chat.completion"' in resp.read()
+    for role in ("prefill", "decode"):
+        assert served(role) == before[role] + 1, role
+    assert get(lab.url("router", "/health_generate"), timeout=30)[0] == 200
+
+
+def test_wedged_health_answers_503_after_the_health_check_timeout(healthy: Lab) -> None:
+    lab = healthy
+    assert get(lab.url("decode", "/health"))[0] == 200
+    lab.inject("decode", "wedged")
+    time.sleep(0.6)
+    t = time.monotonic()
+    assert get(lab.url("decode", "/health"), timeout=15)[0] == 503
+    assert time.monotonic() - t >= 2.5  # it waited for progress first, as SGLang does
+    log = lab.ssh("node2", ["journalctl", "-u", "sglang-dsv4-decode.service", "--no-pager", "-n", "20"]).stdout
+    assert "Health check failed. Server couldn't get a response from detokenizer for last 3 seconds." in log
+    with pytest.raises(OSError):  # /server_info round-trips to the wedged scheduler: it hangs
+        urllib.request.urlopen(lab.url("decode", "/server_info"), timeout=2)

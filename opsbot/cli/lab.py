@@ -53,7 +53,7 @@ def status() -> None:
     """Each node (process, sshd) and each unit (state, restarts)."""
     table = Table("node", "sshd", "unit", "role", "state", "restarts")
     for node in _lab().status():
-        where = f"{node.name}\n[dim]{node.machine} pid {node.pid}[/dim]" if node.running else f"{node.name} [red]stopped[/red]"
+        where = node.name if node.running else f"{node.name} [red]stopped[/red]"
         sshd = f"{node.ssh_port} " + ("[green]up[/green]" if node.sshd else "[red]down[/red]")
         if not node.units:
             table.add_row(where, sshd, "-", "-", "-", "-")

@@ -304,7 +304,7 @@ class Lab:
         for held in (d / "state/gpu").glob("*.json"):
             held.unlink()
         for role in node.roles:
-            (d / "units" / role.unit).write_text(unit_text(role))
+            (d / "units" / role.unit).write_text(unit_text(role, self.settings.lab_health_check_timeout_s))
             write_control(d / "state/control" / f"{role.key}.json", Control())
         (d / "console.log").unlink(missing_ok=True)
 
@@ -371,6 +371,7 @@ def isolated_settings(data_dir: Path, base: Settings | None = None) -> Settings:
             return base.model_copy(update={
                 "data_dir": data_dir, "lab_dir": None, "inventory": None, "lab_prefix": f"opsbot-t{slot}",
                 "lab_ssh_port_base": ssh_base, "lab_service_port_base": svc_base,
+                "lab_health_check_timeout_s": 3,  # a wedged role's /health 503s inside a probe's deadline
             })
         lock.close()
     raise LabError("no free port range for another lab on this machine")
