@@ -267,3 +267,24 @@ def test_unit_runs_the_emulator_with_restart_policy_and_visible_crash_loop() -> 
     router = unit_text(plan.role("router"))
     assert "sglang_emulator.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 30004" in router
     assert "--decode http://127.0.0.1:30001" in router
+
+
+def test_decode_loses_the_prefill_after_missed_heartbeats_and_recovers(tmp_path, capsys) -> None:
+    s = _sched(tmp_path, "decode")
+    s.heartbeat(False)  # never connected yet: a decode starting before its prefill says nothing
+    _run(s, 1.0)
+    s.heartbeat(True)
+    s.heartbeat(False)
+    assert not s.prefill_lost
+    s.heartbeat(False)
+    out = capsys.readouterr().out
+    assert "Attempting to reconnect to 127.0.0.1:8998..." in out
+    assert re.search(r"Lost connection with prefill instance \(bootstrap_addr: 127\.0\.0\.1:8998\), \d+ requests "
+                     r"affected", out)
+    assert s.reg.get("sglang:num_transfer_failed_reqs_total") >= 1
+    left = {r.rid for r in s.running}
+    _run(s, 5.0)
+    assert {r.rid for r in s.running} <= left  # requests with their KV finish; no new work arrives
+    s.heartbeat(True)
+    _run(s, 0.5)
+    assert len(s.running) == 8

@@ -275,3 +275,13 @@ def test_wedged_health_answers_503_after_the_health_check_timeout(healthy: Lab) 
     assert "Health check failed. Server couldn't get a response from detokenizer for last 3 seconds." in log
     with pytest.raises(OSError):  # /server_info round-trips to the wedged scheduler: it hangs
         urllib.request.urlopen(lab.url("decode", "/server_info"), timeout=2)
+
+
+def test_stopping_prefill_makes_decode_lose_it(healthy: Lab) -> None:
+    lab = healthy
+    time.sleep(5.5)  # one heartbeat after start: the decode has connected to the prefill bootstrap server
+    lab.ssh("node1", ["systemctl", "stop", "sglang-dsv4-prefill.service"], 20)
+    wait_for(
+        lambda: "Lost connection with prefill instance (bootstrap_addr: 127.0.0.1:"
+        in lab.ssh("node2", ["journalctl", "-u", "sglang-dsv4-decode.service", "--no-pager", "-n", "40"]).stdout,
+        25, "the decode to notice", every=1.0)

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import traceback
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
@@ -243,6 +244,20 @@ class _Bootstrap(BaseHTTPRequestHandler):
     do_POST = do_GET
 
 
+def heartbeat(sched: Scheduler, url: str) -> None:
+    """Decode side: ping the prefill bootstrap server like SGLang's KV receiver does."""
+    interval = float(os.getenv("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", 5.0))
+    max_failures = int(os.getenv("SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", 2))
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                ok = resp.status == 200
+        except OSError:
+            ok = False
+        sched.heartbeat(ok, max_failures)
+        time.sleep(interval)
+
+
 def serve(server: ThreadingHTTPServer) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
@@ -289,6 +304,9 @@ def main(argv: list[str] | None = None) -> None:
         logfmt.log("Initialization failed. warmup error: " + "".join(traceback.format_exception_only(e)).strip())
         sys.exit(1)
     serve(httpd)
+    if args.disaggregation_mode == "decode":
+        url = f"http://{sched.bootstrap_addr}/health"
+        threading.Thread(target=heartbeat, args=(sched, url), daemon=True).start()
     if args.disaggregation_mode in ("prefill", "decode"):
         logfmt.log("Start of pd disaggregation warmup ...")
         time.sleep(0.5)

@@ -166,6 +166,9 @@ class Scheduler:
         self.last_progress = time.time()  # wall clock: last output seen by the "tokenizer"
         self.new_token_ratio = 0.7
         self.warned: set[str] = set()
+        self.connected = False  # decode: has reached the prefill bootstrap server at least once
+        self.heartbeat_failures = 0
+        self.prefill_lost = False
         self.pid = str(os.getpid())
         self._static_gauges()
 
@@ -339,11 +342,31 @@ class Scheduler:
 
     # decode ---------------------------------------------------------------------------------------
 
+    def heartbeat(self, ok: bool, max_failures: int = 2) -> None:
+        """Decode's heartbeat to the prefill bootstrap server's /health (common/conn.py)."""
+        with self.lock:
+            if ok:
+                self.connected, self.heartbeat_failures, self.prefill_lost = True, 0, False
+                return
+            if not self.connected or self.prefill_lost:
+                return
+            self.heartbeat_failures += 1
+            logfmt.tp0(f"Attempting to reconnect to {self.bootstrap_addr}...")
+            if self.heartbeat_failures < max_failures:
+                return
+            self.prefill_lost = True
+            affected = self.running[: max(1, len(self.running) // 2)]
+            logfmt.tp0(f"Lost connection with prefill instance (bootstrap_addr: {self.bootstrap_addr}), "
+                       f"{len(affected)} requests affected")
+            self._transfer_failures(len(affected), f"Lost connection with prefill instance (bootstrap_addr: "
+                                                   f"{self.bootstrap_addr})")
+            del self.running[: len(affected)]
+
     def _decode_tick(self, dt: float) -> None:
         now = self.clock()
         state = self.state
         target = {"retract-storm": 48, "prefill-saturated": 2, "kv-transfer-fail": 1, "pd-desync": 0}.get(state, 8)
-        if not self.control.load:
+        if not self.control.load or self.prefill_lost:
             target = 0
         while len(self.running) < target:
             req = self._new_req()
