@@ -22,6 +22,7 @@ class ProbeRow:
     id: str
     cluster: str
     started_at: datetime
+    finished_at: datetime | None
     trigger_kind: str
     top_incident: str | None
 
@@ -35,12 +36,15 @@ class AlertRow:
 
 @dataclass
 class History:
-    """The store's rows for ``[since, until)`` (probes run on a little past ``until``, for recoveries)."""
+    """The store's rows for ``[since, until)``; probes and findings run on past ``until``, to see recoveries."""
 
     since: datetime
     until: datetime
     probes: list[ProbeRow] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+
+    def findings_in(self, start: datetime, end: datetime) -> list[Finding]:
+        return [f for f in self.findings if start <= f.at < end]
     alerts: list[AlertRow] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
@@ -53,11 +57,11 @@ def load_history(store: Store, since: datetime, until: datetime, *, cluster: str
     notes_from = min(since, notes_since or since)
 
     def _read(s: Session) -> History:
-        probes_q = (select(Probe.id, Probe.cluster, Probe.started_at, Probe.trigger_kind, Probe.top_incident)
+        probes_q = (select(Probe.id, Probe.cluster, Probe.started_at, Probe.finished_at, Probe.trigger_kind, Probe.top_incident)
                     .where(Probe.started_at >= since, Probe.started_at < until + recovery_horizon)
                     .order_by(Probe.started_at))
         findings_q = (select(Finding).options(defer(Finding.detail))
-                      .where(Finding.at >= since, Finding.at < until).order_by(Finding.at))
+                      .where(Finding.at >= since, Finding.at < until + recovery_horizon).order_by(Finding.at))
         alerts_q = (select(Alert.probe_id, Alert.starts_at, Alert.received_at)
                     .where(Alert.received_at >= since, Alert.received_at < until, Alert.probe_id.is_not(None)))
         actions_q = (select(Action).options(defer(Action.plan), defer(Action.execution))
@@ -90,7 +94,7 @@ def last_report_at(store: Store, kind: str) -> datetime | None:
 
 
 def latest_probe(store: Store, cluster: str | None = None) -> ProbeRow | None:
-    q = select(Probe.id, Probe.cluster, Probe.started_at, Probe.trigger_kind, Probe.top_incident)
+    q = select(Probe.id, Probe.cluster, Probe.started_at, Probe.finished_at, Probe.trigger_kind, Probe.top_incident)
     if cluster:
         q = q.where(Probe.cluster == cluster)
     row = store.read(lambda s: s.execute(q.order_by(Probe.started_at.desc()).limit(1)).first())
