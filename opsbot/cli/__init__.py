@@ -18,3 +18,7 @@ app = typer.Typer(
 def version() -> None:
     """Print opsbot's version."""
     typer.echo(__version__)
+
+from opsbot.cli import db as _db  # noqa: E402
+
+app.add_typer(_db.app, name="db")
