@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     log_since: str = Field("-15min", description="journalctl --since for log axes")
 
     # guarded actions (opsbot/act)
+    restart_requires_approval: bool = Field(True, description="a restart waits for an approver (--approve, Slack, REST)")
     approval_ttl_s: float = Field(900.0, gt=0, description="an approval (or an unapproved plan) expires after this")
     restart_cooldown_s: float = Field(600.0, ge=0, description="no second restart of one role within this")
     restart_budget: int = Field(3, ge=0, description="restarts per cluster per budget window")

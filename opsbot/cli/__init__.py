@@ -22,3 +22,10 @@ def version() -> None:
 from opsbot.cli import db as _db  # noqa: E402
 
 app.add_typer(_db.app, name="db")
+
+from opsbot.cli import history as _history  # noqa: E402
+from opsbot.cli import restart as _restart  # noqa: E402
+
+app.command("history")(_history.history)
+app.command("restart")(_restart.restart)
+app.add_typer(_restart.actions_app, name="actions")
