@@ -38,6 +38,17 @@ class Settings(BaseSettings):
     weekly_report_time: str = Field("09:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM, local time")
     report_slack_channel: str | None = Field(None, description="channel the weekly report is posted to")
 
+    # guarded actions (opsbot/act)
+    restart_requires_approval: bool = Field(True, description="a restart waits for an approver (--approve, Slack, REST)")
+    approval_ttl_s: float = Field(900.0, gt=0, description="an approval (or an unapproved plan) expires after this")
+    restart_cooldown_s: float = Field(600.0, ge=0, description="no second restart of one role within this")
+    restart_budget: int = Field(3, ge=0, description="restarts per cluster per budget window")
+    restart_budget_window_s: float = Field(3600.0, gt=0)
+    lock_ttl_s: float = Field(900.0, gt=0, description="a role lock left by a crashed opsbot expires after this")
+    gpu_release_timeout_s: float = Field(60.0, gt=0, description="after stop, wait this long for GPU memory to free")
+    gpu_release_mib: float = Field(1024.0, ge=0, description="a GPU using at most this much memory counts as free")
+    verify_deadline_s: float = Field(120.0, gt=0, description="a restarted role must be verified healthy within this")
+
     def inventory_path(self) -> Path:
         return self.inventory or self.data_dir / "inventory.yaml"
 
