@@ -14,6 +14,11 @@ app = typer.Typer(
 )
 
 
+from opsbot.cli import deploy as _deploy  # noqa: E402
+
+app.add_typer(_deploy.app, name="deploy")
+
+
 @app.command()
 def version() -> None:
     """Print opsbot's version."""
