@@ -18,3 +18,10 @@ app = typer.Typer(
 def version() -> None:
     """Print opsbot's version."""
     typer.echo(__version__)
+
+
+from opsbot.cli import diagnose as _diagnose  # noqa: E402
+
+app.command("diagnose")(_diagnose.diagnose_cmd)
+app.command()(_diagnose.ask)
+app.add_typer(_diagnose.runbooks_app, name="runbooks")
