@@ -24,6 +24,10 @@ class PrometheusServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
+    def copy_data_from(self, other: PrometheusServer) -> None:
+        """The other server's backfilled blocks (immutable directories), for a second server."""
+        shutil.copytree(other.data, self.data, ignore=shutil.ignore_patterns("lock", "wal", "chunks_head"))
+
     def backfill(self, openmetrics: str) -> None:
         source = self.dir / "samples.om"
         source.write_text(openmetrics)
@@ -33,14 +37,14 @@ class PrometheusServer:
             raise RuntimeError(f"promtool backfill failed: {done.stderr[-1000:]}")
         source.unlink()
 
-    def start(self) -> None:
+    def start(self, *flags: str) -> None:
         config = self.dir / "prometheus.yml"
         config.write_text("global:\n  scrape_interval: 1m\n")
         log = (self.dir / "prometheus.log").open("wb")
         self.proc = subprocess.Popen(
             [self.prometheus, f"--config.file={config}", f"--storage.tsdb.path={self.data}",
              "--storage.tsdb.retention.time=10y", f"--web.listen-address=127.0.0.1:{self.port}",
-             "--web.enable-lifecycle"], stdout=log, stderr=subprocess.STDOUT)
+             *flags], stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -42,3 +42,10 @@ from opsbot.cli import diagnose as _diagnose  # noqa: E402
 app.command("diagnose")(_diagnose.diagnose_cmd)
 app.command()(_diagnose.ask)
 app.add_typer(_diagnose.runbooks_app, name="runbooks")
+
+from opsbot.cli import report as _report  # noqa: E402
+
+app.command("status")(_report.status)
+app.add_typer(_report.app, name="report")
+app.command("note")(_report.note)
+app.command("decide")(_report.decide)

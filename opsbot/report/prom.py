@@ -82,12 +82,12 @@ class WeekData:
 
 
 def figure_promql(q: FigureQuery, week: Week) -> str:
-    return q.promql.format(r=f"{week.seconds}s", s=week.seconds)
+    return q.promql.replace("{r}", f"{week.seconds}s").replace("{s}", str(week.seconds))
 
 
 def _client(url: str, timeout_s: float) -> PrometheusConnect:
     # No retries with back-off: a report should say "missing" in seconds, not minutes.
-    retry = Retry(total=0, connect=0, read=0, status=0, raise_on_status=False)
+    retry = Retry(total=0, read=False, status=0, raise_on_status=False)
     return PrometheusConnect(url=url, disable_ssl=True, retry=retry, timeout=timeout_s)
 
 
