@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 
 import pytest
 from typer.testing import CliRunner
@@ -67,3 +69,47 @@ def test_weekly_to_a_directory_writes_the_report_and_its_charts(env, tmp_path):
     assert (tmp_path / "out" / "incidents.png").read_bytes().startswith(b"\x89PNG")
     with Store(env) as store:
         assert {r.period for r in store.reports(kind="weekly")} == {"2026-W48"}
+
+
+def test_status_with_a_fresh_probe_of_a_local_node(env, tmp_path, monkeypatch):
+    """`opsbot status --probe --save`: the real probe() on this machine, a local SGLang-like /metrics."""
+    state = {"tokens": 0}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            if self.path == "/metrics":
+                state["tokens"] += 300
+            body = ("# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{tp_rank=\"0\"} 7\n"
+                    "# TYPE sglang:realtime_tokens_total counter\n"
+                    f'sglang:realtime_tokens_total{{mode="decode",tp_rank="0"}} {state["tokens"]}\n').encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(
+        "clusters:\n  here:\n    nodes:\n      - {name: self, address: localhost, transport: local}\n"
+        f"    roles:\n      - {{role: decode, node: self, unit: sglang-dsv4-decode.service, "
+        f"metrics_url: '{url}/metrics', health_url: '{url}/health', http_via_ssh: false}}\n")
+    monkeypatch.setenv("OPSBOT_INVENTORY", str(inventory))
+    monkeypatch.setenv("OPSBOT_METRICS_WINDOW_S", "0.5")
+    get_settings.cache_clear()
+    try:
+        out = runner.invoke(app, ["status", "--probe", "--save", "--format", "json"])
+    finally:
+        srv.shutdown()
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout[out.stdout.index("{"):])
+    assert report["current"]["fresh"] is True and report["current"]["cluster"] == "here"
+    decode = report["current"]["roles"][0]
+    assert decode["running_reqs"] == 7 and decode["health"] == "ok"
+    assert 100 < decode["tokens_per_s"] < 1000  # 300 tokens over a ~0.5 s window
+    with Store(env) as store:
+        assert [p.id for p in store.probes()] == [report["current"]["probe_id"]]
