@@ -46,21 +46,9 @@ def store(settings):
 @pytest.fixture(autouse=True)
 def healthy_lab(lab):
     """Every test starts and ends with healthy roles."""
-    _heal(lab)
+    lab.reset()
     yield
-    _heal(lab)
-
-
-def _heal(lab) -> None:
-    for role in ("prefill", "decode"):
-        lab.inject(role, "healthy")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        res = lab.ssh("node2", ["systemctl", "is-active", "sglang-dsv4-decode.service"])
-        if res.stdout.strip() == "active":
-            return
-        time.sleep(0.5)
-    raise AssertionError("decode did not come back healthy between tests")
+    lab.reset()
 
 
 def _env(settings: Settings, **extra: str) -> dict[str, str]:
@@ -86,7 +74,9 @@ def _main_pid(lab, unit: str) -> str:
 
 def _operator_fix_effective_at_restart(lab, role: str) -> None:
     """Write healthy into the role's control file keeping its mtime: only a restarted emulator reads it."""
-    path = Path(lab.control_file(role))
+    plan = lab.plan()
+    spec = plan.role(role)
+    path = lab.node_dir(plan.node(spec.node)) / "state/control" / f"{spec.key}.json"
     st = path.stat()
     path.write_text(json.dumps({"state": "healthy", "message": None, "load": True}))
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
