@@ -13,6 +13,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -207,27 +209,24 @@ class Store:
 
     def save_alert(self, alert: AlertIn) -> tuple[int, bool]:
         """Keep an alert; (row id, True) when new, (existing id, False) when a duplicate."""
+        values = dict(
+            dedup_key=alert.dedup_key, fingerprint=alert.fingerprint, status=alert.status,
+            alertname=alert.labels.get("alertname"), cluster=alert.cluster, role=alert.role,
+            group_key=alert.group_key, labels=alert.labels, annotations=alert.annotations,
+            starts_at=alert.starts_at, ends_at=alert.ends_at, received_at=now(),
+        )
+        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        stmt = insert(Alert).values(**values).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Alert.id)
 
         def _save(s: Session) -> tuple[int, bool]:
+            new_id = s.scalar(stmt)
+            if new_id is not None:
+                return new_id, True
             existing = s.scalar(select(Alert.id).where(Alert.dedup_key == alert.dedup_key))
-            if existing is not None:
-                return existing, False
-            row = Alert(
-                dedup_key=alert.dedup_key, fingerprint=alert.fingerprint, status=alert.status,
-                alertname=alert.labels.get("alertname"), cluster=alert.cluster, role=alert.role,
-                group_key=alert.group_key, labels=alert.labels, annotations=alert.annotations,
-                starts_at=alert.starts_at, ends_at=alert.ends_at,
-            )
-            s.add(row)
-            s.flush()
-            return row.id, True
-
-        try:
-            return self.write(_save, "save alert")
-        except IntegrityError:  # a concurrent writer stored the same alert first
-            existing = self.read(lambda s: s.scalar(select(Alert.id).where(Alert.dedup_key == alert.dedup_key)))
             assert existing is not None
             return existing, False
+
+        return self.write(_save, "save alert")
 
     def save_alerts(self, alerts: Iterable[AlertIn]) -> list[tuple[int, bool]]:
         return [self.save_alert(a) for a in alerts]
