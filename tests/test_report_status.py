@@ -88,7 +88,7 @@ def test_note_written_done_after_doing_shows_once_as_done(store):
 def test_status_with_nothing_stored_says_what_to_do(store):
     report = build_status(store, None, Settings(), now=NOW)
     md = render(report, "markdown")
-    assert "no probe stored yet: run `opsbot probe --save`" in md
+    assert "no probe stored yet: run `opsbot status --probe --save`" in md
     assert "No goal set" in md and "no serving spec configured: set OPSBOT_SPEC" in md
     assert "## Incidents since the last report\n\nNone." in md
 

@@ -189,3 +189,32 @@ async def test_local_transport(settings, tmp_path):
         assert (tmp_path / "f").read_bytes() == b"x"
     finally:
         await t.close()
+
+
+async def test_inventory_check_reports_keys_and_units(sshd, settings):
+    from opsbot.collect.check import check_inventory
+    from opsbot.inventory import Inventory
+
+    def inv(key: str) -> Inventory:
+        node = sshd.node(host_key=key).model_dump()
+        role = {"role": "decode", "node": "loop", "unit": "sglang-nope.service"}
+        return Inventory.model_validate({"clusters": {"c": {"nodes": [node], "roles": [role]}}})
+
+    rows = await check_inventory(inv(WRONG_KEY), settings)
+    assert [(r.subject, r.ok) for r in rows] == [("ssh", False)] and "host key refused" in rows[0].detail
+    rows = await check_inventory(inv(sshd.host_key), settings)
+    assert rows[0].subject == "ssh" and rows[0].ok and "host key verified" in rows[0].detail
+    unit = rows[1]
+    assert unit.subject == "sglang-nope.service" and not unit.ok  # not-found (or no systemd on this host)
+
+
+async def test_reconnects_after_the_connection_drops(sshd, settings):
+    t = SshTransport(sshd.node(), settings)
+    try:
+        first = await t.connect()
+        first.close()
+        await first.wait_closed()
+        r = await t.run(["echo", "again"], timeout=5)
+        assert r.ok and r.stdout == "again\n" and t._conn is not first
+    finally:
+        await t.close()

@@ -124,7 +124,7 @@ def current_state(store: Store, bundle: Bundle | None, now: datetime, cluster: s
         return current_from_bundle(bundle, now=now, fresh=True, incidents=incidents, role_gpus=role_gpus)
     row = latest_probe(store, cluster)
     if row is None:
-        return CurrentState(cluster=cluster, missing="no probe stored yet: run `opsbot probe --save` or `opsbot status --probe`")
+        return CurrentState(cluster=cluster, missing="no probe stored yet: run `opsbot status --probe --save`")
     return current_from_bundle(store.load_bundle(row.id), now=now, fresh=now - row.started_at < _FRESH,
                                incidents=[row.top_incident] if row.top_incident else [], role_gpus=role_gpus)
 
