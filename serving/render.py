@@ -23,8 +23,8 @@ from serving.dashboard import dashboard_json
 from serving.spec import DeploymentSpec, ServerSpec
 
 HERE = Path(__file__).parent
-NODE_SCRIPTS = {"wait_healthy.py": HERE / "node" / "wait_healthy.py", "gpu_exporter.py": HERE / "exporter.py"}
-SYSTEMD_DIR = "/etc/systemd/system"
+WAIT_HEALTHY = HERE / "node" / "wait_healthy.py"
+EXPORTER = HERE / "exporter.py"
 
 
 def _systemd_quote(value: str) -> str:
@@ -163,23 +163,23 @@ def _role_files(spec: DeploymentSpec) -> dict[str, list[RenderedFile]]:
                      {"CUDA_VISIBLE_DEVICES": ",".join(map(str, s.gpus))}, health_url(spec, role), [],
                      spec.start_timeout_s)
         files[s.node] += [RenderedFile(script, body.encode(), 0o755, role),
-                          RenderedFile(f"{SYSTEMD_DIR}/{spec.unit_of(role)}", unit.encode(), 0o644, role)]
+                          RenderedFile(f"{spec.unit_dir}/{spec.unit_of(role)}", unit.encode(), 0o644, role)]
     r = spec.router
     script = f"{spec.install_dir}/router.sh"
     body = _script(spec, "router", r.launcher, router_flags(spec), r.environment, None)
     after = [spec.unit_of(k) for k in ("prefill", "decode") if spec.servers()[k].node == r.node]
     unit = _unit(spec, f"SGLang PD router ({spec.name})", script, {}, health_url(spec, "router"), after, 300)
     files[r.node] += [RenderedFile(script, body.encode(), 0o755, "router"),
-                      RenderedFile(f"{SYSTEMD_DIR}/{spec.unit_of('router')}", unit.encode(), 0o644, "router")]
+                      RenderedFile(f"{spec.unit_dir}/{spec.unit_of('router')}", unit.encode(), 0o644, "router")]
     for n in spec.nodes:
+        files[n.name].append(RenderedFile(f"{spec.install_dir}/wait_healthy.py", WAIT_HEALTHY.read_bytes(), 0o755))
+        if not spec.exporter.enabled:
+            continue
         exporter = f"{spec.install_dir}/gpu_exporter.py"
         unit = _unit(spec, f"opsbot GPU exporter (:{spec.exporter.port})",
                      f"{spec.exporter.python} {exporter} --port {spec.exporter.port}", {}, None, [], 60)
-        files[n.name] += [
-            RenderedFile(f"{spec.install_dir}/{name}", src.read_bytes(), 0o755, "exporter" if "exporter" in name else None)
-            for name, src in NODE_SCRIPTS.items()
-        ]
-        files[n.name].append(RenderedFile(f"{SYSTEMD_DIR}/{spec.unit_of('exporter')}", unit.encode(), 0o644, "exporter"))
+        files[n.name].append(RenderedFile(exporter, EXPORTER.read_bytes(), 0o755, "exporter"))
+        files[n.name].append(RenderedFile(f"{spec.unit_dir}/{spec.unit_of('exporter')}", unit.encode(), 0o644, "exporter"))
     return files
 
 
@@ -207,8 +207,10 @@ def _prometheus(spec: DeploymentSpec) -> str:
         {"name": jobs["prefill"], "targets": [target(spec.prefill.node, spec.prefill.port, "prefill")]},
         {"name": jobs["decode"], "targets": [target(spec.decode.node, spec.decode.port, "decode")]},
         {"name": jobs["router"], "targets": [target(spec.router.node, spec.router.prometheus_port, "router")]},
-        {"name": jobs["exporter"], "targets": [target(n.name, spec.exporter.port, "exporter") for n in spec.nodes]},
     ]
+    if spec.exporter.enabled:
+        job_list.append({"name": jobs["exporter"],
+                         "targets": [target(n.name, spec.exporter.port, "exporter") for n in spec.nodes]})
     return _env.get_template("prometheus.yml.j2").render(spec=spec, jobs=job_list)
 
 

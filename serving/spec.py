@@ -89,9 +89,13 @@ class RouterSpec(_Strict):
     environment: dict[str, str] = Field(default_factory=dict)
     args: dict[str, ArgValue] = Field(default_factory=dict)
     unit: str = "sglang-router.service"
+    ready_timeout_s: int = Field(
+        180, ge=5, description="apply waits this long for /readiness (workers are checked every "
+        "--health-check-interval-secs, 60 by default)")
 
 
 class ExporterSpec(_Strict):
+    enabled: bool = Field(True, description="install the GPU exporter on every node (needs NVML there)")
     port: int = Field(9101, ge=1, le=65535)
     python: str = "python3"
     unit: str = "opsbot-gpu-exporter.service"
@@ -136,6 +140,7 @@ class DeploymentSpec(_Strict):
         description="argv that starts a server; the lab puts the SGLang emulator here",
     )
     install_dir: str = Field("/opt/sglang", pattern=r"^/[A-Za-z0-9._/-]+$")
+    unit_dir: str = Field("/etc/systemd/system", pattern=r"^/[A-Za-z0-9._/-]+$")
     numa_pinning: bool = Field(True, description="wrap servers in numactl --cpunodebind/--membind")
     hicache_numa_margin: float = Field(0.8, gt=0, le=1, description="share of a NUMA node HiCache may take")
     start_timeout_s: int = Field(1800, ge=60, description="TimeoutStartSec: model load plus warm-up")

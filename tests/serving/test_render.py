@@ -104,8 +104,10 @@ def test_router_unit_points_at_both_roles(example):
 def test_router_on_another_node_uses_node_addresses():
     lab = load_spec(LAB_SPEC)
     flags = dict((g[0], g[1:]) for g in router_flags(lab))
-    assert flags["--prefill"] == ["http://127.0.0.1:30000", "8998"]  # same node as the router
-    assert flags["--decode"] == [f"http://{lab.node('node2').address}:30000"]
+    assert flags["--prefill"] == ["http://127.0.0.1:30000", "30004"]  # same node as the router
+    assert flags["--decode"] == [f"http://{lab.node('node2').address}:{lab.decode.port}"]
+    other = lab.model_copy(update={"nodes": [lab.nodes[0], lab.nodes[1].model_copy(update={"address": "10.1.2.3"})]})
+    assert dict((g[0], g[1:]) for g in router_flags(other))["--decode"] == ["http://10.1.2.3:30001"]
 
 
 def test_inventory_loads_and_lists_the_roles(example, tmp_path):
