@@ -21,7 +21,11 @@ def version() -> None:
 
 
 from opsbot.cli import diagnose as _diagnose  # noqa: E402
+from opsbot.cli import inventory as _inventory  # noqa: E402
+from opsbot.cli.probe import probe_command  # noqa: E402
 
+app.add_typer(_inventory.app, name="inventory")
+app.command("probe")(probe_command)
 app.command("diagnose")(_diagnose.diagnose_cmd)
 app.command()(_diagnose.ask)
 app.add_typer(_diagnose.runbooks_app, name="runbooks")
