@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from opsbot.cli import app
 from opsbot.diagnose import default_runbooks, diagnose, interpret
 from opsbot.diagnose.conditions import Condition, fact_paths
-from tests.scenarios.compose import RoleSpec, bundle, compose, healthy_roles
+from tests.scenarios.compose import RoleSpec, bundle, compose, gpu_csv, healthy_roles
 
 
 def _diag(roles: list[RoleSpec], **kw):
@@ -245,3 +245,15 @@ def test_interpret_instance_names():
 @given(st.text())
 def test_interpret_never_raises(text):
     assert set(interpret(text)) <= {"prefill", "decode", "router"}
+
+
+def test_gpu_dropped_from_nvidia_smi_is_a_gpu_fault():
+    """The role's GPU 3 is not listed (no Xid needed): gpu.missing counts it."""
+    roles = _wedged()
+    rows = "".join(line + "\n" for line in gpu_csv(4).splitlines()[:3])
+    d = _diag(roles, gpus={"node2": rows})
+    assert [f.incident for f in d.findings] == ["gpu-fault"]
+    assert d.findings[0].facts["gpu.missing"] == 1 and d.findings[0].explains == ["decode-wedged on decode"]
+    other = healthy_roles()
+    other[1].gpus = (0, 1, 2)
+    assert _diag(other, gpus={"node2": rows}).findings == [], "a GPU the role does not use is not its fault"
