@@ -97,14 +97,39 @@ async def test_a_failed_run_is_recorded_on_its_claim(database_url):
 
 async def test_start_report_scheduler_registers_the_job_in_the_running_loop(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'o.db'}")
-    scheduler = start_report_scheduler(store, _settings())
+    now = datetime.now(timezone.utc).astimezone(zone("Europe/Paris"))
+    # due later this week: only the weekly job; nothing to catch up
+    settings = _settings(weekly_report_day=("mon", "tue", "wed", "thu", "fri", "sat", "sun")[now.weekday()],
+                         weekly_report_time="23:59")
+    scheduler = start_report_scheduler(store, settings)
     try:
+        assert [j.id for j in scheduler.get_jobs()] == [JOB]
         job = scheduler.get_job(JOB)
-        assert job is not None and job.next_run_time.weekday() == 0
-        assert (job.next_run_time.hour, job.next_run_time.minute) == (9, 0)
         assert job.next_run_time - datetime.now(timezone.utc) <= timedelta(days=7)
+        assert (job.next_run_time.hour, job.next_run_time.minute) == (23, 59)
     finally:
         scheduler.shutdown(wait=False)
+        store.close()
+
+
+async def test_a_report_missed_while_down_is_made_at_start_and_only_once(database_url):
+    settings = _settings(weekly_report_day="mon", weekly_report_time="00:00")  # always already due
+    stores = [Store(database_url), Store(database_url)]
+    poster = RecordingPoster()
+    done: list[object] = []
+    schedulers = []
+    for i, store in enumerate(stores):
+        scheduler = start_report_scheduler(store, settings, poster, instance=f"opsbot-{i}")
+        scheduler.add_listener(lambda ev: done.append(ev), EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
+        schedulers.append(scheduler)
+    for _ in range(200):
+        if len(done) == 2:
+            break
+        await asyncio.sleep(0.05)
+    for scheduler in schedulers:
+        scheduler.shutdown(wait=False)
+    assert len(done) == 2 and len(poster.posts) == 1
+    for store in stores:
         store.close()
 
 

@@ -95,10 +95,24 @@ def schedule_weekly(scheduler: AsyncIOScheduler, store: Store, settings: Setting
         misfire_grace_time=6 * 3600, coalesce=True, max_instances=1)
 
 
+def missed_week(settings: Settings, now: datetime) -> bool:
+    """Whether last week's report was due before ``now`` (the service was down at the time)."""
+    week = last_complete_week(now, zone(settings.report_timezone))
+    due = weekly_trigger(settings).get_next_fire_time(None, week.end)
+    return due is not None and due <= now
+
+
 def start_report_scheduler(store: Store, settings: Settings, poster: ReportPoster | None = None, *,
                            instance: str = "") -> AsyncIOScheduler:
-    """For the service's lifespan (inside the running event loop): a started scheduler with the weekly job."""
+    """For the service's lifespan (inside the running event loop): a started scheduler with the weekly job.
+
+    If last week's report was due while no instance was running, it is made now; the claim keeps
+    an instance that did run it from posting it twice.
+    """
     scheduler = AsyncIOScheduler(timezone=zone(settings.report_timezone))
     schedule_weekly(scheduler, store, settings, poster, instance=instance)
+    if missed_week(settings, datetime.now(timezone.utc)):
+        scheduler.add_job(run_weekly, id=f"{JOB}-catch-up", name="weekly report (catch-up)",
+                          kwargs={"store": store, "settings": settings, "poster": poster, "instance": instance})
     scheduler.start()
     return scheduler
