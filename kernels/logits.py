@@ -30,6 +30,11 @@ Q_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
 # upcast to fp32 first, which is exact (a bf16 x bf16 product fits fp32; the GPU accumulates in fp32).
 UPCAST = os.environ.get("TRITON_INTERPRET") == "1"
 OUT_DTYPES = (torch.float32, torch.bfloat16)
+# paged_logits launch defaults per cache kind: the best of `python -m bench.kernels sweep` on the H200
+LAUNCH = {
+    "bf16": {"pages_per_program": 16, "tile_pages": 1, "num_warps": 4, "num_stages": 2},
+    "fp8": {"pages_per_program": 16, "tile_pages": 1, "num_warps": 4, "num_stages": 2},
+}
 
 
 @triton.jit
@@ -104,18 +109,23 @@ def paged_logits(
     seq_lens: torch.Tensor,
     max_context_len: int | None = None,
     out_dtype: torch.dtype = torch.float32,
-    pages_per_program: int = 8,
-    tile_pages: int = 2,
-    num_warps: int = 4,
-    num_stages: int = 3,
+    pages_per_program: int | None = None,
+    tile_pages: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
 ) -> torch.Tensor:
     """Decode logits: q [B, next_n, 64, 128], weights [B, next_n, 64] fp32, cache bf16 or fp8 pages,
     block_table [B, max_pages] int32, seq_lens [B] int32 → [B * next_n, max_context_len].
 
     Row b * next_n + i sees tokens s < seq_lens[b] - next_n + 1 + i; the rest of the row is -inf.
     q is bf16 (either cache) or e4m3 (fp8 cache only, its scale folded into weights).
+    Launch parameters left None take the H200-tuned defaults for the cache kind (`LAUNCH`).
     """
     kind = cache_kind(cache)
+    launch = dict(LAUNCH[kind])
+    given = {"pages_per_program": pages_per_program, "tile_pages": tile_pages, "num_warps": num_warps, "num_stages": num_stages}
+    launch.update({key: v for key, v in given.items() if v is not None})
+    pages_per_program, tile_pages = launch["pages_per_program"], launch["tile_pages"]
     require("q", q, Q_DTYPES, (None, None, HEADS, HEAD_DIM))
     batch, next_n = q.shape[:2]
     if next_n not in (1, 2, 4):
@@ -150,7 +160,7 @@ def paged_logits(
         SCALE_OFF=FP8_VALUE_BYTES // 4, SCALE_STRIDE=FP8_PAGE_BYTES // 4,
         PAGES_PER_PROG=pages_per_program, TILE_PAGES=tile_pages, KV_FP8=kind == "fp8", Q_FP8=q.dtype == torch.float8_e4m3fn,
         UPCAST=UPCAST,
-        num_warps=num_warps, num_stages=num_stages,
+        num_warps=launch["num_warps"], num_stages=launch["num_stages"],
     )
     return out
 
