@@ -30,6 +30,9 @@ Q_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
 # upcast to fp32 first, which is exact (a bf16 x bf16 product fits fp32; the GPU accumulates in fp32).
 UPCAST = os.environ.get("TRITON_INTERPRET") == "1"
 OUT_DTYPES = (torch.float32, torch.bfloat16)
+# a small grid halves pages_per_program down to MIN_PAGES_PER_PROGRAM until it has TARGET_PROGRAMS
+TARGET_PROGRAMS = 512
+MIN_PAGES_PER_PROGRAM = 4
 # paged_logits launch defaults per cache kind: the best of `python -m bench.kernels sweep` on the H200
 LAUNCH = {
     "bf16": {"pages_per_program": 16, "tile_pages": 1, "num_warps": 4, "num_stages": 2},
@@ -122,10 +125,6 @@ def paged_logits(
     Launch parameters left None take the H200-tuned defaults for the cache kind (`LAUNCH`).
     """
     kind = cache_kind(cache)
-    launch = dict(LAUNCH[kind])
-    given = {"pages_per_program": pages_per_program, "tile_pages": tile_pages, "num_warps": num_warps, "num_stages": num_stages}
-    launch.update({key: v for key, v in given.items() if v is not None})
-    pages_per_program, tile_pages = launch["pages_per_program"], launch["tile_pages"]
     require("q", q, Q_DTYPES, (None, None, HEADS, HEAD_DIM))
     batch, next_n = q.shape[:2]
     if next_n not in (1, 2, 4):
@@ -138,6 +137,13 @@ def paged_logits(
     require_same_device(q=q, weights=weights, cache=cache, block_table=block_table, seq_lens=seq_lens)
     if out_dtype not in OUT_DTYPES:
         raise KernelInputError(f"out_dtype must be float32 or bfloat16; got {out_dtype}")
+    launch = dict(LAUNCH[kind])
+    while (launch["pages_per_program"] > MIN_PAGES_PER_PROGRAM
+           and batch * triton.cdiv(block_table.shape[1], launch["pages_per_program"]) < TARGET_PROGRAMS):
+        launch["pages_per_program"] //= 2  # short rows, few requests: shorter chains, more programs
+    given = {"pages_per_program": pages_per_program, "tile_pages": tile_pages, "num_warps": num_warps, "num_stages": num_stages}
+    launch.update({key: v for key, v in given.items() if v is not None})
+    pages_per_program, tile_pages = launch["pages_per_program"], launch["tile_pages"]
     if tile_pages not in (1, 2, 4) or pages_per_program % tile_pages:
         raise KernelInputError(
             f"tile_pages must be 1, 2 or 4 and divide pages_per_program; got {tile_pages}, {pages_per_program}"

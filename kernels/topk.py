@@ -71,9 +71,10 @@ def _topk_hist_kernel(x_ptr, len_ptr, hist_ptr, x_stride, ROUND: tl.constexpr, K
         key = _sort_key(tl.load(x_ptr + row.to(tl.int64) * x_stride + idx, mask=m, other=0.0))
         if ROUND > 0:
             m = m & ((key >> (32 - 8 * ROUND)) == prefix)
-        h = tl.histogram(((key >> (24 - 8 * ROUND)) & 0xFF).to(tl.int32), 256, mask=m)
-        bins = tl.arange(0, 256)
-        tl.atomic_add(hist_ptr + row.to(tl.int64) * 1024 + ROUND * 256 + bins, h, mask=h > 0)
+        if tl.max(m.to(tl.int32)) > 0:  # later rounds: most chunks hold no key with the prefix
+            h = tl.histogram(((key >> (24 - 8 * ROUND)) & 0xFF).to(tl.int32), 256, mask=m)
+            bins = tl.arange(0, 256)
+            tl.atomic_add(hist_ptr + row.to(tl.int64) * 1024 + ROUND * 256 + bins, h, mask=h > 0)
 
 
 @triton.jit
@@ -138,8 +139,8 @@ def topk(
     k: int,
     block_table: torch.Tensor | None = None,
     next_n: int = 1,
-    chunk: int = 4096,
-    num_warps: int = 8,
+    chunk: int = 2048,
+    num_warps: int = 4,
 ) -> torch.Tensor:
     """Indices of the k largest logits of each row's first lengths[r] entries → [R, k] int32.
 
