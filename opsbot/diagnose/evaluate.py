@@ -9,7 +9,7 @@ from typing import Any
 import cel
 
 from opsbot.bundle import Bundle
-from opsbot.diagnose.facts import bundle_facts
+from opsbot.diagnose.facts import BundleFacts, bundle_facts
 from opsbot.diagnose.findings import Diagnosis, Finding, Remedy, Undetermined
 from opsbot.diagnose.runbook import SEVERITY_RANK, Runbook, RunbookSet, load_runbooks
 
@@ -95,7 +95,11 @@ def _order(findings: list[Finding], runbooks: dict[str, Runbook]) -> list[Findin
 def diagnose(bundle: Bundle, runbooks: RunbookSet | None = None) -> Diagnosis:
     """Findings for ``bundle``, most likely first; an empty list means healthy."""
     rs = runbooks if runbooks is not None else default_runbooks()
-    facts = bundle_facts(bundle, rs.patterns)
+    return evaluate(bundle_facts(bundle, rs.patterns), rs, bundle.id)
+
+
+def evaluate(facts: BundleFacts, rs: RunbookSet, bundle_id: str) -> Diagnosis:
+    """Run every runbook over fact maps already built from a bundle."""
     findings: list[Finding] = []
     undetermined: list[Undetermined] = []
     for key, scope in facts.scopes.items():
@@ -111,4 +115,4 @@ def diagnose(bundle: Bundle, runbooks: RunbookSet | None = None) -> Diagnosis:
                 undetermined.append(Undetermined(incident=rb.id, role=key, missing_facts=list(out.missing), error=out.error))
     problems = [str(p) for p in rs.problems] + facts.problems
     by_id = {rb.id: rb for rb in rs.runbooks}
-    return Diagnosis(bundle=bundle.id, findings=_merge(_order(findings, by_id)), undetermined=undetermined, problems=problems)
+    return Diagnosis(bundle=bundle_id, findings=_merge(_order(findings, by_id)), undetermined=undetermined, problems=problems)
