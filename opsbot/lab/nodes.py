@@ -304,7 +304,8 @@ class Lab:
         for held in (d / "state/gpu").glob("*.json"):
             held.unlink()
         for role in node.roles:
-            (d / "units" / role.unit).write_text(unit_text(role, self.settings.lab_health_check_timeout_s))
+            (d / "units" / role.unit).write_text(unit_text(
+                role, self.settings.lab_health_check_timeout_s, self.settings.lab_sglang_version))
             write_control(d / "state/control" / f"{role.key}.json", Control())
         (d / "console.log").unlink(missing_ok=True)
 

@@ -17,7 +17,7 @@ from . import gpu, logfmt
 from .control import DEFAULT_CRASH_MESSAGE, control_path, read_control
 from .flags import parse_server
 from .gpu import TOTAL_MIB
-from .scheduler import CONTEXT_LEN, MAX_RUNNING, MAX_TOTAL_TOKENS, STALLED, TICK_S, VERSION, Scheduler
+from .scheduler import CONTEXT_LEN, MAX_RUNNING, MAX_TOTAL_TOKENS, STALLED, TICK_S, VERSION, VERSIONS, Scheduler
 
 SITE = "/usr/local/lib/python3.11/dist-packages/sglang/srt"
 HICACHE_SIZE_FRAME = (
@@ -111,7 +111,7 @@ class App:
             "last_gen_throughput": self.sched.reg.get("sglang:gen_throughput"), "memory_usage": mem,
             "disaggregation_mode": self.args.disaggregation_mode,
         }]
-        return args | {"internal_states": internal, "startup_time": self.started, "version": VERSION,
+        return args | {"internal_states": internal, "startup_time": self.started, "version": self.sched.version,
                        "frontend": "python"}
 
     def health(self, path: str) -> tuple[int, str]:
@@ -205,9 +205,10 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
                 return self._send(200, {"object": "list", "data": [{
                     "id": app.args.served_model_name, "object": "model", "created": int(app.started),
                     "owned_by": "sglang", "root": app.args.served_model_name, "max_model_len": CONTEXT_LEN}]})
-            if path == "/ping":
-                return self._send(200 if app.status == "Up" else 503, "", "text/plain")
-            if path == "/ready":
+            old = app.sched.version == "0.5.12"
+            if path == "/ping":  # 0.5.12: always 200 (liveness only)
+                return self._send(200 if old or app.status == "Up" else 503, "", "text/plain")
+            if path == "/ready" and not old:  # 0.5.23 only
                 return self._send(200 if app.status == "Up" else 503, "", "text/plain")
             if path in ("/generate", "/v1/chat/completions", "/v1/completions") and self.command == "POST":
                 n = int(self.headers.get("content-length") or 0)
@@ -275,9 +276,12 @@ def main(argv: list[str] | None = None) -> None:
                          HICACHE_SIZE_FRAME if not control.message else None)
     if is_dsv4(args) and args.enable_hierarchical_cache and args.hicache_size > 0:
         crash_at_startup(DEFAULT_CRASH_MESSAGE, HICACHE_SIZE_FRAME)
+    version = os.environ.get("SGLANG_EMULATOR_VERSION", VERSION)
+    if version not in VERSIONS:
+        sys.exit(f"SGLANG_EMULATOR_VERSION={version!r}: the emulator speaks {', '.join(VERSIONS)}")
     sched = Scheduler(
         args.disaggregation_mode, args.served_model_name, control_file, args.tp_size,
-        f"127.0.0.1:{args.disaggregation_bootstrap_port}", args.decode_log_interval,
+        f"127.0.0.1:{args.disaggregation_bootstrap_port}", args.decode_log_interval, version=version,
     )
     gpus = gpu.visible_gpus(args.tp_size)
     mib = int(TOTAL_MIB * (args.mem_fraction_static or 0.9)) + 1741

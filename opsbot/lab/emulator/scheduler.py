@@ -18,6 +18,8 @@ from .control import read_control
 from .exposition import Registry
 
 VERSION = "0.5.23"
+VERSIONS = ("0.5.23", "0.5.12")  # where they differ: is_streaming labels, a few metrics, log wording
+NEW_IN_0_5_23 = {"max_total_num_tokens_swa"}
 MAX_TOTAL_TOKENS = 983_040
 MAX_SWA_TOKENS = 98_304
 CONTEXT_LEN = 1_048_576
@@ -117,11 +119,13 @@ class Req:
     arrived: float = 0.0
 
 
-def new_registry(model_name: str, engine_type: str) -> Registry:
+def new_registry(model_name: str, engine_type: str, version: str = VERSION) -> Registry:
     """Every family this server exports, with SGLang's names, help texts and label sets."""
     reg = Registry({"model_name": model_name, "engine_type": engine_type, "tp_rank": "0", "pp_rank": "0",
                     "moe_ep_rank": "0"})
     for name, help in (GAUGES | PID_GAUGES).items():
+        if version == "0.5.12" and name in NEW_IN_0_5_23:
+            continue
         reg.family(f"sglang:{name}", "gauge", help)
     for name, help in (COUNTERS | TOKENIZER_COUNTERS).items():
         reg.family(f"sglang:{name}", "counter", help)
@@ -137,14 +141,15 @@ class Scheduler:
 
     def __init__(self, mode: str, model_name: str, control_file: str, tp_size: int = 1,
                  bootstrap_addr: str = "127.0.0.1:8998", decode_log_interval: int = 40,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, version: str = VERSION):
         self.clock = clock  # injectable, so tests run minutes of simulation in milliseconds
+        self.version = version
         self.mode = mode  # prefill | decode | null
         self.engine_type = mode if mode in ("prefill", "decode") else "unified"
         self.tp_size = tp_size
         self.bootstrap_addr = bootstrap_addr
         self.decode_log_interval = decode_log_interval
-        self.reg = new_registry(model_name, self.engine_type)
+        self.reg = new_registry(model_name, self.engine_type, version)
         self.tok_labels = {"model_name": model_name, "engine_type": self.engine_type}
         self.control_file = control_file
         self.control = read_control(control_file)
@@ -220,7 +225,7 @@ class Scheduler:
         return req
 
     def _finish(self, req: Req, generated: int) -> None:
-        labels = self.tok_labels | {"is_streaming": "false"}
+        labels = self._streaming("false")
         self.reg.inc("sglang:prompt_tokens_total", req.input_len, labels, base=False)
         self.reg.inc("sglang:generation_tokens_total", generated, labels, base=False)
         self.reg.inc("sglang:num_requests_total", 1, labels, base=False)
@@ -297,7 +302,8 @@ class Scheduler:
             f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: {cached}, "
             f"full token usage: {usage:.2f}, swa token usage: {usage:.2f}, #running-req: {len(batch)}, "
             f"#queue-req: {len(self.queue)}, #pending-token: {pending}, #bootstrap-req: {self.bootstrap_q}, "
-            f"#inflight-req: {self.inflight_q}, #optimistic-req: 0, cuda graph: False, "
+            f"#inflight-req: {self.inflight_q}, {'' if self.version == '0.5.12' else '#optimistic-req: 0, '}"
+            "cuda graph: False, "
             f"input throughput (token/s): {throughput:.2f}"
         )
 
@@ -356,7 +362,8 @@ class Scheduler:
                 return
             self.prefill_lost = True
             affected = self.running[: max(1, len(self.running) // 2)]
-            logfmt.tp0(f"Lost connection with prefill instance (bootstrap_addr: {self.bootstrap_addr}), "
+            lost = "Losing" if self.version == "0.5.12" else "Lost"  # 0.5.12's mooncake wording
+            logfmt.tp0(f"{lost} connection with prefill instance (bootstrap_addr: {self.bootstrap_addr}), "
                        f"{len(affected)} requests affected")
             self._transfer_failures(len(affected), f"Lost connection with prefill instance (bootstrap_addr: "
                                                    f"{self.bootstrap_addr})")
@@ -494,9 +501,14 @@ class Scheduler:
         self._gauge("swa_evictable_tokens", 0)
         self._gauge("swa_available_tokens", MAX_SWA_TOKENS - swa_used)
 
+    def _streaming(self, value: str) -> dict[str, str]:
+        """Tokenizer labels; 0.5.23 added is_streaming (0.5.12 has none)."""
+        return self.tok_labels if self.version == "0.5.12" else self.tok_labels | {"is_streaming": value}
+
     def _static_gauges(self) -> None:
         self._gauge("max_total_num_tokens", MAX_TOTAL_TOKENS)
-        self._gauge("max_total_num_tokens_swa", MAX_SWA_TOKENS)
+        if self.version != "0.5.12":
+            self._gauge("max_total_num_tokens_swa", MAX_SWA_TOKENS)
         self._gauge("page_size", PAGE_SIZE)
         self._gauge("context_len", CONTEXT_LEN)
         self._gauge("startup_available_gpu_memory_gb", 17.21)
@@ -518,7 +530,7 @@ class Scheduler:
             self.reg.inc("sglang:realtime_tokens_total", 0, {"mode": mode})
         for streaming in ("false", "true"):
             for name in ("prompt_tokens_total", "generation_tokens_total", "num_requests_total"):
-                self.reg.inc(f"sglang:{name}", 0, self.tok_labels | {"is_streaming": streaming}, base=False)
+                self.reg.inc(f"sglang:{name}", 0, self._streaming(streaming), base=False)
         for source in ("device", "host", "storage", "total"):
             self.reg.inc("sglang:cached_tokens_total", 0, self.tok_labels | {"cache_source": source}, base=False)
         self.reg.inc("sglang:num_aborted_requests_total", 0, self.tok_labels, base=False)
