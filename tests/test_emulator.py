@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -306,3 +307,15 @@ def test_0_5_12_mode_drops_is_streaming_and_speaks_the_old_wording(tmp_path, cap
     _run(p, 4.0)
     out = capsys.readouterr().out
     assert "Prefill batch, " in out and "#optimistic-req" not in out
+
+
+def test_load_snapshot_goes_stale_while_wedged(tmp_path) -> None:
+    s = _sched(tmp_path, "decode")
+    _run(s, 1.5)
+    snap = s.load_snapshot()
+    assert snap["num_running_reqs"] == 8 and snap["disaggregation"]["mode"] == "decode"
+    write_control(s.control_file, Control("wedged"))
+    s.published -= 60  # as if the last publish was a minute ago
+    _run(s, 3.0)
+    assert s.load_snapshot()["timestamp"] == time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s.published)) + "Z"
+    assert s.load_snapshot()["timestamp"] < time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 30))

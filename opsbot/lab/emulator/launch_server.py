@@ -11,7 +11,7 @@ import time
 import traceback
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 from . import gpu, logfmt
 from .control import DEFAULT_CRASH_MESSAGE, control_path, read_control
@@ -140,6 +140,28 @@ class App:
             time.sleep(0.5)
         return not self.sched.stalled
 
+    def loads(self, query: str) -> tuple[int, str | dict, str]:
+        """``/v1/loads``: the shared-memory snapshot, answered without the scheduler (§1.5)."""
+        q = parse_qs(query)
+        include = set(",".join(q.get("include", ["core"])).split(","))
+        if not include <= {"core", "memory", "spec", "lora", "disagg", "queues", "all"}:
+            return 400, {"error": f"invalid include: {','.join(sorted(include))}"}, "application/json"
+        rank = self.sched.load_snapshot()
+        if not include & {"disagg", "all"}:
+            rank.pop("disaggregation")
+        if q.get("format", ["json"])[0] == "prometheus":
+            lines = []
+            for key, val in rank.items():
+                items = val.items() if isinstance(val, dict) else [("", val)]
+                for sub, v in items:
+                    if isinstance(v, (int, float)):
+                        name = f"sglang_disagg_{sub}" if sub else f"sglang_{key}"
+                        lines.append(f'{name}{{dp_rank="0"}} {float(v)}')
+            return 200, "\n".join(lines) + "\n", "text/plain; version=0.0.4; charset=utf-8"
+        body = {"timestamp": rank["timestamp"], "version": self.sched.version, "accelerator": "cuda",
+                "num_accelerators": self.args.tp_size, "loads": [rank]}
+        return 200, body, "application/json"
+
     def generate(self, body: dict, chat: bool) -> tuple[int, dict]:
         max_new = int(body.get("max_tokens") or body.get("sampling_params", {}).get("max_new_tokens") or 16)
         text = json.dumps(body.get("messages") or body.get("text") or "")
@@ -201,6 +223,9 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
                                "Please use '/server_info' instead.")
                 app.wait_unstalled(3600)  # round-trips to the scheduler, no timeout: hangs when it is wedged
                 return self._send(200, app.server_info())
+            if path == "/v1/loads":
+                code, body, ctype = app.loads(urlparse(self.path).query)
+                return self._send(code, body, ctype)
             if path == "/v1/models":
                 return self._send(200, {"object": "list", "data": [{
                     "id": app.args.served_model_name, "object": "model", "created": int(app.started),

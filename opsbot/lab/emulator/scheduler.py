@@ -169,6 +169,7 @@ class Scheduler:
         self.last_batch = self.clock()
         self.last_event = self.clock()
         self.last_progress = time.time()  # wall clock: last output seen by the "tokenizer"
+        self.published = time.time()  # wall clock: last load snapshot / metrics publish
         self.new_token_ratio = 0.7
         self.warned: set[str] = set()
         self.connected = False  # decode: has reached the prefill bootstrap server at least once
@@ -308,6 +309,7 @@ class Scheduler:
         )
 
     def _publish_prefill_gauges(self, batch: int, hit_rate: float) -> float:
+        self.published = time.time()
         used = sum(r.input_len for r in self.queue[:4]) + 4096 * batch
         usage = min(used / MAX_TOTAL_TOKENS, 0.99)
         self._set_usage(used, usage)
@@ -450,6 +452,7 @@ class Scheduler:
                 self.reg.inc("sglang:num_aborted_requests_total", 1, self.tok_labels, base=False)
 
     def _decode_flush(self, now: float) -> None:
+        self.published = time.time()
         elapsed = max(now - self.last_flush, 1e-3)
         tokens, self.flush_tokens, self.steps = self.flush_tokens, 0, 0.0
         self.last_flush = now
@@ -483,6 +486,27 @@ class Scheduler:
         )
 
     # gauges ---------------------------------------------------------------------------------------
+
+    def load_snapshot(self) -> dict:
+        """The per-rank ``/v1/loads`` record, as last published (stale while the scheduler is stuck)."""
+        g = self.reg.get
+        used = int(g("sglang:num_used_tokens"))
+        return {
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.published)) + "Z", "dp_rank": 0,
+            "num_running_reqs": int(g("sglang:num_running_reqs")), "num_waiting_reqs": int(g("sglang:num_queue_reqs")),
+            "num_used_tokens": used, "num_total_tokens": MAX_TOTAL_TOKENS, "max_total_num_tokens": MAX_TOTAL_TOKENS,
+            "max_running_requests": MAX_RUNNING, "token_usage": g("sglang:token_usage"),
+            "gen_throughput": g("sglang:gen_throughput"), "cache_hit_rate": g("sglang:cache_hit_rate"),
+            "utilization": g("sglang:utilization"),
+            "disaggregation": {
+                "mode": self.engine_type,
+                "prefill_bootstrap_queue_reqs": int(g("sglang:num_prefill_bootstrap_queue_reqs")),
+                "prefill_inflight_queue_reqs": int(g("sglang:num_prefill_inflight_queue_reqs")),
+                "decode_prealloc_queue_reqs": int(g("sglang:num_decode_prealloc_queue_reqs")),
+                "decode_transfer_queue_reqs": int(g("sglang:num_decode_transfer_queue_reqs")),
+                "decode_retracted_queue_reqs": self.retracted_now,
+            },
+        }
 
     def _gauge(self, name: str, value: float) -> None:
         self.reg.set(f"sglang:{name}", value)
