@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from opsbot import __version__
-from opsbot.cli import lab
+from opsbot.cli import inventory, lab
+from opsbot.cli.probe import probe_command
 
 app = typer.Typer(
     name="opsbot",
@@ -15,6 +16,13 @@ app = typer.Typer(
 )
 
 app.add_typer(lab.app, name="lab")
+app.add_typer(inventory.app, name="inventory")
+app.command("probe")(probe_command)
+
+
+from opsbot.cli import deploy as _deploy  # noqa: E402
+
+app.add_typer(_deploy.app, name="deploy")
 
 
 @app.command()
