@@ -268,3 +268,18 @@ def test_same_incident_on_two_roles_is_one_finding():
     assert f.incident == "kv-transfer-failure" and f.roles == ["prefill", "decode"]
     assert f.evidence[0].startswith("prefill: ") and any(e.startswith("decode: ") for e in f.evidence)
     assert len({r.text for r in f.remedies}) == len(f.remedies)
+
+
+def test_a_crashing_prefill_explains_decodes_lost_connection():
+    """`kv-transfer-failure@any`: decode losing its prefill is the prefill's crash, not a transfer fault."""
+    roles = healthy_roles()
+    p, d = roles[0], roles[1]
+    p.active, p.sub, p.restarts, p.metrics_error = "activating", "auto-restart", 3, "connection refused"
+    p.logs = ["ValueError: DeepSeek V4 HiCache currently does not support --hicache-size; use --hicache-ratio instead."]
+    d.logs = ["Losing connection with prefill instance (bootstrap_addr: 10.0.0.1:8998), 3 requests affected"]
+    (f,) = _diag(roles).findings
+    assert f.incident == "config-crashloop" and f.explains == ["role-down on prefill", "kv-transfer-failure on decode"]
+    p.logs = []
+    assert [f.incident for f in _diag(roles).findings] == ["role-down"]
+    roles[0] = healthy_roles()[0]
+    assert [f.incident for f in _diag(roles).findings] == ["kv-transfer-failure"]

@@ -128,3 +128,9 @@ def test_incident_ids_match_the_spec():
         pytest.skip(f"{SPEC} is not here (it lives outside the repository)")
     ids = set(re.findall(r"^\| `([a-z0-9-]+)` \|", SPEC.read_text(), re.M))
     assert ids == INCIDENT_IDS
+
+
+def test_runbooks_that_explain_each_other_are_refused(books: Path):
+    path = books / "role-down.yaml"
+    path.write_text(path.read_text().replace("explains: [kv-transfer-failure@any", "explains: [config-crashloop, kv-transfer-failure@any"))
+    assert [p.message for p in lint(books)] == ["config-crashloop and role-down explain each other: both would be dropped"]

@@ -80,7 +80,7 @@ def _order(findings: list[Finding], runbooks: dict[str, Runbook]) -> list[Findin
     """Drop findings another finding explains (sharing a role); most severe, surest, most specific first."""
     kept = []
     for f in findings:
-        by = [g for g in findings if f.incident in runbooks[g.incident].spec.explains and set(g.roles) & set(f.roles)]
+        by = [g for g in findings if runbooks[g.incident].explains(f.incident, bool(set(g.roles) & set(f.roles)))]
         if by:
             for g in by:
                 g.explains.append(f"{f.incident} on {f.roles[0]}")

@@ -56,7 +56,10 @@ class RunbookSpec(_Strict):
     evidence: list[str] = Field(min_length=1)
     explain: str
     remedies: list[RemedySpec] = Field(min_length=1)
-    explains: list[str] = Field(default_factory=list, description="incident ids this one accounts for")
+    explains: list[str] = Field(
+        default_factory=list,
+        description="incident ids this one accounts for on a role it shares; 'id@any' on any role of the bundle",
+    )
     confidence: float = Field(0.9, gt=0.0, le=1.0)
 
     @field_validator("id")
@@ -71,7 +74,7 @@ class RunbookSpec(_Strict):
     @field_validator("explains")
     @classmethod
     def _known_explained(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if x not in INCIDENT_IDS]
+        bad = [x for x in v if x.removesuffix("@any") not in INCIDENT_IDS]
         if bad:
             raise ValueError(f"unknown incident id(s) {bad}; use ids of spec/incidents.md")
         return v
@@ -133,6 +136,10 @@ class Runbook:
     @property
     def id(self) -> str:
         return self.spec.id
+
+    def explains(self, incident: str, shared_role: bool) -> bool:
+        """Whether a finding of ``incident`` is accounted for by this runbook's finding."""
+        return f"{incident}@any" in self.spec.explains or (shared_role and incident in self.spec.explains)
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """Capture corpus bundles from the lab: boot a lab of its own, put roles into each emulator
 state, run a real probe, label the bundle with the class it must be diagnosed as, save it.
 
-    python -m tests.scenarios.capture [STATE-NAME ...]     # needs root, systemd-nspawn, the lab rootfs
+    python -m tests.scenarios.capture [--sglang-version 0.5.12] [NAME ...]   # root, systemd-nspawn, lab rootfs
 
-Writes ``tests/scenarios/lab/<name>.json``; the lab is torn down at the end.
+Writes ``tests/scenarios/lab/<name>.json`` (``<name>-0.5.12.json`` when the emulator imitates
+0.5.12's labels and wording); the lab is torn down at the end.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ CAPTURES: dict[str, Capture] = {
 }
 
 
-def capture(lab: Lab, name: str, c: Capture) -> Path:
+def capture(lab: Lab, name: str, c: Capture, version: str) -> Path:
     lab.reset()
     since = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     lab.inject(c.role, c.state, c.message)
@@ -74,10 +75,13 @@ def capture(lab: Lab, name: str, c: Capture) -> Path:
     settings = lab.settings.model_copy(update={"log_since": since})
     bundle = asyncio.run(probe(lab.inventory, trigger=trigger, settings=settings))
     data = json.loads(bundle.to_json())
+    if version != "0.5.23":
+        name = f"{name}-{version}"
     data["id"] = f"lab-{name}"
     data["label"] = {
         "expected": c.expected, "also": list(c.also), "must_not": list(c.must_not),
-        "source": f"opsbot lab: `opsbot lab inject {c.role} {c.state}`" + (f" --message {c.message!r}" if c.message else ""),
+        "source": f"opsbot lab (emulating SGLang {version}): `opsbot lab inject {c.role} {c.state}`"
+        + (f" --message {c.message!r}" if c.message else ""),
         "note": c.note,
     }
     OUT.mkdir(parents=True, exist_ok=True)
@@ -92,15 +96,17 @@ def capture(lab: Lab, name: str, c: Capture) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", help=f"captures to run (default all): {', '.join(CAPTURES)}")
+    ap.add_argument("--sglang-version", default="0.5.23", choices=("0.5.23", "0.5.12"))
     args = ap.parse_args()
     names = args.names or list(CAPTURES)
     with tempfile.TemporaryDirectory(prefix="opsbot-capture-") as tmp:
-        lab = Lab(isolated_settings(Path(tmp)))
+        settings = isolated_settings(Path(tmp)).model_copy(update={"lab_sglang_version": args.sglang_version})
+        lab = Lab(settings)
         with console.status("booting a lab of two nodes ...") as status:
             lab.up(2, step=lambda s: status.update(s))
         try:
             for name in names:
-                capture(lab, name, CAPTURES[name])
+                capture(lab, name, CAPTURES[name], args.sglang_version)
         finally:
             lab.down()
 
