@@ -283,3 +283,19 @@ def test_a_crashing_prefill_explains_decodes_lost_connection():
     assert [f.incident for f in _diag(roles).findings] == ["role-down"]
     roles[0] = healthy_roles()[0]
     assert [f.incident for f in _diag(roles).findings] == ["kv-transfer-failure"]
+
+
+def test_terminal_does_not_call_missing_evidence_healthy():
+    from rich.console import Console
+
+    from opsbot.diagnose.terminal import render
+
+    roles = healthy_roles()
+    roles[1].metrics_error = "timeout"
+    console = Console(record=True, width=120)
+    console.print(render(_diag(roles)))
+    text = console.export_text()
+    assert "healthy" not in text and "could not be decided" in text and "delta.realtime_tokens_decode" in text
+    console = Console(record=True, width=120)
+    console.print(render(_diag(healthy_roles())))
+    assert "healthy: no runbook matched" in console.export_text()
