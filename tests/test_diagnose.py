@@ -257,3 +257,45 @@ def test_gpu_dropped_from_nvidia_smi_is_a_gpu_fault():
     other = healthy_roles()
     other[1].gpus = (0, 1, 2)
     assert _diag(other, gpus={"node2": rows}).findings == [], "a GPU the role does not use is not its fault"
+
+
+def test_same_incident_on_two_roles_is_one_finding():
+    roles = healthy_roles()
+    line = ("Prefill transfer failed for request rank=0 req.rid='a' req.bootstrap_room=5 with exception "
+            "KVTransferError(bootstrap_room=5): Failed to send kv chunk of 5 to 10.0.0.2:1")
+    roles[0].logs, roles[1].logs = [line], [line.replace("Prefill", "Decode")]
+    (f,) = _diag(roles).findings
+    assert f.incident == "kv-transfer-failure" and f.roles == ["prefill", "decode"]
+    assert f.evidence[0].startswith("prefill: ") and any(e.startswith("decode: ") for e in f.evidence)
+    assert len({r.text for r in f.remedies}) == len(f.remedies)
+
+
+def test_a_crashing_prefill_explains_decodes_lost_connection():
+    """`kv-transfer-failure@any`: decode losing its prefill is the prefill's crash, not a transfer fault."""
+    roles = healthy_roles()
+    p, d = roles[0], roles[1]
+    p.active, p.sub, p.restarts, p.metrics_error = "activating", "auto-restart", 3, "connection refused"
+    p.logs = ["ValueError: DeepSeek V4 HiCache currently does not support --hicache-size; use --hicache-ratio instead."]
+    d.logs = ["Losing connection with prefill instance (bootstrap_addr: 10.0.0.1:8998), 3 requests affected"]
+    (f,) = _diag(roles).findings
+    assert f.incident == "config-crashloop" and f.explains == ["role-down on prefill", "kv-transfer-failure on decode"]
+    p.logs = []
+    assert [f.incident for f in _diag(roles).findings] == ["role-down"]
+    roles[0] = healthy_roles()[0]
+    assert [f.incident for f in _diag(roles).findings] == ["kv-transfer-failure"]
+
+
+def test_terminal_does_not_call_missing_evidence_healthy():
+    from rich.console import Console
+
+    from opsbot.diagnose.terminal import render
+
+    roles = healthy_roles()
+    roles[1].metrics_error = "timeout"
+    console = Console(record=True, width=120)
+    console.print(render(_diag(roles)))
+    text = console.export_text()
+    assert "healthy" not in text and "could not be decided" in text and "delta.realtime_tokens_decode" in text
+    console = Console(record=True, width=120)
+    console.print(render(_diag(healthy_roles())))
+    assert "healthy: no runbook matched" in console.export_text()

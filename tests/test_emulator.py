@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -288,3 +289,33 @@ def test_decode_loses_the_prefill_after_missed_heartbeats_and_recovers(tmp_path,
     s.heartbeat(True)
     _run(s, 0.5)
     assert len(s.running) == 8
+
+
+def test_0_5_12_mode_drops_is_streaming_and_speaks_the_old_wording(tmp_path, capsys) -> None:
+    path = tmp_path / "control" / "decode.json"
+    write_control(path, Control())
+    s = Scheduler("decode", "m", str(path), 4, "127.0.0.1:8998", clock=Clock(), version="0.5.12")
+    _run(s, 3.0)
+    fams = {f.name: f for f in text_string_to_metric_families(s.reg.render())}
+    assert all("is_streaming" not in smp.labels for smp in fams["sglang:num_requests"].samples)
+    assert "sglang:max_total_num_tokens_swa" not in fams
+    s.heartbeat(True)
+    s.heartbeat(False)
+    s.heartbeat(False)
+    assert "Losing connection with prefill instance (bootstrap_addr: 127.0.0.1:8998)" in capsys.readouterr().out
+    p = Scheduler("prefill", "m", str(path), 4, clock=Clock(), version="0.5.12")
+    _run(p, 4.0)
+    out = capsys.readouterr().out
+    assert "Prefill batch, " in out and "#optimistic-req" not in out
+
+
+def test_load_snapshot_goes_stale_while_wedged(tmp_path) -> None:
+    s = _sched(tmp_path, "decode")
+    _run(s, 1.5)
+    snap = s.load_snapshot()
+    assert snap["num_running_reqs"] == 8 and snap["disaggregation"]["mode"] == "decode"
+    write_control(s.control_file, Control("wedged"))
+    s.published -= 60  # as if the last publish was a minute ago
+    _run(s, 3.0)
+    assert s.load_snapshot()["timestamp"] == time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s.published)) + "Z"
+    assert s.load_snapshot()["timestamp"] < time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 30))

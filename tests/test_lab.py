@@ -273,6 +273,8 @@ def test_wedged_health_answers_503_after_the_health_check_timeout(healthy: Lab) 
     assert time.monotonic() - t >= 2.5  # it waited for progress first, as SGLang does
     log = lab.ssh("node2", ["journalctl", "-u", "sglang-dsv4-decode.service", "--no-pager", "-n", "20"]).stdout
     assert "Health check failed. Server couldn't get a response from detokenizer for last 3 seconds." in log
+    status, body = get(lab.url("decode", "/v1/loads?include=all"))  # shared memory: answers anyway
+    assert status == 200 and '"num_running_reqs"' in body
     with pytest.raises(OSError):  # /server_info round-trips to the wedged scheduler: it hangs
         urllib.request.urlopen(lab.url("decode", "/server_info"), timeout=2)
 

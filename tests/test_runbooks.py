@@ -128,3 +128,18 @@ def test_incident_ids_match_the_spec():
         pytest.skip(f"{SPEC} is not here (it lives outside the repository)")
     ids = set(re.findall(r"^\| `([a-z0-9-]+)` \|", SPEC.read_text(), re.M))
     assert ids == INCIDENT_IDS
+
+
+def test_runbooks_that_explain_each_other_are_refused(books: Path):
+    path = books / "role-down.yaml"
+    path.write_text(path.read_text().replace("explains: [kv-transfer-failure@any", "explains: [config-crashloop, kv-transfer-failure@any"))
+    assert [p.message for p in lint(books)] == ["config-crashloop and role-down explain each other: both would be dropped"]
+
+
+def test_broken_template_names_its_evidence_line(books: Path):
+    path = books / "cuda-oom.yaml"
+    text = path.read_text()
+    path.write_text(text.replace('  - "out-of-memory lines: {{ logs.cuda_oom }},', '  - "out-of-memory lines: {{ logs.cuda_oom ,'))
+    (p,) = [p for p in load_runbooks(books).problems if p.file == str(path)]
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if l.startswith('  - "out-of-memory lines'))
+    assert p.where == "evidence.0" and p.line == line and p.message.startswith("template:")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from opsbot import __version__
-from opsbot.cli import inventory, lab
+from opsbot.cli import db, deploy, diagnose, history, inventory, lab, report, restart
 from opsbot.cli.probe import probe_command
 
 app = typer.Typer(
@@ -15,39 +15,24 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-app.add_typer(lab.app, name="lab")
-app.add_typer(inventory.app, name="inventory")
 app.command("probe")(probe_command)
-
-
-from opsbot.cli import deploy as _deploy  # noqa: E402
-
-app.add_typer(_deploy.app, name="deploy")
+app.command("ask")(diagnose.ask)
+app.command("diagnose")(diagnose.diagnose_cmd)
+app.command("restart")(restart.restart)
+app.command("history")(history.history)
+app.command("status")(report.status)
+app.command("note")(report.note)
+app.command("decide")(report.decide)
+app.add_typer(report.app, name="report")
+app.add_typer(restart.actions_app, name="actions")
+app.add_typer(diagnose.runbooks_app, name="runbooks")
+app.add_typer(inventory.app, name="inventory")
+app.add_typer(lab.app, name="lab")
+app.add_typer(deploy.app, name="deploy")
+app.add_typer(db.app, name="db")
 
 
 @app.command()
 def version() -> None:
     """Print opsbot's version."""
     typer.echo(__version__)
-
-from opsbot.cli import db as _db  # noqa: E402
-from opsbot.cli import history as _history  # noqa: E402
-from opsbot.cli import restart as _restart  # noqa: E402
-
-app.add_typer(_db.app, name="db")
-app.command("history")(_history.history)
-app.command("restart")(_restart.restart)
-app.add_typer(_restart.actions_app, name="actions")
-
-from opsbot.cli import diagnose as _diagnose  # noqa: E402
-
-app.command("diagnose")(_diagnose.diagnose_cmd)
-app.command()(_diagnose.ask)
-app.add_typer(_diagnose.runbooks_app, name="runbooks")
-
-from opsbot.cli import report as _report  # noqa: E402
-
-app.command("status")(_report.status)
-app.add_typer(_report.app, name="report")
-app.command("note")(_report.note)
-app.command("decide")(_report.decide)

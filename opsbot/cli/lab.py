@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from opsbot.lab.emulator.control import STATES
+from opsbot.lab.emulator.scheduler import VERSIONS
 from opsbot.lab.nodes import Lab, LabError
 from opsbot.lab.rootfs import RootfsError
 from opsbot.settings import get_settings
@@ -27,9 +28,17 @@ def _fail(e: Exception) -> None:
 
 
 @app.command()
-def up(nodes: int = typer.Option(2, "--nodes", "-n", min=1, max=8, help="how many nodes to boot")) -> None:
+def up(
+    nodes: int = typer.Option(2, "--nodes", "-n", min=1, max=8, help="how many nodes to boot"),
+    sglang_version: str = typer.Option(None, "--sglang-version", help="emulate 0.5.23 (default) or 0.5.12"),
+) -> None:
     """Build the root file system once, boot the nodes, start the units, write the inventory."""
-    lab = _lab()
+    settings = get_settings()
+    if sglang_version is not None:
+        if sglang_version not in VERSIONS:
+            _fail(ValueError(f"--sglang-version {sglang_version}: the emulator speaks {', '.join(VERSIONS)}"))
+        settings = settings.model_copy(update={"lab_sglang_version": sglang_version})
+    lab = Lab(settings)
     with console.status("starting the lab ...") as status:
         def step(msg: str) -> None:
             console.print(f"  [green]•[/green] {msg}")

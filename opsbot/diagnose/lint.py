@@ -36,6 +36,11 @@ def lint(directory: Path) -> list[ConfigProblem]:
         problems += _example_problems(directory / PATTERNS_FILE)
     else:
         problems.append(ConfigProblem(str(directory / PATTERNS_FILE), None, "", "missing: runbooks read log patterns from it"))
+    for rb in rs.runbooks:
+        for other in rs.runbooks:
+            if rb.id < other.id and rb.explains(other.id, True) and other.explains(rb.id, True):
+                problems.append(ConfigProblem(str(rb.path), None, "explains",
+                                              f"{rb.id} and {other.id} explain each other: both would be dropped"))
     refused = {p.file for p in rs.problems}
     for incident in sorted(INCIDENT_IDS - NOT_BY_RUNBOOK - set(rs.ids())):
         path = directory / f"{incident}.yaml"

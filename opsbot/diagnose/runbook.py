@@ -56,7 +56,10 @@ class RunbookSpec(_Strict):
     evidence: list[str] = Field(min_length=1)
     explain: str
     remedies: list[RemedySpec] = Field(min_length=1)
-    explains: list[str] = Field(default_factory=list, description="incident ids this one accounts for")
+    explains: list[str] = Field(
+        default_factory=list,
+        description="incident ids this one accounts for on a role it shares; 'id@any' on any role of the bundle",
+    )
     confidence: float = Field(0.9, gt=0.0, le=1.0)
 
     @field_validator("id")
@@ -71,7 +74,7 @@ class RunbookSpec(_Strict):
     @field_validator("explains")
     @classmethod
     def _known_explained(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if x not in INCIDENT_IDS]
+        bad = [x for x in v if x.removesuffix("@any") not in INCIDENT_IDS]
         if bad:
             raise ValueError(f"unknown incident id(s) {bad}; use ids of spec/incidents.md")
         return v
@@ -134,6 +137,10 @@ class Runbook:
     def id(self) -> str:
         return self.spec.id
 
+    def explains(self, incident: str, shared_role: bool) -> bool:
+        """Whether a finding of ``incident`` is accounted for by this runbook's finding."""
+        return f"{incident}@any" in self.spec.explains or (shared_role and incident in self.spec.explains)
+
 
 @dataclass
 class RunbookSet:
@@ -143,10 +150,6 @@ class RunbookSet:
 
     def ids(self) -> list[str]:
         return [r.id for r in self.runbooks]
-
-
-def _line(lines, *loc: str | int) -> int | None:  # noqa: ANN001
-    return lines.line_of(tuple(loc))
 
 
 def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:
@@ -163,7 +166,7 @@ def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:
         try:
             out.append(Pattern(name, re.compile(p.regex), re.compile(p.unless) if p.unless else None))
         except re.error as exc:
-            problems.append(ConfigProblem(str(path), _line(lines, "patterns", name), f"patterns.{name}", f"bad regex: {exc}"))
+            problems.append(ConfigProblem(str(path), lines.line_of(("patterns", name)), f"patterns.{name}", f"bad regex: {exc}"))
     return out, problems
 
 
@@ -178,18 +181,18 @@ def compile_runbook(path: Path, pattern_names: set[str]) -> Runbook:
         raise ConfigError(problems_from(exc, path, lines)) from exc
     problems: list[ConfigProblem] = []
     if path.stem != spec.id:
-        problems.append(ConfigProblem(str(path), _line(lines, "id"), "id", f"the file of runbook {spec.id!r} is named {spec.id}.yaml"))
+        problems.append(ConfigProblem(str(path), lines.line_of(("id",)), "id", f"the file of runbook {spec.id!r} is named {spec.id}.yaml"))
     condition = None
     try:
         condition = Condition(spec.when)
     except ConditionError as exc:
-        problems.append(ConfigProblem(str(path), _line(lines, "when"), "when", str(exc)))
+        problems.append(ConfigProblem(str(path), lines.line_of(("when",)), "when", str(exc)))
     if condition is not None:
         for fact in sorted(set(condition.facts) | set(spec.needs)):
             why = unknown_fact(fact, pattern_names)
             if why:
                 where = "needs" if fact in spec.needs and fact not in condition.facts else "when"
-                problems.append(ConfigProblem(str(path), _line(lines, where), where, why))
+                problems.append(ConfigProblem(str(path), lines.line_of((where,)), where, why))
     templates = []
     for key, items in (("summary", [spec.summary]), ("evidence", spec.evidence), ("remedies", [r.text for r in spec.remedies])):
         compiled = []
@@ -198,7 +201,7 @@ def compile_runbook(path: Path, pattern_names: set[str]) -> Runbook:
                 compiled.append(_TEMPLATES.from_string(text))
             except jinja2.TemplateSyntaxError as exc:
                 loc = (key,) if key == "summary" else (key, i)
-                problems.append(ConfigProblem(str(path), _line(lines, *loc), ".".join(map(str, loc)), f"template: {exc.message}"))
+                problems.append(ConfigProblem(str(path), lines.line_of(loc), ".".join(map(str, loc)), f"template: {exc.message}"))
         templates.append(tuple(compiled))
     if problems:
         raise ConfigError(problems)

@@ -36,8 +36,11 @@ def _finding(i: int, f: Finding) -> Panel:
 def render(d: Diagnosis) -> RenderableType:
     """Findings most likely first; 'healthy' when none; then what could not be decided."""
     parts: list[RenderableType] = []
-    if d.healthy:
+    if d.healthy and not d.undetermined:
         parts.append(Panel(Text("healthy: no runbook matched", style="bold green"), title=f"bundle {d.bundle}", title_align="left"))
+    elif d.healthy:
+        text = f"no finding, but {len(d.undetermined)} condition(s) could not be decided: evidence is missing (below)"
+        parts.append(Panel(Text(text, style="bold yellow"), title=f"bundle {d.bundle}", title_align="left"))
     parts += [_finding(i, f) for i, f in enumerate(d.findings, start=1)]
     if d.undetermined:
         t = Table(title="undetermined (facts not collected)", title_justify="left", show_edge=False)

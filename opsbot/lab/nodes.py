@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -129,6 +130,12 @@ class Lab:
 
     def up(self, nodes: int = 2, step: Step = lambda _: None, timeout: float = 180.0) -> Inventory:
         """Boot the lab (idempotent when it is already up with the same size)."""
+        if os.geteuid() != 0:
+            raise LabError("the lab boots systemd-nspawn containers: run it as root")
+        for binary, package in (("systemd-nspawn", "systemd-container"), ("ssh", "openssh-client"),
+                                ("ssh-keygen", "openssh-client"), ("nsenter", "util-linux")):
+            if shutil.which(binary) is None:
+                raise LabError(f"{binary} is missing: `make setup` as root installs it (apt-get install {package})")
         with self._locked():
             running = [n for n in self.plan().nodes if self._pid(n)]
             if running:
@@ -304,7 +311,8 @@ class Lab:
         for held in (d / "state/gpu").glob("*.json"):
             held.unlink()
         for role in node.roles:
-            (d / "units" / role.unit).write_text(unit_text(role, self.settings.lab_health_check_timeout_s))
+            (d / "units" / role.unit).write_text(unit_text(
+                role, self.settings.lab_health_check_timeout_s, self.settings.lab_sglang_version))
             write_control(d / "state/control" / f"{role.key}.json", Control())
         (d / "console.log").unlink(missing_ok=True)
 

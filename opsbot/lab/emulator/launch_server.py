@@ -11,13 +11,13 @@ import time
 import traceback
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 from . import gpu, logfmt
 from .control import DEFAULT_CRASH_MESSAGE, control_path, read_control
 from .flags import parse_server
 from .gpu import TOTAL_MIB
-from .scheduler import CONTEXT_LEN, MAX_RUNNING, MAX_TOTAL_TOKENS, STALLED, TICK_S, VERSION, Scheduler
+from .scheduler import CONTEXT_LEN, MAX_RUNNING, MAX_TOTAL_TOKENS, STALLED, TICK_S, VERSION, VERSIONS, Scheduler
 
 SITE = "/usr/local/lib/python3.11/dist-packages/sglang/srt"
 HICACHE_SIZE_FRAME = (
@@ -111,7 +111,7 @@ class App:
             "last_gen_throughput": self.sched.reg.get("sglang:gen_throughput"), "memory_usage": mem,
             "disaggregation_mode": self.args.disaggregation_mode,
         }]
-        return args | {"internal_states": internal, "startup_time": self.started, "version": VERSION,
+        return args | {"internal_states": internal, "startup_time": self.started, "version": self.sched.version,
                        "frontend": "python"}
 
     def health(self, path: str) -> tuple[int, str]:
@@ -139,6 +139,28 @@ class App:
         while self.sched.stalled and time.monotonic() < end:
             time.sleep(0.5)
         return not self.sched.stalled
+
+    def loads(self, query: str) -> tuple[int, str | dict, str]:
+        """``/v1/loads``: the shared-memory snapshot, answered without the scheduler (§1.5)."""
+        q = parse_qs(query)
+        include = set(",".join(q.get("include", ["core"])).split(","))
+        if not include <= {"core", "memory", "spec", "lora", "disagg", "queues", "all"}:
+            return 400, {"error": f"invalid include: {','.join(sorted(include))}"}, "application/json"
+        rank = self.sched.load_snapshot()
+        if not include & {"disagg", "all"}:
+            rank.pop("disaggregation")
+        if q.get("format", ["json"])[0] == "prometheus":
+            lines = []
+            for key, val in rank.items():
+                items = val.items() if isinstance(val, dict) else [("", val)]
+                for sub, v in items:
+                    if isinstance(v, (int, float)):
+                        name = f"sglang_disagg_{sub}" if sub else f"sglang_{key}"
+                        lines.append(f'{name}{{dp_rank="0"}} {float(v)}')
+            return 200, "\n".join(lines) + "\n", "text/plain; version=0.0.4; charset=utf-8"
+        body = {"timestamp": rank["timestamp"], "version": self.sched.version, "accelerator": "cuda",
+                "num_accelerators": self.args.tp_size, "loads": [rank]}
+        return 200, body, "application/json"
 
     def generate(self, body: dict, chat: bool) -> tuple[int, dict]:
         max_new = int(body.get("max_tokens") or body.get("sampling_params", {}).get("max_new_tokens") or 16)
@@ -201,13 +223,17 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
                                "Please use '/server_info' instead.")
                 app.wait_unstalled(3600)  # round-trips to the scheduler, no timeout: hangs when it is wedged
                 return self._send(200, app.server_info())
+            if path == "/v1/loads":
+                code, body, ctype = app.loads(urlparse(self.path).query)
+                return self._send(code, body, ctype)
             if path == "/v1/models":
                 return self._send(200, {"object": "list", "data": [{
                     "id": app.args.served_model_name, "object": "model", "created": int(app.started),
                     "owned_by": "sglang", "root": app.args.served_model_name, "max_model_len": CONTEXT_LEN}]})
-            if path == "/ping":
-                return self._send(200 if app.status == "Up" else 503, "", "text/plain")
-            if path == "/ready":
+            old = app.sched.version == "0.5.12"
+            if path == "/ping":  # 0.5.12: always 200 (liveness only)
+                return self._send(200 if old or app.status == "Up" else 503, "", "text/plain")
+            if path == "/ready" and not old:  # 0.5.23 only
                 return self._send(200 if app.status == "Up" else 503, "", "text/plain")
             if path in ("/generate", "/v1/chat/completions", "/v1/completions") and self.command == "POST":
                 n = int(self.headers.get("content-length") or 0)
@@ -275,9 +301,12 @@ def main(argv: list[str] | None = None) -> None:
                          HICACHE_SIZE_FRAME if not control.message else None)
     if is_dsv4(args) and args.enable_hierarchical_cache and args.hicache_size > 0:
         crash_at_startup(DEFAULT_CRASH_MESSAGE, HICACHE_SIZE_FRAME)
+    version = os.environ.get("SGLANG_EMULATOR_VERSION", VERSION)
+    if version not in VERSIONS:
+        sys.exit(f"SGLANG_EMULATOR_VERSION={version!r}: the emulator speaks {', '.join(VERSIONS)}")
     sched = Scheduler(
         args.disaggregation_mode, args.served_model_name, control_file, args.tp_size,
-        f"127.0.0.1:{args.disaggregation_bootstrap_port}", args.decode_log_interval,
+        f"127.0.0.1:{args.disaggregation_bootstrap_port}", args.decode_log_interval, version=version,
     )
     gpus = gpu.visible_gpus(args.tp_size)
     mib = int(TOTAL_MIB * (args.mem_fraction_static or 0.9)) + 1741

@@ -18,6 +18,8 @@ from .control import read_control
 from .exposition import Registry
 
 VERSION = "0.5.23"
+VERSIONS = ("0.5.23", "0.5.12")  # where they differ: is_streaming labels, a few metrics, log wording
+NEW_IN_0_5_23 = {"max_total_num_tokens_swa"}
 MAX_TOTAL_TOKENS = 983_040
 MAX_SWA_TOKENS = 98_304
 CONTEXT_LEN = 1_048_576
@@ -117,11 +119,13 @@ class Req:
     arrived: float = 0.0
 
 
-def new_registry(model_name: str, engine_type: str) -> Registry:
+def new_registry(model_name: str, engine_type: str, version: str = VERSION) -> Registry:
     """Every family this server exports, with SGLang's names, help texts and label sets."""
     reg = Registry({"model_name": model_name, "engine_type": engine_type, "tp_rank": "0", "pp_rank": "0",
                     "moe_ep_rank": "0"})
     for name, help in (GAUGES | PID_GAUGES).items():
+        if version == "0.5.12" and name in NEW_IN_0_5_23:
+            continue
         reg.family(f"sglang:{name}", "gauge", help)
     for name, help in (COUNTERS | TOKENIZER_COUNTERS).items():
         reg.family(f"sglang:{name}", "counter", help)
@@ -137,14 +141,15 @@ class Scheduler:
 
     def __init__(self, mode: str, model_name: str, control_file: str, tp_size: int = 1,
                  bootstrap_addr: str = "127.0.0.1:8998", decode_log_interval: int = 40,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, version: str = VERSION):
         self.clock = clock  # injectable, so tests run minutes of simulation in milliseconds
+        self.version = version
         self.mode = mode  # prefill | decode | null
         self.engine_type = mode if mode in ("prefill", "decode") else "unified"
         self.tp_size = tp_size
         self.bootstrap_addr = bootstrap_addr
         self.decode_log_interval = decode_log_interval
-        self.reg = new_registry(model_name, self.engine_type)
+        self.reg = new_registry(model_name, self.engine_type, version)
         self.tok_labels = {"model_name": model_name, "engine_type": self.engine_type}
         self.control_file = control_file
         self.control = read_control(control_file)
@@ -164,6 +169,7 @@ class Scheduler:
         self.last_batch = self.clock()
         self.last_event = self.clock()
         self.last_progress = time.time()  # wall clock: last output seen by the "tokenizer"
+        self.published = time.time()  # wall clock: last load snapshot / metrics publish
         self.new_token_ratio = 0.7
         self.warned: set[str] = set()
         self.connected = False  # decode: has reached the prefill bootstrap server at least once
@@ -220,7 +226,7 @@ class Scheduler:
         return req
 
     def _finish(self, req: Req, generated: int) -> None:
-        labels = self.tok_labels | {"is_streaming": "false"}
+        labels = self._streaming("false")
         self.reg.inc("sglang:prompt_tokens_total", req.input_len, labels, base=False)
         self.reg.inc("sglang:generation_tokens_total", generated, labels, base=False)
         self.reg.inc("sglang:num_requests_total", 1, labels, base=False)
@@ -297,11 +303,13 @@ class Scheduler:
             f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: {cached}, "
             f"full token usage: {usage:.2f}, swa token usage: {usage:.2f}, #running-req: {len(batch)}, "
             f"#queue-req: {len(self.queue)}, #pending-token: {pending}, #bootstrap-req: {self.bootstrap_q}, "
-            f"#inflight-req: {self.inflight_q}, #optimistic-req: 0, cuda graph: False, "
+            f"#inflight-req: {self.inflight_q}, {'' if self.version == '0.5.12' else '#optimistic-req: 0, '}"
+            "cuda graph: False, "
             f"input throughput (token/s): {throughput:.2f}"
         )
 
     def _publish_prefill_gauges(self, batch: int, hit_rate: float) -> float:
+        self.published = time.time()
         used = sum(r.input_len for r in self.queue[:4]) + 4096 * batch
         usage = min(used / MAX_TOTAL_TOKENS, 0.99)
         self._set_usage(used, usage)
@@ -356,7 +364,8 @@ class Scheduler:
                 return
             self.prefill_lost = True
             affected = self.running[: max(1, len(self.running) // 2)]
-            logfmt.tp0(f"Lost connection with prefill instance (bootstrap_addr: {self.bootstrap_addr}), "
+            lost = "Losing" if self.version == "0.5.12" else "Lost"  # 0.5.12's mooncake wording
+            logfmt.tp0(f"{lost} connection with prefill instance (bootstrap_addr: {self.bootstrap_addr}), "
                        f"{len(affected)} requests affected")
             self._transfer_failures(len(affected), f"Lost connection with prefill instance (bootstrap_addr: "
                                                    f"{self.bootstrap_addr})")
@@ -443,6 +452,7 @@ class Scheduler:
                 self.reg.inc("sglang:num_aborted_requests_total", 1, self.tok_labels, base=False)
 
     def _decode_flush(self, now: float) -> None:
+        self.published = time.time()
         elapsed = max(now - self.last_flush, 1e-3)
         tokens, self.flush_tokens, self.steps = self.flush_tokens, 0, 0.0
         self.last_flush = now
@@ -477,6 +487,27 @@ class Scheduler:
 
     # gauges ---------------------------------------------------------------------------------------
 
+    def load_snapshot(self) -> dict:
+        """The per-rank ``/v1/loads`` record, as last published (stale while the scheduler is stuck)."""
+        g = self.reg.get
+        used = int(g("sglang:num_used_tokens"))
+        return {
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.published)) + "Z", "dp_rank": 0,
+            "num_running_reqs": int(g("sglang:num_running_reqs")), "num_waiting_reqs": int(g("sglang:num_queue_reqs")),
+            "num_used_tokens": used, "num_total_tokens": MAX_TOTAL_TOKENS, "max_total_num_tokens": MAX_TOTAL_TOKENS,
+            "max_running_requests": MAX_RUNNING, "token_usage": g("sglang:token_usage"),
+            "gen_throughput": g("sglang:gen_throughput"), "cache_hit_rate": g("sglang:cache_hit_rate"),
+            "utilization": g("sglang:utilization"),
+            "disaggregation": {
+                "mode": self.engine_type,
+                "prefill_bootstrap_queue_reqs": int(g("sglang:num_prefill_bootstrap_queue_reqs")),
+                "prefill_inflight_queue_reqs": int(g("sglang:num_prefill_inflight_queue_reqs")),
+                "decode_prealloc_queue_reqs": int(g("sglang:num_decode_prealloc_queue_reqs")),
+                "decode_transfer_queue_reqs": int(g("sglang:num_decode_transfer_queue_reqs")),
+                "decode_retracted_queue_reqs": self.retracted_now,
+            },
+        }
+
     def _gauge(self, name: str, value: float) -> None:
         self.reg.set(f"sglang:{name}", value)
 
@@ -494,9 +525,14 @@ class Scheduler:
         self._gauge("swa_evictable_tokens", 0)
         self._gauge("swa_available_tokens", MAX_SWA_TOKENS - swa_used)
 
+    def _streaming(self, value: str) -> dict[str, str]:
+        """Tokenizer labels; 0.5.23 added is_streaming (0.5.12 has none)."""
+        return self.tok_labels if self.version == "0.5.12" else self.tok_labels | {"is_streaming": value}
+
     def _static_gauges(self) -> None:
         self._gauge("max_total_num_tokens", MAX_TOTAL_TOKENS)
-        self._gauge("max_total_num_tokens_swa", MAX_SWA_TOKENS)
+        if self.version != "0.5.12":
+            self._gauge("max_total_num_tokens_swa", MAX_SWA_TOKENS)
         self._gauge("page_size", PAGE_SIZE)
         self._gauge("context_len", CONTEXT_LEN)
         self._gauge("startup_available_gpu_memory_gb", 17.21)
@@ -518,7 +554,7 @@ class Scheduler:
             self.reg.inc("sglang:realtime_tokens_total", 0, {"mode": mode})
         for streaming in ("false", "true"):
             for name in ("prompt_tokens_total", "generation_tokens_total", "num_requests_total"):
-                self.reg.inc(f"sglang:{name}", 0, self.tok_labels | {"is_streaming": streaming}, base=False)
+                self.reg.inc(f"sglang:{name}", 0, self._streaming(streaming), base=False)
         for source in ("device", "host", "storage", "total"):
             self.reg.inc("sglang:cached_tokens_total", 0, self.tok_labels | {"cache_source": source}, base=False)
         self.reg.inc("sglang:num_aborted_requests_total", 0, self.tok_labels, base=False)
