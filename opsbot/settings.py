@@ -29,6 +29,24 @@ class Settings(BaseSettings):
     log_lines_cap: int = Field(400, ge=10)
     log_since: str = Field("-15min", description="journalctl --since for log axes")
 
+    # service, Slack and alert intake (opsbot serve)
+    host: str = Field("127.0.0.1", description="address opsbot serve listens on")
+    port: int = Field(8080, ge=1, le=65535)
+    max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest request body accepted (413 above)")
+    probe_wait_s: float = Field(2.0, ge=0, description="POST /probe answers inline if done by then, else a job id")
+    alert_token: str | None = Field(None, description="shared secret Alertmanager sends in X-Opsbot-Alert-Token")
+    alert_queue_max: int = Field(1000, ge=1, description="alert batches waiting for a probe; 503 above")
+    coalesce_window_s: float = Field(5.0, ge=0, description="alerts for one (cluster, role) in this window share a probe")
+    slack_bot_token: str | None = Field(None, description="xoxb- token; Slack is off without it")
+    slack_signing_secret: str | None = Field(None, description="verifies requests from Slack")
+    slack_app_token: str | None = Field(None, description="xapp- token for Socket Mode")
+    slack_socket_mode: bool = Field(False, description="connect out to Slack (no public ingress needed)")
+    slack_api_url: str = Field("https://slack.com/api/", description="Slack Web API base URL")
+    slack_command: str = Field("/opsbot", description="the slash command opsbot answers")
+    slack_alert_channel: str | None = Field(None, description="channel id where alert findings are posted")
+    slack_approvers: list[str] = Field(default_factory=list, description="Slack user ids allowed to approve")
+    slack_approver_groups: list[str] = Field(default_factory=list, description="Slack user group ids allowed to approve")
+
     def inventory_path(self) -> Path:
         return self.inventory or self.data_dir / "inventory.yaml"
 

@@ -1,0 +1,178 @@
+"""Alertmanager intake: store, deduplicate, group by (cluster, role), coalesce into probes.
+
+The pipeline has named stages, like Alertmanager's own: ``accept`` (bounded; store before
+answering) → queue → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at a
+time) → ``_handle`` (probe, mark the alerts done, notify). An alert is *accepted* once stored; a
+stored alert without a probe is picked up again by ``recover`` at the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from opsbot.bundle import Trigger
+from opsbot.service.alertmanager import ALL_ROLES, Webhook, alert_scope, dedup_key
+from opsbot.service.coalesce import Coalescer
+from opsbot.service.runtime import ProbeResult, Runtime
+
+log = logging.getLogger(__name__)
+
+Scope = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class StoredAlert:
+    """What the worker needs of an alert row."""
+
+    id: int
+    group_key: str
+    fingerprint: str
+    status: str
+    cluster: str
+    role: str
+    labels: dict[str, str]
+
+
+class Notifier(Protocol):
+    async def finding(self, group_key: str, alerts: list[StoredAlert], result: ProbeResult | None, error: str | None) -> None: ...
+
+
+class QueueFull(RuntimeError):
+    """Too many accepted batches wait for a probe: Alertmanager should retry later."""
+
+
+@dataclass
+class Accepted:
+    stored: int
+    duplicates: int
+
+
+class AlertIntake:
+    def __init__(self, runtime: Runtime, notifier: Notifier | None = None) -> None:
+        self.runtime = runtime
+        self.notifier = notifier
+        self.max_waiting = runtime.settings.alert_queue_max
+        self._waiting = 0
+        self._queue: asyncio.Queue[list[StoredAlert]] = asyncio.Queue()
+        self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, runtime.settings.coalesce_window_s)
+        self._worker: asyncio.Task[None] | None = None
+
+    # stage 1: accept --------------------------------------------------------------------------
+    async def accept(self, hook: Webhook) -> Accepted:
+        """Store every alert of the notification (duplicates once), then queue it; or QueueFull."""
+        telemetry = self.runtime.telemetry
+        if self._waiting >= self.max_waiting:
+            telemetry.alerts_rejected.labels("queue-full").inc()
+            raise QueueFull(f"{self._waiting} alert batches are waiting for a probe (limit {self.max_waiting})")
+        self._waiting += 1  # reserve the slot before the first await, so concurrent calls cannot overfill
+        try:
+            default_cluster = self.runtime.cluster_name()
+            rows = [self._row(hook, a, default_cluster) for a in hook.alerts]
+            fresh = await self.runtime.db(self.runtime.store.save_alerts, rows)
+        except BaseException:
+            self._waiting -= 1
+            raise
+        telemetry.alerts_received.inc(len(rows))
+        telemetry.alerts_deduplicated.inc(len(rows) - len(fresh))
+        if fresh:
+            self._queue.put_nowait([_stored(r) for r in fresh])
+        else:
+            self._waiting -= 1
+        telemetry.alert_queue.set(self._waiting)
+        return Accepted(stored=len(fresh), duplicates=len(rows) - len(fresh))
+
+    @staticmethod
+    def _row(hook: Webhook, alert: Any, default_cluster: str) -> dict[str, Any]:
+        cluster, role = alert_scope(alert, default_cluster)
+        return {
+            "dedup_key": dedup_key(alert),
+            "fingerprint": alert.fingerprint,
+            "status": alert.status,
+            "alertname": alert.labels.get("alertname"),
+            "cluster": cluster,
+            "role": role,
+            "group_key": hook.groupKey,
+            "labels": alert.labels,
+            "annotations": alert.annotations,
+            "starts_at": alert.startsAt,
+            "ends_at": alert.endsAt,
+        }
+
+    # stage 2: dispatch ------------------------------------------------------------------------
+    def start(self) -> None:
+        self._worker = asyncio.create_task(self._drain_queue(), name="alert-intake")
+
+    async def recover(self) -> int:
+        """Hand stored-but-unprocessed alerts (from before a crash or restart) to the probes."""
+        rows = await self.runtime.db(self.runtime.store.unprocessed_alerts)
+        self._dispatch([_stored(r) for r in rows])
+        return len(rows)
+
+    async def _drain_queue(self) -> None:
+        while True:
+            batch = await self._queue.get()
+            self._waiting -= 1
+            self.runtime.telemetry.alert_queue.set(self._waiting)
+            self._dispatch(batch)
+
+    def _dispatch(self, alerts: list[StoredAlert]) -> None:
+        by_scope: dict[Scope, list[StoredAlert]] = defaultdict(list)
+        for a in alerts:
+            by_scope[(a.cluster, a.role)].append(a)
+        for scope, items in by_scope.items():
+            self.coalescer.submit(scope, items)
+
+    # stage 3: probe and notify ----------------------------------------------------------------
+    async def _handle(self, scope: Scope, alerts: list[StoredAlert]) -> None:
+        cluster, role = scope
+        trigger = Trigger(kind="alert", text=_names(alerts), alerts=sorted({a.fingerprint for a in alerts}))
+        result: ProbeResult | None = None
+        error: str | None = None
+        try:
+            result = await self.runtime.run_probe(cluster, None if role == ALL_ROLES else [role], trigger)
+        except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
+            log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
+            error = str(exc)
+        await self.runtime.db(
+            self.runtime.store.mark_alerts_processed, [a.id for a in alerts], result.probe_id if result else None, error
+        )
+        if self.notifier is not None:
+            by_group: dict[str, list[StoredAlert]] = defaultdict(list)
+            for a in alerts:
+                by_group[a.group_key].append(a)
+            for group_key, items in by_group.items():
+                await self.notifier.finding(group_key, items, result, error)
+
+    async def drain(self) -> None:
+        """Wait until every accepted alert has been handled (tests, benchmarks, shutdown)."""
+        while self._waiting or self.coalescer.busy:
+            await asyncio.sleep(0.02)
+            await self.coalescer.drain()
+
+    async def close(self) -> None:
+        if self._worker:
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+        await self.coalescer.close()
+
+
+def _stored(row: Any) -> StoredAlert:
+    get: Callable[[str], Any] = row.get if isinstance(row, dict) else lambda k: getattr(row, k)
+    return StoredAlert(
+        id=get("id"),
+        group_key=get("group_key") or "",
+        fingerprint=get("fingerprint"),
+        status=get("status"),
+        cluster=get("cluster"),
+        role=get("role") or ALL_ROLES,
+        labels=dict(get("labels") or {}),
+    )
+
+
+def _names(alerts: list[StoredAlert]) -> str:
+    return ", ".join(sorted({a.labels.get("alertname", "?") + f" ({a.status})" for a in alerts}))
