@@ -29,6 +29,17 @@ class Settings(BaseSettings):
     log_lines_cap: int = Field(400, ge=10)
     log_since: str = Field("-15min", description="journalctl --since for log axes")
 
+    # guarded actions (opsbot/act)
+    restart_requires_approval: bool = Field(True, description="a restart waits for an approver (--approve, Slack, REST)")
+    approval_ttl_s: float = Field(900.0, gt=0, description="an approval (or an unapproved plan) expires after this")
+    restart_cooldown_s: float = Field(600.0, ge=0, description="no second restart of one role within this")
+    restart_budget: int = Field(3, ge=0, description="restarts per cluster per budget window")
+    restart_budget_window_s: float = Field(3600.0, gt=0)
+    lock_ttl_s: float = Field(900.0, gt=0, description="a role lock left by a crashed opsbot expires after this")
+    gpu_release_timeout_s: float = Field(60.0, gt=0, description="after stop, wait this long for GPU memory to free")
+    gpu_release_mib: float = Field(1024.0, ge=0, description="a GPU using at most this much memory counts as free")
+    verify_deadline_s: float = Field(120.0, gt=0, description="a restarted role must be verified healthy within this")
+
     # service, Slack and alert intake (opsbot serve)
     host: str = Field("127.0.0.1", description="address opsbot serve listens on")
     port: int = Field(8080, ge=1, le=65535)

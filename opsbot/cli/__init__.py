@@ -18,3 +18,16 @@ app = typer.Typer(
 def version() -> None:
     """Print opsbot's version."""
     typer.echo(__version__)
+
+from opsbot.cli import db as _db  # noqa: E402
+from opsbot.cli import history as _history  # noqa: E402
+from opsbot.cli import inventory as _inventory  # noqa: E402
+from opsbot.cli import restart as _restart  # noqa: E402
+from opsbot.cli.probe import probe_command  # noqa: E402
+
+app.add_typer(_inventory.app, name="inventory")
+app.command("probe")(probe_command)
+app.add_typer(_db.app, name="db")
+app.command("history")(_history.history)
+app.command("restart")(_restart.restart)
+app.add_typer(_restart.actions_app, name="actions")

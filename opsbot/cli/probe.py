@@ -1,0 +1,83 @@
+"""``opsbot probe``: collect every axis of the selected roles and show what an operator looks at first."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from opsbot.bundle import Bundle, Trigger
+from opsbot.cli.probe_view import failures_table, nodes_table, roles_table
+from opsbot.collect.probe import planned_axes, probe, scope
+from opsbot.inventory import Inventory, UnknownRole, load_inventory
+from opsbot.settings import Settings, get_settings
+from opsbot.yamlsource import ConfigError
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+def load_or_exit(path: Path) -> Inventory:
+    try:
+        return load_inventory(path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            err.print(str(problem), style="red", markup=False)
+        raise typer.Exit(2) from exc
+
+
+def save_bundle(bundle: Bundle, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(bundle.to_json(), encoding="utf-8")
+    return path
+
+
+def run_with_progress(inventory: Inventory, cluster: str | None, roles: list[str] | None, s: Settings) -> Bundle:
+    _name, selected, nodes = scope(inventory, cluster, roles)
+    names = planned_axes(selected, nodes)
+    columns = (SpinnerColumn(), TextColumn("probing {task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(", ".join(r.key for r in selected), total=len(names))
+
+        def report(name: str, status: str) -> None:
+            if status != "running":
+                bar.advance(task)
+                if status != "ok":
+                    err.print(f"[yellow]{name}[/] {status}", markup=True, highlight=False)
+
+        return asyncio.run(probe(inventory, cluster=cluster, roles=roles, settings=s, progress=report,
+                                 trigger=Trigger(kind="cli")))
+
+
+def probe_command(
+    roles: list[str] = typer.Argument(None, help="role names or kinds (prefill, decode, router); default: all"),
+    cluster: str | None = typer.Option(None, "--cluster", "-c", help="cluster in the inventory"),
+    inventory: Path | None = typer.Option(None, "--inventory", "-i", help="inventory YAML (default: settings)"),
+    save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
+    as_json: bool = typer.Option(False, "--json", help="print the bundle as JSON instead of tables"),
+) -> None:
+    """Probe roles on four axes (systemd, metrics, GPU, logs) and save the evidence bundle."""
+    s = get_settings()
+    inv = load_or_exit(inventory or s.inventory_path())
+    try:
+        scope(inv, cluster or s.cluster, roles or None)
+    except (UnknownRole, ConfigError) as exc:
+        err.print(str(exc), style="red", markup=False)
+        raise typer.Exit(2) from exc
+    bundle = run_with_progress(inv, cluster or s.cluster, roles or None, s)
+    kept = save_bundle(bundle, s.data_dir / "bundles" / f"{bundle.id}.json")
+    if save:
+        save_bundle(bundle, save)
+    if as_json:
+        typer.echo(bundle.to_json())
+        return
+    out = Console()
+    out.print(roles_table(bundle))
+    out.print(nodes_table(bundle))
+    failed = failures_table(bundle)
+    if failed is not None:
+        out.print(failed)
+    err.print(f"bundle saved: {kept}" + (f" and {save}" if save else ""), highlight=False)

@@ -1,0 +1,130 @@
+"""``probe``: every axis of every selected role and node, concurrently, into one bundle."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta, timezone
+from typing import TypeVar
+
+from opsbot.bundle import (
+    Bundle, Envelope, GpuEvidence, HealthEvidence, KernelLogEvidence, LogsEvidence, MetricsEvidence, NodeEvidence,
+    RoleEvidence, SystemdEvidence, Trigger, utcnow,
+)
+from opsbot.collect import axes
+from opsbot.collect.transport import TransportPool
+from opsbot.inventory import Inventory, Node, Role
+from opsbot.settings import Settings, get_settings
+
+Progress = Callable[[str, str], None]
+E = TypeVar("E", bound=Envelope)
+
+_SPAN = re.compile(r"^-\s*(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days)$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def since_timestamp(spec: str, now: datetime) -> str:
+    """``-15min`` → an absolute UTC time journalctl accepts; anything else is passed through."""
+    m = _SPAN.match(spec.strip())
+    if not m:
+        return spec
+    unit = "m" if m[2].startswith("m") else m[2][0]
+    at = now - timedelta(seconds=int(m[1]) * _UNIT_S[unit])
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+async def _bounded(
+    name: str, make: Callable[[], Awaitable[E]], failed: Callable[[str], E], deadline: float, progress: Progress
+) -> E:
+    """Run one axis within the probe deadline; whatever goes wrong becomes its ``ok: false``."""
+    progress(name, "running")
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    try:
+        evidence = await asyncio.wait_for(make(), deadline)
+    except TimeoutError:
+        evidence = failed(f"no result within the probe deadline of {deadline:g} s")
+    except Exception as exc:  # a bug or an odd failure in one axis must not sink the probe
+        evidence = failed(f"{type(exc).__name__}: {exc}")
+    if not evidence.elapsed_ms:
+        evidence.elapsed_ms = round((loop.time() - t0) * 1000, 1)
+    progress(name, "ok" if evidence.ok else f"failed: {evidence.error}")
+    return evidence
+
+
+def scope(inventory: Inventory, cluster: str | None, roles: list[str] | None) -> tuple[str, list[Role], list[Node]]:
+    """The cluster name, roles and nodes a probe covers; raises ``ConfigError``/``UnknownRole``."""
+    name, cl = inventory.cluster(cluster)
+    selected = cl.select(roles)
+    nodes: list[Node] = []
+    for r in selected:
+        node = cl.node(r.node)
+        if node not in nodes:
+            nodes.append(node)
+    return name, selected, nodes
+
+
+async def probe(
+    inventory: Inventory,
+    *,
+    cluster: str | None = None,
+    roles: list[str] | None = None,
+    trigger: Trigger | None = None,
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+    pool: TransportPool | None = None,
+) -> Bundle:
+    """Collect every axis concurrently; a failed piece is ``ok: false``, never an exception."""
+    s = settings or get_settings()
+    cluster_name, selected, nodes = scope(inventory, cluster, roles)  # bad scope fails before any connection
+    report: Progress = progress or (lambda _name, _status: None)
+    started = utcnow()
+    since = since_timestamp(s.log_since, datetime.now(timezone.utc))
+    own = pool is None
+    pool = pool or TransportPool(s)
+    try:
+        transports = {n.name: await pool.get(n) for n in nodes}
+
+        def axis(name: str, make: Callable[[], Awaitable[E]], kind: type[E]) -> Awaitable[E]:
+            return _bounded(name, make, lambda err: kind(ok=False, error=err), s.probe_deadline_s, report)
+
+        role_tasks = [
+            asyncio.gather(
+                axis(f"{r.key}/systemd", lambda r=r: axes.collect_systemd(transports[r.node], r, s), SystemdEvidence),
+                axis(f"{r.key}/metrics", lambda r=r: axes.collect_metrics(transports[r.node], r, s), MetricsEvidence),
+                axis(f"{r.key}/health", lambda r=r: axes.collect_health(transports[r.node], r, s), HealthEvidence),
+                axis(f"{r.key}/logs", lambda r=r: axes.collect_logs(transports[r.node], r, since, s), LogsEvidence),
+            )
+            for r in selected
+        ]
+        node_tasks = [
+            asyncio.gather(
+                axis(f"{n.name}/gpu", lambda n=n: axes.collect_gpu(transports[n.name], s), GpuEvidence),
+                axis(f"{n.name}/kernel", lambda n=n: axes.collect_kernel_log(transports[n.name], since, s),
+                     KernelLogEvidence),
+            )
+            for n in nodes
+        ]
+        role_results, node_results = await asyncio.gather(asyncio.gather(*role_tasks), asyncio.gather(*node_tasks))
+    finally:
+        if own:
+            await pool.close()
+
+    return Bundle(
+        cluster=cluster_name,
+        trigger=trigger or Trigger(),
+        started_at=started,
+        finished_at=utcnow(),
+        roles=[
+            RoleEvidence(role=r.role, node=r.node, unit=r.unit, name=r.name, systemd=sd, metrics=m, health=h, logs=lg)
+            for r, (sd, m, h, lg) in zip(selected, role_results)
+        ],
+        nodes=[NodeEvidence(node=n.name, gpu=g, kernel_log=k) for n, (g, k) in zip(nodes, node_results)],
+    )
+
+
+def planned_axes(roles: list[Role], nodes: list[Node]) -> list[str]:
+    """The ``role/axis`` and ``node/axis`` names a probe of this scope reports progress for."""
+    names = [f"{r.key}/{a}" for r in roles for a in ("systemd", "metrics", "health", "logs")]
+    return names + [f"{n.name}/{a}" for n in nodes for a in ("gpu", "kernel")]

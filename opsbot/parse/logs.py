@@ -1,0 +1,110 @@
+"""Journal and SGLang log lines → ``LogEntry`` with a ``kind`` naming what the line is about.
+
+``LOG_KINDS`` is the one list of what matters in an SGLang log (reference/sglang.md §4 and §7);
+the collector builds its node-side filter from the same list, so what is collected and how it
+is classified cannot drift apart. Patterns are written to mean the same in Python ``re`` and in
+PCRE2 (``journalctl --grep``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel
+
+LOG_KINDS: tuple[tuple[str, str], ...] = (
+    ("abort", r"Aborted by AbortReq\."),
+    (
+        "kv-transfer",
+        r"KVTransferError|(Decode|Prefill) (transfer|bootstrap|handshake) failed|(Lost|Losing) connection with"
+        r" prefill|Failed to send kv chunk|Could not fetch prefill|timed out when bootstrapping|fail to receive"
+        r" KV Cache transfer|Failed to get kvcache|Transfer thread failed|Mooncake memory registration failed",
+    ),
+    ("watchdog", r"watchdog timeout|Watchdog timeout"),
+    ("retract", r"KV cache pool is full\. Retract requests|retract_decode"),
+    (
+        "oom",
+        r"out of memory|OutOfMemoryError|Not enough memory|Not enough host memory|runs out of memory"
+        r"|Capture cuda graph failed",
+    ),
+    ("hicache", r"HiCache|hicache"),
+    ("nccl", r"NCCL|collective operation timeout"),
+    ("xid", r"NVRM|Xid"),
+    (
+        "crash",
+        r"hit an exception|Received sigquit|SIGQUIT received|crashed with exit code|Initialization failed"
+        r"|Main process exited|Failed with result|restart counter is at",
+    ),
+    ("health", r"Health check failed"),
+    ("queue-full", r"The request queue is full\.|Request (waiting|running) timeout reached"),
+    ("traceback", r"Traceback \(most recent call last\)|^\s+File \"|^[A-Za-z_.]*(Error|Exception)\b"),
+    ("batch", r"(Prefill|Decode) batch[ ,\[]"),
+    ("error", r"ERROR|CRITICAL|FATAL|Error|error|Exception|exception|abort"),
+)
+
+_COMPILED = tuple((kind, re.compile(pattern)) for kind, pattern in LOG_KINDS)
+LOG_FILTER = "|".join(f"(?:{pattern})" for _kind, pattern in LOG_KINDS)
+
+_JOURNAL = re.compile(
+    r"^(?P<ts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\s+"
+    r"(?P<host>\S+)\s+(?P<process>[^\s\[:]+)(?:\[(?P<pid>\d{1,10})\])?:\s?(?P<message>.*)$"
+)
+_SGLANG = re.compile(
+    r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?)(?P<ranks>(?: [A-Z_]+\d+)*)\]\s?(?P<message>.*)$"
+)
+_RANK = re.compile(r"([A-Z_]+?)(\d+)")
+
+
+class LogEntry(BaseModel):
+    ts: str | None = None
+    host: str | None = None
+    process: str | None = None
+    pid: int | None = None
+    tp_rank: int | None = None
+    dp_rank: int | None = None
+    message: str
+    kind: str | None = None
+
+
+def classify(message: str) -> str | None:
+    """The first ``LOG_KINDS`` entry the message matches, or None."""
+    for kind, pattern in _COMPILED:
+        if pattern.search(message):
+            return kind
+    return None
+
+
+def _ranks(text: str) -> dict[str, int]:
+    return {name: int(num) for name, num in _RANK.findall(text)}
+
+
+def parse_log_line(line: str) -> LogEntry:
+    """One line, journald-prefixed or bare; anything unrecognised is kept whole with ts None."""
+    entry: dict = {"message": line}
+    m = _JOURNAL.match(line)
+    if m:
+        entry.update(ts=m["ts"], host=m["host"], process=m["process"], message=m["message"])
+        entry["pid"] = int(m["pid"]) if m["pid"] else None
+    s = _SGLANG.match(entry["message"])
+    if s:
+        ranks = _ranks(s["ranks"])
+        entry.update(message=s["message"], tp_rank=ranks.get("TP"), dp_rank=ranks.get("DP"))
+        entry.setdefault("ts", None)
+        if entry["ts"] is None:
+            entry["ts"] = s["ts"]
+    entry["kind"] = classify(entry["message"])
+    return LogEntry(**entry)
+
+
+def parse_log_lines(raw: str) -> list[LogEntry]:
+    """Every non-empty line becomes an entry; garbage and binary bytes never raise."""
+    return [parse_log_line(line) for line in raw.splitlines() if line.strip() and line.strip() != "-- No entries --"]
+
+
+def count_kinds(entries: list[LogEntry]) -> dict[str, int]:
+    """How many lines of each kind (``batch`` lines excluded: they are the heartbeat)."""
+    counts: dict[str, int] = {}
+    for e in entries:
+        if e.kind and e.kind != "batch":
+            counts[e.kind] = counts.get(e.kind, 0) + 1
+    return counts

@@ -1,0 +1,196 @@
+"""Prometheus ``/metrics`` samples → gauges, counter deltas and rates per role.
+
+Fact names are the metric name without the ``sglang:`` / ``sglang_`` prefix (router ``smg_*``
+names are kept as they are). The combination rules follow how SGLang exports its metrics
+(reference/sglang.md §1): ranks of one TP group report the same gauge (max), DP ranks hold
+separate requests (sum for counts, max for ratios), multiprocess ``pid`` series are collapsed
+(max), and counters that went down were reset by a restart (delta counted from 0).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import BaseModel, Field
+
+from opsbot.bundle import MetricSample
+
+PREFIXES = ("sglang:", "sglang_")
+
+# Labels that identify a process or a series' bookkeeping rather than what is counted; a counter
+# is summed over them. Every other label on a counter is "distinguishing" and gets its own fact.
+IDENTITY_LABELS = frozenset(
+    {
+        "model_name", "engine_type", "tp_rank", "dp_rank", "pp_rank", "pp_size", "moe_ep_rank",
+        "attn_cp_rank", "attn_cp_size", "pid", "is_streaming", "priority", "cache_type",
+        "storage_backend", "worker_addr", "le", "quantile", "gt",
+    }
+)
+
+Series = tuple[str, frozenset[tuple[str, str]]]
+
+
+class RoleMetrics(BaseModel):
+    """What one role's ``/metrics`` samples say: last gauges, counter movement over the window."""
+
+    gauges: dict[str, float] = Field(default_factory=dict)
+    deltas: dict[str, float] = Field(default_factory=dict)
+    rates: dict[str, float] = Field(default_factory=dict)
+    window_s: float | None = None
+    problems: list[str] = Field(default_factory=list)
+
+
+def fact_name(metric: str) -> str:
+    for prefix in PREFIXES:
+        if metric.startswith(prefix):
+            return metric[len(prefix):]
+    return metric
+
+
+def _is_count(name: str) -> bool:
+    """Gauges that count things add up across DP ranks; ratios and levels do not."""
+    return name.startswith("num_") or name.endswith(("_tokens", "_reqs")) or name == "decode_sum_seq_lens"
+
+
+def _counter_base(sample_name: str, family_type: str) -> str | None:
+    """The fact name of a monotonic sample (``*_total``, histogram ``_count``/``_sum``), else None."""
+    if sample_name.endswith("_total"):
+        return fact_name(sample_name[: -len("_total")])
+    if family_type in ("histogram", "summary", "gaugehistogram") and sample_name.endswith(("_count", "_sum")):
+        return fact_name(sample_name)
+    return None
+
+
+@dataclass
+class _Parsed:
+    gauges: dict[Series, float] = field(default_factory=dict)
+    counters: dict[Series, float] = field(default_factory=dict)
+
+
+def _parse_body(raw: str) -> _Parsed:
+    """One exposition body → raw gauge and counter series (raises ValueError on bad text)."""
+    out = _Parsed()
+    for family in text_string_to_metric_families(raw):
+        for sample in family.samples:
+            if sample.name.endswith(("_created", "_bucket")) or math.isnan(sample.value):
+                continue
+            labels = frozenset(sample.labels.items())
+            base = _counter_base(sample.name, family.type)
+            if base is not None:
+                out.counters[(base, labels)] = out.counters.get((base, labels), 0.0) + sample.value
+            elif family.type not in ("histogram", "summary"):
+                out.gauges[(fact_name(sample.name), labels)] = sample.value
+    return out
+
+
+def _collapse(series: dict[Series, float], label: str, how) -> dict[Series, float]:
+    groups: dict[Series, list[float]] = defaultdict(list)
+    for (name, labels), value in series.items():
+        rest = frozenset((k, v) for k, v in labels if k != label)
+        groups[(name, rest)].append(value)
+    return {key: how(key[0], values) for key, values in groups.items()}
+
+
+def _combine_gauges(series: dict[Series, float]) -> dict[str, float]:
+    """Apply the pid/tp_rank/dp_rank rules, then fold remaining labels into one figure per name."""
+    totals = {k: v for k, v in series.items() if dict(k[1]).get("priority", "") == ""}
+    totals = _collapse(totals, "pid", lambda n, vs: max(vs))
+    totals = _collapse(totals, "tp_rank", lambda n, vs: max(vs))
+    totals = _collapse(totals, "dp_rank", lambda n, vs: sum(vs) if _is_count(n) else max(vs))
+    folded: dict[str, list[float]] = defaultdict(list)
+    for (name, _labels), value in totals.items():
+        folded[name].append(value)
+    out: dict[str, float] = {}
+    for name, values in folded.items():
+        if "health" in name:
+            out[name] = min(values)  # one unhealthy worker is the news
+        elif _is_count(name):
+            out[name] = sum(values)
+        else:
+            out[name] = max(values)
+    return out
+
+
+def _label_key(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", value).strip("_")
+
+
+def _counter_facts(deltas: dict[Series, float]) -> dict[str, float]:
+    """Sum series deltas per name, plus one entry per value of each distinguishing label."""
+    out: dict[str, float] = defaultdict(float)
+    owner: dict[str, str] = {}
+    for (base, labels), delta in deltas.items():
+        out[base] += delta
+        for key, value in sorted(labels):
+            if key in IDENTITY_LABELS or not _label_key(value):
+                continue
+            stem, suffix = base, ""
+            for end in ("_count", "_sum"):
+                if base.endswith(end):
+                    stem, suffix = base[: -len(end)], end
+            fact = f"{stem}_{_label_key(value)}{suffix}"
+            if owner.setdefault(fact, f"{base}/{key}") != f"{base}/{key}":
+                continue  # two labels map to one name: keep the first, never mix them
+            out[fact] += delta
+    return dict(out)
+
+
+def _increase(values: list[float]) -> float:
+    """Prometheus ``increase`` without extrapolation: a drop means a reset, counted from 0."""
+    total = 0.0
+    for prev, cur in zip(values, values[1:]):
+        total += cur - prev if cur >= prev else cur
+    return total
+
+
+def _timestamp(at: str) -> datetime | None:
+    try:
+        ts = datetime.fromisoformat(at)
+    except (TypeError, ValueError):
+        return None
+    return ts if ts.tzinfo is not None else None
+
+
+def parse_samples(samples: Iterable[MetricSample]) -> RoleMetrics:
+    """Turn two or more ``/metrics`` bodies into facts; unreadable bodies become ``problems``."""
+    problems: list[str] = []
+    parsed: list[tuple[MetricSample, _Parsed]] = []
+    for i, sample in enumerate(samples, start=1):
+        try:
+            parsed.append((sample, _parse_body(sample.raw)))
+        except Exception as exc:  # prometheus_client raises ValueError and, on odd input, others
+            head = sample.raw.strip()[:80]
+            problems.append(f"sample {i} (at {sample.at}) is not Prometheus text ({exc}); it starts with {head!r}")
+    if not parsed:
+        if not problems:
+            problems.append("no /metrics samples")
+        return RoleMetrics(problems=problems)
+
+    gauges = _combine_gauges(parsed[-1][1].gauges)
+    if not gauges and not parsed[-1][1].counters:
+        problems.append("the last /metrics sample holds no metrics")
+
+    window_s: float | None = None
+    deltas: dict[str, float] = {}
+    if len(parsed) >= 2:
+        first, last = _timestamp(parsed[0][0].at), _timestamp(parsed[-1][0].at)
+        if first is None or last is None:
+            problems.append("sample timestamps are not RFC 3339 with a zone; no window")
+        else:
+            window_s = (last - first).total_seconds()
+        history: dict[Series, list[float]] = defaultdict(list)
+        for _sample, body in parsed:
+            for key, value in body.counters.items():
+                history[key].append(value)
+        deltas = _counter_facts({k: _increase(v) for k, v in history.items() if len(v) >= 2})
+    elif parsed:
+        problems.append("only one readable /metrics sample: no counter deltas")
+
+    rates = {k: v / window_s for k, v in deltas.items()} if window_s and window_s > 0 else {}
+    return RoleMetrics(gauges=gauges, deltas=deltas, rates=rates, window_s=window_s, problems=problems)

@@ -1,0 +1,283 @@
+"""Parsers: real fixtures, SGLang's label rules, and property tests (only ParseError may escape)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from opsbot.bundle import MetricSample
+from opsbot.parse import ParseError
+from opsbot.parse.gpu import parse_gpu_csv
+from opsbot.parse.kernel import parse_xid
+from opsbot.parse.logs import LOG_FILTER, classify, count_kinds, parse_log_lines
+from opsbot.parse.metrics import parse_samples
+from opsbot.parse.unit import parse_unit
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# --- unit -------------------------------------------------------------------------------------
+
+UNIT_RAW = """Id=sglang-dsv4-decode.service
+LoadState=loaded
+ActiveState=activating
+SubState=auto-restart
+Result=exit-code
+NRestarts=7
+ExecMainStatus=1
+ExecMainCode=1
+ExecMainStartTimestamp=Mon 2026-11-30 14:00:01 UTC
+ActiveEnterTimestamp=
+StateChangeTimestamp=Mon 2026-11-30 14:00:03 UTC
+MainPID=0
+MemoryCurrent=[not set]
+"""
+
+
+def test_unit_crash_loop_fields():
+    u = parse_unit(UNIT_RAW)
+    assert (u.id, u.load_state, u.active_state, u.sub_state) == (
+        "sglang-dsv4-decode.service", "loaded", "activating", "auto-restart")
+    assert (u.n_restarts, u.exec_main_status, u.exec_main_code, u.main_pid) == (7, 1, 1, 0)
+    assert u.memory_current is None and u.active_enter_timestamp is None
+    assert u.state_change_timestamp == "Mon 2026-11-30 14:00:03 UTC"
+    assert u.exists
+
+
+def test_unit_not_found_and_uint64_max():
+    u = parse_unit("Id=nope.service\nLoadState=not-found\nMemoryCurrent=18446744073709551615\n")
+    assert not u.exists and u.memory_current is None
+
+
+def test_unit_empty_is_parse_error():
+    with pytest.raises(ParseError, match="no Key=Value"):
+        parse_unit("Failed to connect to bus: No such file or directory\n")
+
+
+@given(st.text())
+def test_unit_never_crashes(raw):
+    try:
+        parse_unit(raw)
+    except ParseError:
+        pass
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+def _body(decode_tokens: float, running: float, *, extra: str = "") -> str:
+    return f"""# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{{engine_type="decode",model_name="m",tp_rank="0",dp_rank="0"}} {running}
+sglang:num_running_reqs{{engine_type="decode",model_name="m",tp_rank="1",dp_rank="0"}} {running}
+sglang:num_running_reqs{{engine_type="decode",model_name="m",tp_rank="0",dp_rank="1"}} 2.0
+# TYPE sglang:token_usage gauge
+sglang:token_usage{{engine_type="decode",model_name="m",tp_rank="0",dp_rank="0"}} 0.5
+sglang:token_usage{{engine_type="decode",model_name="m",tp_rank="0",dp_rank="1"}} 0.75
+# TYPE sglang:num_retracted_reqs gauge
+sglang:num_retracted_reqs{{pid="11",tp_rank="0"}} 3.0
+sglang:num_retracted_reqs{{pid="12",tp_rank="0"}} 1.0
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{{priority="",tp_rank="0"}} 9.0
+sglang:num_queue_reqs{{priority="1",tp_rank="0"}} 4.0
+# TYPE sglang:realtime_tokens_total counter
+sglang:realtime_tokens_total{{mode="decode",tp_rank="0"}} {decode_tokens}
+sglang:realtime_tokens_total{{mode="prefill_compute",tp_rank="0"}} 100.0
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{{is_streaming="true",model_name="m"}} 10.0
+sglang:generation_tokens_total{{is_streaming="false",model_name="m"}} 20.0
+# TYPE sglang:kv_transfer_latency_ms histogram
+sglang:kv_transfer_latency_ms_bucket{{le="1.0",tp_rank="0"}} 1.0
+sglang:kv_transfer_latency_ms_bucket{{le="+Inf",tp_rank="0"}} 2.0
+sglang:kv_transfer_latency_ms_count{{tp_rank="0"}} 2.0
+sglang:kv_transfer_latency_ms_sum{{tp_rank="0"}} 7.5
+{extra}"""
+
+
+def _samples(*bodies: str, step: float = 5.0) -> list[MetricSample]:
+    return [MetricSample(at=f"2026-11-30T14:00:{int(i * step):02d}.000Z", raw=b) for i, b in enumerate(bodies)]
+
+
+def test_metrics_gauge_rules():
+    m = parse_samples(_samples(_body(1000, 4), _body(1400, 5)))
+    assert m.problems == []
+    assert m.gauges["num_running_reqs"] == 5 + 2  # max over tp, sum over dp
+    assert m.gauges["token_usage"] == 0.75  # ratios: max over dp
+    assert m.gauges["num_retracted_reqs"] == 3  # pid dropped by max
+    assert m.gauges["num_queue_reqs"] == 9  # priority="" is the total
+
+
+def test_metrics_counter_deltas_rates_and_labels():
+    m = parse_samples(_samples(_body(1000, 4), _body(1400, 4)))
+    assert m.window_s == 5.0
+    assert m.deltas["realtime_tokens_decode"] == 400
+    assert m.deltas["realtime_tokens_prefill_compute"] == 0
+    assert m.deltas["realtime_tokens"] == 400
+    assert m.rates["realtime_tokens_decode"] == 80
+    assert "generation_tokens" in m.deltas and not any("streaming" in k or "true" in k for k in m.deltas)
+    assert m.deltas["kv_transfer_latency_ms_count"] == 0
+
+
+def test_metrics_wedged_decode_shows_zero_delta():
+    m = parse_samples(_samples(_body(1000, 8), _body(1000, 8)))
+    assert m.gauges["num_running_reqs"] > 0 and m.deltas["realtime_tokens_decode"] == 0
+
+
+def test_metrics_counter_reset_counts_from_zero():
+    m = parse_samples(_samples(_body(5000, 1), _body(30, 1)))
+    assert m.deltas["realtime_tokens_decode"] == 30
+
+
+def test_metrics_three_samples_with_reset_in_between():
+    m = parse_samples(_samples(_body(100, 1), _body(200, 1), _body(50, 1)))
+    assert m.deltas["realtime_tokens_decode"] == 100 + 50
+    assert m.window_s == 10.0
+
+
+def test_metrics_old_underscore_prefix_and_router_names():
+    body = "sglang_num_running_reqs{tp_rank=\"0\"} 3\nsmg_worker_pool_size{worker_type=\"decode\"} 1\n"
+    m = parse_samples(_samples(body, body))
+    assert m.gauges["num_running_reqs"] == 3 and m.gauges["smg_worker_pool_size"] == 1
+
+
+def test_metrics_counter_without_type_line():
+    m = parse_samples(_samples('sglang:num_requests_total 5\n', 'sglang:num_requests_total 9\n'))
+    assert m.deltas["num_requests"] == 4
+
+
+def test_metrics_not_prometheus_is_a_problem_not_a_crash():
+    m = parse_samples(_samples("<html><body>502 Bad Gateway</body></html>", _body(1, 1)))
+    assert any("sample 1" in p and "not Prometheus text" in p for p in m.problems)
+    assert m.gauges["num_running_reqs"] == 3 and m.deltas == {}
+
+
+@given(st.lists(st.tuples(st.text(max_size=30), st.text()), max_size=4))
+@settings(max_examples=300)
+def test_metrics_never_crash(pairs):
+    parse_samples([MetricSample(at=a, raw=r) for a, r in pairs])
+
+
+_metric_line = st.builds(
+    lambda n, lbl, v: f'sglang:{n}{{tp_rank="{lbl}"}} {v}',
+    st.sampled_from(["num_running_reqs", "token_usage", "realtime_tokens_total", "x_count"]),
+    st.sampled_from(["0", "1", ""]),
+    st.one_of(st.integers(-5, 10**6), st.floats(allow_nan=True, allow_infinity=True)),
+)
+
+
+@given(st.lists(st.lists(_metric_line, max_size=6).map("\n".join), min_size=1, max_size=3))
+def test_metrics_never_crash_on_near_valid_bodies(bodies):
+    parse_samples(_samples(*bodies))
+
+
+# --- gpu --------------------------------------------------------------------------------------
+
+def test_gpu_real_h200_fixture_with_header_and_units():
+    rows = parse_gpu_csv((FIXTURES / "gpu" / "nvidia-smi-query.csv").read_text())
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r.index, r.name, r.uuid) == (0, "NVIDIA H200", "GPU-1c24ded9-feed-e333-383d-8b14fe548dee")
+    assert (r.memory_used_mib, r.memory_total_mib, r.utilization_pct, r.temperature_c, r.power_w) == (
+        0, 143771, 0, 39, 81.39)
+
+
+def test_gpu_noheader_nounits_and_na():
+    rows = parse_gpu_csv("0, GPU-a, NVIDIA H200, 120000, 143771, 97, 61, [N/A]\n1, GPU-b, NVIDIA H200, 5, 143771, 0, 35, 80.1\n")
+    assert [r.index for r in rows] == [0, 1]
+    assert rows[0].power_w is None and rows[0].memory_used_mib == 120000
+
+
+def test_gpu_driver_failure_is_parse_error():
+    with pytest.raises(ParseError, match="not a GPU row"):
+        parse_gpu_csv("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n")
+
+
+@given(st.text())
+def test_gpu_never_crashes(raw):
+    try:
+        parse_gpu_csv(raw)
+    except ParseError:
+        pass
+
+
+# --- logs -------------------------------------------------------------------------------------
+
+def test_logs_journald_and_bare_lines():
+    raw = (
+        "2026-11-30T14:00:01+0000 node2 python3[1234]: [2026-11-30 14:00:01 DP1 TP3] Decode batch, #running-req: 8\n"
+        "[2026-11-30 14:00:02 TP0] Decode transfer failed for request rank=0 decode_req.req.rid='a' with exception "
+        "KVTransferError(bootstrap_room=7): Aborted by AbortReq.\n"
+        "2026-11-30T14:00:03+00:00 node2 systemd[1]: sglang-dsv4-decode.service: Main process exited, code=killed\n"
+        "\x00\x01\xff garbage \ud800?\n"
+    )
+    entries = parse_log_lines(raw)
+    assert len(entries) == 4
+    a, b, c, d = entries
+    assert (a.host, a.process, a.pid, a.tp_rank, a.dp_rank, a.kind) == ("node2", "python3", 1234, 3, 1, "batch")
+    assert a.message.startswith("Decode batch") and a.ts == "2026-11-30T14:00:01+0000"
+    assert b.ts == "2026-11-30 14:00:02" and b.tp_rank == 0 and b.kind == "abort"
+    assert c.kind == "crash" and c.process == "systemd"
+    assert d.ts is None and d.kind is None
+
+
+@pytest.mark.parametrize(
+    "message,kind",
+    [
+        ("Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", "watchdog"),
+        ("KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_tokens_gained: 10", "retract"),
+        ("Decode out of memory. Try to lower your batch size.", "oom"),
+        ("ValueError: DeepSeek V4 HiCache currently does not support --hicache-size; use --hicache-ratio instead.", "hicache"),
+        ("Lost connection with prefill instance (bootstrap_addr: 10.0.0.1:8998), 3 requests affected", "kv-transfer"),
+        ("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)", "nccl"),
+        ("Scheduler hit an exception: Traceback (most recent call last):", "crash"),
+        ("Prefill batch, #new-seq: 1, #new-token: 5", "batch"),
+        ("GET /health HTTP/1.1 200", None),
+    ],
+)
+def test_logs_classify(message, kind):
+    assert classify(message) == kind
+
+
+def test_log_filter_selects_what_classify_names():
+    import re
+
+    assert re.search(LOG_FILTER, "Decode batch, #running-req: 1")
+    assert not re.search(LOG_FILTER, "GET /health HTTP/1.1 200")
+
+
+def test_count_kinds_skips_heartbeat_lines():
+    entries = parse_log_lines("Decode batch, #running-req: 1\nDecode out of memory. Try to lower your batch size.\n")
+    assert count_kinds(entries) == {"oom": 1}
+
+
+@given(st.text())
+def test_logs_never_crash(raw):
+    entries = parse_log_lines(raw)
+    assert len(entries) <= len(raw.splitlines())
+
+
+@given(st.binary())
+def test_logs_binary_garbage(raw):
+    parse_log_lines(raw.decode("utf-8", errors="replace"))
+
+
+# --- kernel -----------------------------------------------------------------------------------
+
+def test_xid_lines():
+    raw = (
+        "2026-11-30T14:00:01+0000 node2 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, "
+        "GPU has fallen off the bus.\n"
+        "2026-11-30T14:00:02+0000 node2 kernel: NVRM: Xid (PCI:0000:3c:00): 48, pid='<unknown>', name=<unknown>, "
+        "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6.\n"
+        "2026-11-30T14:00:03+0000 node2 kernel: eth0: link up\n"
+    )
+    ev = parse_xid(raw)
+    assert [(e.pci, e.xid, e.pid) for e in ev] == [("0000:3b:00", 79, 1234), ("0000:3c:00", 48, None)]
+    assert ev[0].process == "python3" and ev[0].ts == "2026-11-30T14:00:01+0000"
+    assert "fallen off the bus" in ev[0].message
+
+
+@given(st.text())
+def test_xid_never_crashes(raw):
+    parse_xid(raw)
