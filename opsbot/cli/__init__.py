@@ -31,3 +31,9 @@ app.add_typer(_db.app, name="db")
 app.command("history")(_history.history)
 app.command("restart")(_restart.restart)
 app.add_typer(_restart.actions_app, name="actions")
+
+from opsbot.cli import diagnose as _diagnose  # noqa: E402
+
+app.command("diagnose")(_diagnose.diagnose_cmd)
+app.command()(_diagnose.ask)
+app.add_typer(_diagnose.runbooks_app, name="runbooks")
