@@ -37,3 +37,9 @@ from opsbot.cli import diagnose as _diagnose  # noqa: E402
 app.command("diagnose")(_diagnose.diagnose_cmd)
 app.command()(_diagnose.ask)
 app.add_typer(_diagnose.runbooks_app, name="runbooks")
+
+from opsbot.cli import serve as _serve  # noqa: E402
+from opsbot.cli import tokens as _tokens  # noqa: E402
+
+app.command("serve")(_serve.serve)
+app.add_typer(_tokens.app, name="tokens")

@@ -9,7 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from opsbot.inventory import NAME_RE
 
 ALL_ROLES = "*"
 
@@ -25,7 +27,22 @@ class Alert(_Open):
     startsAt: datetime
     endsAt: datetime | None = None
     generatorURL: str = ""
-    fingerprint: str = Field(min_length=1, max_length=128)
+    fingerprint: str = Field(min_length=1, max_length=64)
+
+    @field_validator("labels")
+    @classmethod
+    def _scope_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key in ("cluster", "role"):
+            if key in labels and not NAME_RE.match(labels[key]):
+                raise ValueError(f"label {key}={labels[key][:80]!r}: use lower-case letters, digits and '-' (an inventory name)")
+        if len(labels.get("alertname", "")) > 200:
+            raise ValueError("label alertname: at most 200 characters")
+        return labels
+
+    @property
+    def ends(self) -> datetime | None:
+        """``endsAt``, or None for Alertmanager's zero time on firing alerts."""
+        return self.endsAt if self.endsAt is not None and self.endsAt.year > 1 else None
 
 
 class Webhook(_Open):
@@ -48,7 +65,3 @@ def alert_scope(alert: Alert, default_cluster: str) -> tuple[str, str]:
     labels = alert.labels
     return labels.get("cluster") or default_cluster, labels.get("role") or ALL_ROLES
 
-
-def dedup_key(alert: Alert) -> str:
-    """Same alert, same state: Alertmanager resends it each group_interval and on HA fail-open."""
-    return f"{alert.fingerprint}:{alert.status}:{alert.startsAt.isoformat()}"

@@ -92,3 +92,136 @@ async def post_alerts(hook: Webhook, request: Request, _: Annotated[Caller, Depe
     except QueueFull as exc:
         raise HTTPException(503, f"{exc}; retry later", headers={"Retry-After": "5"}) from exc
     return {"stored": accepted.stored, "duplicates": accepted.duplicates}
+
+
+STATUS_TYPES = {"application/json": "json", "text/markdown": "markdown", "text/html": "html"}
+
+
+def negotiate(accept: str | None) -> tuple[str, str]:
+    """(media type, report format) for an Accept header; JSON when nothing better matches."""
+    for part in (accept or "").split(","):
+        media = part.split(";")[0].strip().lower()
+        if media in STATUS_TYPES:
+            return media, STATUS_TYPES[media]
+    return "application/json", "json"
+
+
+@router.get(
+    "/status",
+    tags=["reports"],
+    summary="The current status report: JSON, Markdown or HTML by Accept",
+    responses={200: {"content": {"text/markdown": {}, "text/html": {}}}},
+)
+async def get_status(request: Request, _: Annotated[Caller, Depends(require("read"))]) -> Response:
+    from opsbot.report.render import render
+    from opsbot.report.status import build_status
+
+    runtime = request.app.state.runtime
+    media, fmt = negotiate(request.headers.get("accept"))
+    report = await runtime.db(build_status, runtime.store, None, runtime.settings)
+    return Response(render(report, fmt), media_type=media)
+
+
+class ReportSummary(BaseModel):
+    id: int
+    kind: str
+    period: str
+    format: str
+    created_at: Any
+
+
+@router.get("/reports", tags=["reports"], summary="Saved reports, newest first")
+async def list_reports(
+    request: Request, _: Annotated[Caller, Depends(require("read"))], kind: str | None = None, limit: int = 50
+) -> list[ReportSummary]:
+    runtime = request.app.state.runtime
+    rows = await runtime.db(runtime.store.reports, kind=kind, limit=max(1, min(limit, 500)))
+    return [ReportSummary(id=r.id, kind=r.kind, period=r.period, format=r.format, created_at=r.created_at) for r in rows]
+
+
+@router.get("/reports/{report_id}", tags=["reports"], summary="One saved report, in the format it was saved in")
+async def get_report(report_id: int, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> Response:
+    runtime = request.app.state.runtime
+    if not -(2**63) <= report_id < 2**63:
+        raise HTTPException(404, f"no report {report_id}")
+    row = await runtime.db(runtime.store.report, report_id)
+    if row is None:
+        raise HTTPException(404, f"no report {report_id}; GET /reports lists them")
+    media = {"html": "text/html", "json": "application/json", "blocks": "application/json"}.get(row.format, "text/markdown")
+    return Response(row.body, media_type=media)
+
+
+class ActionView(BaseModel):
+    """An action as surfaces show it: where it is in plan → approve → execute → verify."""
+
+    id: str
+    state: str
+    cluster: str
+    role: str
+    requested_by: str
+    approved_by: str | None = None
+    expires_at: Any = None
+    outcome: str | None = None
+    steps: list[list[str]] = Field(default_factory=list)
+    message: str | None = None
+
+
+def action_view(row: Any, message: str | None = None) -> ActionView:
+    return ActionView(
+        id=row.id, state=row.state, cluster=row.cluster, role=row.role, requested_by=row.requested_by,
+        approved_by=row.approved_by, expires_at=row.expires_at, outcome=row.outcome,
+        steps=[s.get("argv", []) for s in (row.plan or {}).get("steps", [])], message=message,
+    )
+
+
+@router.post("/actions/restart", tags=["actions"], summary="Plan a restart; it runs once approved", status_code=201)
+async def post_restart(body: RestartRequest, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
+    from opsbot.act import PlanRefused
+
+    runtime = request.app.state.runtime
+    try:
+        action, _plan = await runtime.request_restart(body.role, body.cluster, actor=caller.name, surface="rest", reason=body.reason)
+    except (UnknownRole, ConfigError, PlanRefused) as exc:
+        raise scope_error(exc) from exc
+    return action_view(action, f"approve with POST /actions/{action.id}/approve before it expires")
+
+
+@router.get("/actions/{action_id}", tags=["actions"], summary="One action and its state")
+async def get_action(action_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> ActionView:
+    runtime = request.app.state.runtime
+    try:
+        row = await runtime.db(runtime.store.action, action_id)
+    except KeyError as exc:
+        raise HTTPException(404, str(exc.args[0])) from exc
+    return action_view(row)
+
+
+@router.post(
+    "/actions/{action_id}/approve",
+    tags=["actions"],
+    summary="Approve a planned restart and run it (guardrails: cooldown, budget, lock, verify)",
+    responses={409: {"description": "not pending, or expired: request it again"}},
+)
+async def approve_action(action_id: str, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
+    from opsbot.act import ApprovalRefused
+
+    runtime = request.app.state.runtime
+    try:
+        outcome = await runtime.approve_and_execute(action_id, approver=caller.name, surface="rest")
+    except ApprovalRefused as exc:
+        raise HTTPException(409, str(exc)) from exc
+    return action_view(await runtime.db(runtime.store.action, action_id), outcome.message)
+
+
+@router.post("/actions/{action_id}/dismiss", tags=["actions"], summary="Dismiss a planned restart",
+             responses={409: {"description": "not pending"}})
+async def dismiss_action(action_id: str, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
+    runtime = request.app.state.runtime
+    row = await runtime.dismiss(action_id, actor=caller.name, surface="rest")
+    if row is None:
+        try:
+            current = await runtime.db(runtime.store.action, action_id)
+        except KeyError as exc:
+            raise HTTPException(404, str(exc.args[0])) from exc
+        raise HTTPException(409, f"action {action_id} is {current.state}, not waiting for approval")
+    return action_view(row)

@@ -11,12 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from opsbot.bundle import Trigger
-from opsbot.service.alertmanager import ALL_ROLES, Webhook, alert_scope, dedup_key
+from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
+from opsbot.store import AlertIn
+from opsbot.store.models import Alert as AlertRow
 from opsbot.service.coalesce import Coalescer
 from opsbot.service.runtime import ProbeResult, Runtime
 
@@ -72,36 +76,20 @@ class AlertIntake:
         self._waiting += 1  # reserve the slot before the first await, so concurrent calls cannot overfill
         try:
             default_cluster = self.runtime.cluster_name()
-            rows = [self._row(hook, a, default_cluster) for a in hook.alerts]
-            fresh = await self.runtime.db(self.runtime.store.save_alerts, rows)
+            rows = [_alert_in(hook, a, default_cluster) for a in hook.alerts]
+            saved = await self.runtime.db(self.runtime.store.save_alerts, rows)
         except BaseException:
             self._waiting -= 1
             raise
+        fresh = [_stored(row, alert_id) for row, (alert_id, new) in zip(rows, saved) if new]
         telemetry.alerts_received.inc(len(rows))
         telemetry.alerts_deduplicated.inc(len(rows) - len(fresh))
         if fresh:
-            self._queue.put_nowait([_stored(r) for r in fresh])
+            self._queue.put_nowait(fresh)
         else:
             self._waiting -= 1
         telemetry.alert_queue.set(self._waiting)
         return Accepted(stored=len(fresh), duplicates=len(rows) - len(fresh))
-
-    @staticmethod
-    def _row(hook: Webhook, alert: Any, default_cluster: str) -> dict[str, Any]:
-        cluster, role = alert_scope(alert, default_cluster)
-        return {
-            "dedup_key": dedup_key(alert),
-            "fingerprint": alert.fingerprint,
-            "status": alert.status,
-            "alertname": alert.labels.get("alertname"),
-            "cluster": cluster,
-            "role": role,
-            "group_key": hook.groupKey,
-            "labels": alert.labels,
-            "annotations": alert.annotations,
-            "starts_at": alert.startsAt,
-            "ends_at": alert.endsAt,
-        }
 
     # stage 2: dispatch ------------------------------------------------------------------------
     def start(self) -> None:
@@ -109,8 +97,8 @@ class AlertIntake:
 
     async def recover(self) -> int:
         """Hand stored-but-unprocessed alerts (from before a crash or restart) to the probes."""
-        rows = await self.runtime.db(self.runtime.store.unprocessed_alerts)
-        self._dispatch([_stored(r) for r in rows])
+        rows = await self.runtime.db(self.runtime.store.read, _unprocessed)
+        self._dispatch([_stored(r, r.id) for r in rows])
         return len(rows)
 
     async def _drain_queue(self) -> None:
@@ -138,9 +126,8 @@ class AlertIntake:
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
             log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
             error = str(exc)
-        await self.runtime.db(
-            self.runtime.store.mark_alerts_processed, [a.id for a in alerts], result.probe_id if result else None, error
-        )
+        if result is not None:
+            await self.runtime.db(self.runtime.store.link_alert_probe, [a.id for a in alerts], result.probe_id)
         if self.notifier is not None:
             by_group: dict[str, list[StoredAlert]] = defaultdict(list)
             for a in alerts:
@@ -161,17 +148,36 @@ class AlertIntake:
         await self.coalescer.close()
 
 
-def _stored(row: Any) -> StoredAlert:
-    get: Callable[[str], Any] = row.get if isinstance(row, dict) else lambda k: getattr(row, k)
-    return StoredAlert(
-        id=get("id"),
-        group_key=get("group_key") or "",
-        fingerprint=get("fingerprint"),
-        status=get("status"),
-        cluster=get("cluster"),
-        role=get("role") or ALL_ROLES,
-        labels=dict(get("labels") or {}),
+def _alert_in(hook: Webhook, alert: Alert, default_cluster: str) -> AlertIn:
+    cluster, role = alert_scope(alert, default_cluster)
+    return AlertIn(
+        fingerprint=alert.fingerprint,
+        status=alert.status,
+        labels=alert.labels,
+        annotations=alert.annotations,
+        starts_at=alert.startsAt,
+        ends_at=alert.ends,
+        group_key=hook.groupKey,
+        cluster=cluster,
+        role=role,
     )
+
+
+def _stored(row: AlertIn | AlertRow, alert_id: int) -> StoredAlert:
+    return StoredAlert(
+        id=alert_id,
+        group_key=row.group_key or "",
+        fingerprint=row.fingerprint,
+        status=row.status,
+        cluster=row.cluster or "",
+        role=row.role or ALL_ROLES,
+        labels=dict(row.labels or {}),
+    )
+
+
+def _unprocessed(session: Session) -> list[AlertRow]:
+    """Accepted alerts no probe has looked at yet, oldest first."""
+    return list(session.scalars(select(AlertRow).where(AlertRow.probe_id.is_(None)).order_by(AlertRow.id)).all())
 
 
 def _names(alerts: list[StoredAlert]) -> str:

@@ -45,8 +45,7 @@ class ProbeResult:
 
     def as_json(self) -> dict[str, Any]:
         """The public diagnosis JSON contract, plus which probe row holds the evidence."""
-        findings = [f.model_dump(mode="json") for f in self.diagnosis.findings]
-        return {"probe_id": self.probe_id, "bundle": self.bundle.id, "cluster": self.bundle.cluster, "findings": findings}
+        return {"probe_id": self.probe_id, "cluster": self.bundle.cluster, **self.diagnosis.public()}
 
 
 @dataclass
@@ -89,3 +88,30 @@ class Runtime:
         for finding in diagnosis.findings:
             self.telemetry.findings.labels(finding.incident).inc()
         return ProbeResult(probe_id, bundle, diagnosis)
+
+    # -- guarded restarts: the same opsbot.act path the CLI uses ----------------------------
+    async def request_restart(self, role: str, cluster: str | None, *, actor: str, surface: str,
+                              reason: str | None = None) -> tuple[Any, Any]:
+        """Plan and record a restart (``planned``, waiting for approval); bad scope raises."""
+        from opsbot.act import request_restart
+
+        return await self.db(request_restart, self.store, self.inventory(), [role], actor=actor, surface=surface,
+                             cluster=cluster or self.settings.cluster, reason=reason, settings=self.settings)
+
+    async def approve_and_execute(self, action_id: str, *, approver: str, surface: str) -> Any:
+        """Approve (refused when expired or not pending: ``ApprovalRefused``), then run it behind its guards."""
+        from opsbot.act import approve, execute
+
+        await self.db(approve, self.store, action_id, approver, surface, self.settings)
+        outcome = await execute(self.store, self.inventory(), action_id, actor=approver, surface=surface,
+                                settings=self.settings)
+        self.telemetry.actions.labels(outcome.state).inc()
+        return outcome
+
+    async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Any:
+        """A planned restart nobody will approve: closed as refused, with who dismissed it."""
+        row = await self.db(self.store.transition, action_id, ("planned",), "refused", actor=actor, surface=surface,
+                            what="restart dismissed", outcome=f"dismissed by {actor} via {surface}")
+        if row is not None:
+            self.telemetry.actions.labels("dismissed").inc()
+        return row
