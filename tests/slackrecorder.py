@@ -34,6 +34,7 @@ class SlackRecorder:
     async def start(self) -> SlackRecorder:
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)
         app.router.add_post("/response/{id}", self._response_url)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -75,7 +76,9 @@ class SlackRecorder:
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         raw = await request.read()
-        if request.content_type == "application/json":
+        if request.method == "GET":
+            args = dict(request.query)
+        elif request.content_type == "application/json":
             args = json.loads(raw or b"{}")
         else:
             args = dict(parse_qsl(raw.decode()))
