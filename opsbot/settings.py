@@ -67,8 +67,20 @@ class Settings(BaseSettings):
     slack_approvers: list[str] = Field(default_factory=list, description="Slack user ids allowed to approve")
     slack_approver_groups: list[str] = Field(default_factory=list, description="Slack user group ids allowed to approve")
 
+    lab_dir: Path | None = Field(None, description="lab state (node dirs, keys, pids); default: DATA_DIR/lab")
+    lab_cache_dir: Path = Field(Path("/var/cache/opsbot"), description="cached debootstrap root file system")
+    lab_prefix: str = Field("opsbot-lab", pattern=r"^[a-z][a-z0-9-]{0,30}$", description="machine-name prefix")
+    lab_ssh_port_base: int = Field(2222, ge=1024, le=65000, description="node i's sshd listens on base + i - 1")
+    lab_service_port_base: int = Field(
+        30000, ge=1024, le=65000, description="emulator ports: prefill base, decode base+1, router base+2 ..."
+    )
+    lab_gpus_per_node: int = Field(4, ge=1, le=8, description="GPUs the stand-in nvidia-smi shows per node")
+
     def inventory_path(self) -> Path:
         return self.inventory or self.data_dir / "inventory.yaml"
+
+    def lab_path(self) -> Path:
+        return (self.lab_dir or self.data_dir / "lab").resolve()
 
     def db_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'opsbot.db').resolve()}"

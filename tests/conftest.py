@@ -1,3 +1,37 @@
-"""Shared fixtures: real databases (tests/databases.py) and the lab."""
+"""Shared fixtures. ``lab``: one two-node lab of real systemd + sshd nodes for the whole session."""
 
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from opsbot.lab.nodes import Lab, isolated_settings
 from tests.databases import database_url, postgres_server  # noqa: F401
+from opsbot.lab.rootfs import is_complete, rootfs_path
+from tests.realparts import need, need_binary, need_root
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A booted lab (own ports and machine names), torn down at the end of the session.
+
+    Yields ``opsbot.lab.nodes.Lab``: ``.inventory_path``, ``.inventory``, ``.node_names``,
+    ``.inject(role, state, message=None)``, ``.reset()``, ``.ssh(node, argv)``, ``.url(role, path)``,
+    ``.stop_sshd(node)`` / ``.start_sshd(node)``.
+    """
+    need_root()
+    need_binary("systemd-nspawn")
+    need_binary("ssh")
+    settings = isolated_settings(tmp_path_factory.mktemp("lab"))
+    need(
+        is_complete(rootfs_path(settings.lab_cache_dir)) or shutil.which("debootstrap") is not None,
+        "no cached lab root file system and no debootstrap to build one",
+    )
+    lab = Lab(settings)
+    try:
+        lab.up(2)
+        yield lab
+    finally:
+        lab.down()

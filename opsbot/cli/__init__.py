@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from opsbot import __version__
+from opsbot.cli import lab
 
 app = typer.Typer(
     name="opsbot",
@@ -12,6 +13,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
+
+app.add_typer(lab.app, name="lab")
 
 
 @app.command()

@@ -1,0 +1,78 @@
+"""``opsbot lab``: boot, inspect, break and stop the lab of systemd-nspawn nodes."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from opsbot.lab.emulator.control import STATES
+from opsbot.lab.nodes import Lab, LabError
+from opsbot.lab.rootfs import RootfsError
+from opsbot.settings import get_settings
+
+app = typer.Typer(help="The lab: real systemd + sshd nodes running the SGLang emulator (a test stand-in).",
+                  no_args_is_help=True)
+console = Console()
+STATE_HELP = "; ".join(f"{name}: {desc} [{'/'.join(kinds)}]" for name, (kinds, desc) in STATES.items())
+
+
+def _lab() -> Lab:
+    return Lab(get_settings())
+
+
+def _fail(e: Exception) -> None:
+    console.print(f"[red]error:[/red] {e}")
+    raise typer.Exit(1)
+
+
+@app.command()
+def up(nodes: int = typer.Option(2, "--nodes", "-n", min=1, max=8, help="how many nodes to boot")) -> None:
+    """Build the root file system once, boot the nodes, start the units, write the inventory."""
+    lab = _lab()
+    with console.status("starting the lab ...") as status:
+        def step(msg: str) -> None:
+            console.print(f"  [green]•[/green] {msg}")
+            status.update(f"{msg} ...")
+        try:
+            lab.up(nodes, step=step)
+        except (LabError, RootfsError) as e:
+            _fail(e)
+    console.print(f"[bold green]lab up[/bold green]: inventory {lab.inventory_path}")
+
+
+@app.command()
+def down() -> None:
+    """Halt every node cleanly; nothing is left running."""
+    with console.status("stopping the lab ..."):
+        _lab().down(step=lambda m: console.print(f"  [green]•[/green] {m}"))
+
+
+@app.command()
+def status() -> None:
+    """Each node (process, sshd) and each unit (state, restarts)."""
+    table = Table("node", "machine", "ssh", "process", "unit", "role", "state", "restarts")
+    for node in _lab().status():
+        proc = f"pid {node.pid}" if node.running else "[red]stopped[/red]"
+        sshd = "[green]up[/green]" if node.sshd else "[red]down[/red]"
+        if not node.units:
+            table.add_row(node.name, node.machine, f"{node.ssh_port} {sshd}", proc, "-", "-", "-", "-")
+        for u in node.units:
+            colour = "green" if u.active_state == "active" else "red"
+            table.add_row(node.name, node.machine, f"{node.ssh_port} {sshd}", proc, u.unit, u.role,
+                          f"[{colour}]{u.active_state}/{u.sub_state}[/{colour}]", str(u.n_restarts))
+    console.print(table)
+
+
+@app.command(help=f"Put ROLE's emulator into STATE (kept across restarts). States: {STATE_HELP}")
+def inject(
+    role: str = typer.Argument(..., help="prefill, decode, router (or an instance name such as decode-2)"),
+    state: str = typer.Argument(..., help=", ".join(STATES)),
+    message: str = typer.Option(None, "--message", "-m", help="crash: the exception line to die with"),
+    no_load: bool = typer.Option(False, "--no-load", help="stop the emulator's own light load"),
+) -> None:
+    try:
+        changed = _lab().inject(role, state, message, load=not no_load)
+    except (LabError, KeyError) as e:
+        _fail(e)
+    console.print(f"{', '.join(changed)} → [bold]{state}[/bold]")

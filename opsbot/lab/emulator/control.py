@@ -1,0 +1,78 @@
+"""The control file that puts a role's emulator into a state; read at start, watched while running."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# state -> (role kinds it applies to, what the emulator does)
+STATES: dict[str, tuple[tuple[str, ...], str]] = {
+    "healthy": (("prefill", "decode", "router"), "serves and makes progress under light load"),
+    "wedged": (("prefill", "decode"), "running requests, realtime tokens flat, /health 503 after its timeout"),
+    "crash": (("prefill", "decode", "router"), "exits at start-up with a traceback (default: DSV4 --hicache-size)"),
+    "prefill-saturated": (("prefill", "decode"), "prefill queue in the tens, decode KVTransferError AbortReq cascade"),
+    "kv-transfer-fail": (("decode",), "decode KV transfers fail (prefill looks dead to it), prefill queue normal"),
+    "oom": (("prefill", "decode"), "CUDA out of memory traceback a few seconds after start, then exit"),
+    "retract-storm": (("decode",), "token usage ~0.99, KV cache pool full, requests retracted"),
+    "watchdog": (("prefill", "decode"), "a forward batch hangs, the scheduler watchdog fires, the server exits"),
+    "nccl-timeout": (("prefill", "decode"), "NCCL collective times out, the scheduler subprocess dies, exit"),
+    "no-healthy-workers": (("router",), "router marks every worker unhealthy; /readiness 503"),
+    "pd-desync": (("prefill", "decode"), "after one side restarted: bootstrap/handshake failures on both"),
+    "gpu-fault": (("prefill", "decode"), "nvidia-smi drops one of the role's GPUs; the role hangs"),
+}
+
+# states that also put the peer role into the same state (the other half of the incident)
+CASCADES: dict[str, str] = {"prefill-saturated": "decode", "pd-desync": "decode"}
+
+DEFAULT_CRASH_MESSAGE = (
+    "ValueError: DeepSeek V4 HiCache currently does not support --hicache-size; use --hicache-ratio instead."
+)
+
+
+@dataclass
+class Control:
+    state: str = "healthy"
+    message: str | None = None
+    load: bool = True  # generate light load of its own
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def read_control(path: str | os.PathLike[str] | None) -> Control:
+    """The control file's content; a missing or broken file means healthy (and says so on stderr)."""
+    if not path:
+        return Control()
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return Control()
+    except (OSError, ValueError) as e:
+        print(f"[sglang-emulator] ignoring unreadable control file {path}: {e}", flush=True)
+        return Control()
+    state = data.get("state", "healthy")
+    if state not in STATES:
+        print(f"[sglang-emulator] unknown state {state!r} in {path}; staying healthy", flush=True)
+        state = "healthy"
+    return Control(state=state, message=data.get("message"), load=bool(data.get("load", True)))
+
+
+def write_control(path: str | os.PathLike[str], control: Control) -> None:
+    """Replace the control file atomically, so a watcher never reads half of it."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".control-")
+    with os.fdopen(fd, "w") as f:
+        f.write(control.to_json())
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, target)
+
+
+def control_path() -> str:
+    """Where this process's control file lives (from the unit's environment)."""
+    state_dir = os.environ.get("SGLANG_EMULATOR_STATE_DIR", "/var/lib/opsbot-lab")
+    role = os.environ.get("SGLANG_EMULATOR_ROLE", "server")
+    return os.path.join(state_dir, "control", f"{role}.json")

@@ -1,0 +1,267 @@
+"""``python3 -m sglang_emulator.launch_router --pd-disaggregation ...``: the PD router stand-in.
+
+Health-checks its workers the way sgl-model-gateway does (interval, timeout, failure and success
+thresholds), serves ``/readiness``, ``/health_generate``, ``/workers`` and the proxied routes,
+and exports ``smg_*`` metrics on its separate Prometheus listener.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+from . import logfmt
+from .control import DEFAULT_CRASH_MESSAGE, control_path, read_control
+from .exposition import Registry
+from .flags import parse_router
+from .launch_server import crash_text, serve
+
+SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(.*)$")
+
+
+@dataclass
+class Worker:
+    url: str
+    kind: str  # prefill | decode
+    bootstrap_port: int | None = None
+    healthy: bool = False
+    checked: bool = False
+    failures: int = 0
+    successes: int = 0
+
+
+def http(method: str, url: str, timeout: float, body: bytes | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=body, method=method, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (OSError, ValueError) as e:
+        return 0, str(e).encode()
+
+
+def router_registry() -> Registry:
+    reg = Registry()
+    for name, kind, help in [
+        ("smg_worker_health", "gauge", "Worker health (1 healthy, 0 unhealthy)"),
+        ("smg_worker_pool_size", "gauge", "Workers in the pool"),
+        ("smg_worker_health_checks_total", "counter", "Worker health checks"),
+        ("smg_worker_requests_active", "gauge", "Requests in flight per worker"),
+        ("smg_http_requests_total", "counter", "HTTP requests"),
+        ("smg_http_responses_total", "counter", "HTTP responses"),
+        ("smg_router_requests_total", "counter", "Routed requests"),
+        ("smg_router_request_errors_total", "counter", "Routing errors"),
+    ]:
+        reg.family(name, kind, help)
+    return reg
+
+
+class Router:
+    def __init__(self, args, control_file: str):
+        self.args = args
+        self.control_file = control_file
+        self.workers = [Worker(u, "prefill", p) for u, p in args.prefill] + [Worker(u, "decode") for u in args.decode]
+        self.reg = router_registry()
+        self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=8)
+
+    @property
+    def state(self) -> str:
+        return read_control(self.control_file).state
+
+    def check_once(self) -> None:
+        forced_down = self.state == "no-healthy-workers"
+        timeout = self.args.health_check_timeout_secs
+        results = list(self.pool.map(
+            lambda w: http("GET", w.url + self.args.health_check_endpoint, timeout)[0] == 200, self.workers))
+        with self.lock:
+            for w, ok in zip(self.workers, results):
+                ok = ok and not forced_down
+                self.reg.inc("smg_worker_health_checks_total", 1,
+                              {"worker_type": w.kind, "result": "success" if ok else "failure"})
+                was = w.healthy
+                if ok:
+                    w.failures, w.successes = 0, w.successes + 1
+                    w.healthy = w.healthy or not w.checked or w.successes >= self.args.health_success_threshold
+                else:
+                    w.successes, w.failures = 0, w.failures + 1
+                    w.healthy = w.healthy and w.checked and not forced_down and (
+                        w.failures < self.args.health_failure_threshold)
+                w.checked = True
+                if w.healthy != was:
+                    verdict = "healthy" if w.healthy else f"unhealthy after {w.failures} failed health checks"
+                    logfmt.log(f"Worker {w.url} ({w.kind}) is {verdict}")
+                self.reg.set("smg_worker_health", 1 if w.healthy else 0, {"worker": w.url, "worker_type": w.kind})
+            for kind in ("prefill", "decode"):
+                self.reg.set("smg_worker_pool_size", sum(w.kind == kind for w in self.workers),
+                             {"worker_type": kind, "connection_mode": "http", "model": "default"})
+
+    def checker(self) -> None:
+        while True:
+            self.check_once()
+            interval = 1 if self.state == "no-healthy-workers" else self.args.health_check_interval_secs
+            time.sleep(interval)
+
+    def healthy(self, kind: str) -> list[Worker]:
+        with self.lock:
+            return [w for w in self.workers if w.kind == kind and w.healthy]
+
+    def readiness(self) -> tuple[int, dict]:
+        p, d = self.healthy("prefill"), self.healthy("decode")
+        if p and d:
+            return 200, {"status": "ready", "healthy_workers": len(p) + len(d), "total_workers": len(self.workers)}
+        return 503, {"status": "not ready", "reason": "insufficient healthy workers"}
+
+    def health_generate(self) -> tuple[int, str]:
+        p, d = self.healthy("prefill"), self.healthy("decode")
+        if not (p and d):
+            return 503, f"No healthy worker pair available: {len(p)} healthy prefill, {len(d)} healthy decode"
+        fp = self.pool.submit(http, "GET", p[0].url + "/health_generate", 30)
+        fd = self.pool.submit(http, "GET", d[0].url + "/health_generate", 30)
+        (ps, _), (ds, _) = fp.result(), fd.result()
+        if ps != 200:
+            return 503, f"Prefill {p[0].url} returned status {ps}"
+        if ds != 200:
+            return 503, f"Decode {d[0].url} returned status {ds}"
+        return 200, "Health check passed"
+
+    def route(self, path: str, body: bytes) -> tuple[int, bytes]:
+        p, d = self.healthy("prefill"), self.healthy("decode")
+        labels = {"router_type": "http", "backend_type": "pd", "connection_mode": "http", "model": "default",
+                  "endpoint": path, "streaming": "false"}
+        self.reg.inc("smg_router_requests_total", 1, labels)
+        if not (p and d):
+            self.reg.inc("smg_router_request_errors_total", 1, labels | {"error_type": "no_workers"})
+            return 503, json.dumps({"error": {"message": "No available workers", "code": "no_workers"}}).encode()
+        data = json.loads(body or b"{}")
+        data |= {"bootstrap_host": urlparse(p[0].url).hostname, "bootstrap_port": p[0].bootstrap_port,
+                 "bootstrap_room": int.from_bytes(os.urandom(7), "big")}
+        raw = json.dumps(data).encode()
+        timeout = self.args.request_timeout_secs
+        fp = self.pool.submit(http, "POST", p[0].url + path, timeout, raw)
+        status, out = http("POST", d[0].url + path, timeout, raw)
+        fp.result()
+        if status != 200:
+            self.reg.inc("smg_router_request_errors_total", 1, labels | {"error_type": "backend_error"})
+        return status or 502, out
+
+    def engine_metrics(self) -> str:
+        out = []
+        for w in self.workers:
+            status, body = http("GET", w.url + "/metrics", 5)
+            if status != 200:
+                continue
+            for line in body.decode(errors="replace").splitlines():
+                m = SAMPLE_RE.match(line)
+                if line.startswith("#") or not m:
+                    continue
+                name, labels, value = m.group(1).replace(":", "_"), (m.group(2) or "{}")[1:-1], m.group(3)
+                labels = f'{labels},worker_addr="{w.url}"' if labels else f'worker_addr="{w.url}"'
+                out.append(f"{name}{{{labels}}} {value}")
+        return "\n".join(out) + "\n"
+
+    def proxy_get(self, path: str) -> tuple[int, bytes]:
+        for w in self.healthy("prefill") + self.healthy("decode"):
+            return http("GET", w.url + path, 10)
+        return 503, json.dumps({"error": {"message": "No available workers", "code": "no_workers"}}).encode()
+
+    def workers_json(self) -> dict:
+        with self.lock:
+            return {"workers": [{"url": w.url, "worker_type": w.kind, "bootstrap_port": w.bootstrap_port,
+                                 "is_healthy": w.healthy} for w in self.workers], "total": len(self.workers)}
+
+
+def api_handler(router: Router) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args) -> None:
+            return
+
+        def _send(self, code: int, body: bytes | str | dict, ctype: str = "application/json") -> None:
+            data = json.dumps(body).encode() if isinstance(body, dict) else (
+                body.encode() if isinstance(body, str) else body)
+            self.send_response(code)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            router.reg.inc("smg_http_responses_total", 1, {"status_code": str(code), "error_code": ""})
+
+        def _route(self) -> None:
+            path = urlparse(self.path).path
+            router.reg.inc("smg_http_requests_total", 1, {"method": self.command, "path": path})
+            if path in ("/liveness", "/health"):
+                return self._send(200, "OK", "text/plain")
+            if path == "/readiness":
+                return self._send(*router.readiness())
+            if path == "/health_generate":
+                code, text = router.health_generate()
+                return self._send(code, text, "text/plain")
+            if path == "/workers" and self.command == "GET":
+                return self._send(200, router.workers_json())
+            if path == "/engine_metrics":
+                return self._send(200, router.engine_metrics(), "text/plain; version=0.0.4")
+            aliases = {"/get_model_info": "/model_info", "/get_server_info": "/server_info"}
+            if path in ("/v1/models", "/model_info", "/server_info", *aliases):
+                return self._send(*router.proxy_get(aliases.get(path, path)))
+            if self.command == "POST" and path in ("/generate", "/v1/chat/completions", "/v1/completions"):
+                n = int(self.headers.get("content-length") or 0)
+                return self._send(*router.route(path, self.rfile.read(n)))
+            return self._send(404, {"error": {"message": f"no route for {path}", "code": "not_found"}})
+
+        def do_GET(self) -> None:
+            self._route()
+
+        def do_POST(self) -> None:
+            self._route()
+
+    return Handler
+
+
+def prometheus_handler(router: Router) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args) -> None:
+            return
+
+        def do_GET(self) -> None:
+            data = router.reg.render().encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/plain; version=0.0.4")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_router(sys.argv[1:] if argv is None else argv)
+    control_file = control_path()
+    control = read_control(control_file)
+    if control.state == "crash":
+        logfmt.log("Router hit an exception: " + crash_text(control.message or DEFAULT_CRASH_MESSAGE))
+        sys.exit(1)
+    router = Router(args, control_file)
+    serve(ThreadingHTTPServer((args.prometheus_host, args.prometheus_port), prometheus_handler(router)))
+    logfmt.log(f"Starting router on {args.host}:{args.port} | mode: PD | policy: {args.policy} | "
+               f"prefill: {[u for u, _ in args.prefill]} | decode: {args.decode}")
+    threading.Thread(target=router.checker, daemon=True).start()
+    httpd = ThreadingHTTPServer((args.host, args.port), api_handler(router))
+    httpd.daemon_threads = True
+    httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

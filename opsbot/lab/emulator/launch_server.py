@@ -1,0 +1,299 @@
+"""``python3 -m sglang_emulator.launch_server <sglang.launch_server flags>``: one emulated PD server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+from . import gpu, logfmt
+from .control import DEFAULT_CRASH_MESSAGE, control_path, read_control
+from .flags import parse_server
+from .gpu import TOTAL_MIB
+from .scheduler import CONTEXT_LEN, MAX_RUNNING, MAX_TOTAL_TOKENS, STALLED, TICK_S, VERSION, Scheduler
+
+SITE = "/usr/local/lib/python3.11/dist-packages/sglang/srt"
+HICACHE_SIZE_FRAME = (
+    f'  File "{SITE}/mem_cache/hybrid_cache/hybrid_pool_assembler.py", line 662, in _deepseek_v4_num_host_pages\n'
+    "    raise ValueError("
+)
+OOM_MESSAGE = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+# PyTorch's ProcessGroupNCCL watchdog text (not SGLang's; SGLang then reports the subprocess crash)
+NCCL_MESSAGE = (
+    "[rank0]:[E ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=48213, OpType=ALLREDUCE, NumelIn=7340032, NumelOut=7340032, Timeout(ms)=600000) "
+    "ran for 600043 milliseconds before timing out."
+)
+
+
+def is_dsv4(args) -> bool:
+    return "deepseek-v4" in args.model_path.lower() or "deepseek_v4" in args.model_path.lower()
+
+
+def crash_text(message: str, frame: str | None = None) -> str:
+    """A traceback ending in ``message``; a bare message becomes a RuntimeError, as SGLang raises."""
+    head, _, _ = message.partition(":")
+    if not (head.endswith(("Error", "Exception")) and " " not in head):
+        message = f"RuntimeError: {message}"
+    frame = frame or f'  File "{SITE}/managers/scheduler.py", line 6350, in run_scheduler_process\n    scheduler = Scheduler('
+    return f"Traceback (most recent call last):\n{frame}\n{message}"
+
+
+def crash_at_startup(message: str, frame: str | None = None) -> None:
+    logfmt.tp0("Scheduler hit an exception: " + crash_text(message, frame))
+    logfmt.log("Received sigquit from a child process. It usually means the child failed.")
+    os._exit(1)
+
+
+def die_running(sched: Scheduler, role: str) -> None:
+    """The runtime deaths: log what SGLang logs, then the process tree is killed (SIGKILL)."""
+    state = sched.state
+    if state == "oom":
+        logfmt.tp0("Scheduler hit an exception: " + crash_text(OOM_MESSAGE))
+    elif state == "watchdog":
+        logfmt.tp0(f"Scheduler debug info:\n#running-req: {len(sched.running)}, #queue-req: {len(sched.queue)}")
+        logfmt.tp0("No sglang scheduler processes found for py-spy dump.")
+        logfmt.tp0("Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
+    elif state == "nccl-timeout":
+        print(NCCL_MESSAGE, flush=True)
+        logfmt.log(f"Subprocess scheduler_TP0 (pid={os.getpid() + 1}) crashed with exit code -6. "
+                   "Triggering SIGQUIT for cleanup...")
+    frame = sys._getframe()
+    logfmt.log(f"SIGQUIT received. signum={signal.SIGQUIT!r}, frame={frame!r}. It usually means one child failed.")
+    gpu.release(role)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class App:
+    """The HTTP surface of ``sglang.srt.entrypoints.http_server``, backed by the emulated scheduler."""
+
+    def __init__(self, args, sched: Scheduler):
+        self.args = args
+        self.sched = sched
+        self.status = "Starting"
+        self.started = time.time()
+        self.health_timeout = int(os.getenv("SGLANG_HEALTH_CHECK_TIMEOUT", 20))
+
+    def model_info(self) -> dict:
+        return {
+            "model_path": self.args.model_path, "served_model_name": self.args.served_model_name,
+            "tokenizer_path": self.args.tokenizer_path or self.args.model_path, "is_generation": True,
+            "weight_version": "default", "disaggregation_mode": self.args.disaggregation_mode,
+            "model_type": "deepseek_v4", "architectures": ["DeepseekV4ForCausalLM"],
+        }
+
+    def server_info(self) -> dict:
+        args = {k: v for k, v in vars(self.args).items()}
+        mem = {"weight": 38.2, "kvcache": 78.51, "graph": 2.3, "token_capacity": MAX_TOTAL_TOKENS}
+        internal = [{
+            "world_size": self.args.tp_size, "effective_max_running_requests_per_dp": MAX_RUNNING,
+            "last_gen_throughput": self.sched.reg.get("sglang:gen_throughput"), "memory_usage": mem,
+            "disaggregation_mode": self.args.disaggregation_mode,
+        }]
+        return args | {"internal_states": internal, "startup_time": self.started, "version": VERSION,
+                       "frontend": "python"}
+
+    def health(self, path: str) -> tuple[int, str]:
+        """§2.1: 503 while starting; else wait for any scheduler output, polling every second."""
+        if self.status == "Starting":
+            return 503, ""
+        tic = time.time()
+        while time.time() - tic < self.health_timeout:
+            time.sleep(1)
+            if not self.sched.stalled:
+                self.sched.last_progress = time.time()
+            if self.sched.last_progress > tic:
+                self.status = "Up"
+                return 200, ""
+        logfmt.log(
+            f"Health check failed. Server couldn't get a response from detokenizer for last {self.health_timeout} "
+            f"seconds. tic start time: {time.strftime('%H:%M:%S', time.localtime(tic))}. last_heartbeat time: "
+            f"{time.strftime('%H:%M:%S', time.localtime(self.sched.last_progress))}"
+        )
+        self.status = "UnHealthy"
+        return 503, ""
+
+    def wait_unstalled(self, limit: float) -> bool:
+        end = time.monotonic() + limit
+        while self.sched.stalled and time.monotonic() < end:
+            time.sleep(0.5)
+        return not self.sched.stalled
+
+    def generate(self, body: dict, chat: bool) -> tuple[int, dict]:
+        max_new = int(body.get("max_tokens") or body.get("sampling_params", {}).get("max_new_tokens") or 16)
+        text = json.dumps(body.get("messages") or body.get("text") or "")
+        req = self.sched.submit(max(1, len(text) // 4), max_new)
+        if not self.wait_unstalled(3600):
+            return 503, {"object": "error", "message": "Request running timeout reached.", "type": "503", "code": 503}
+        while req in self.sched.running or req in self.sched.queue:
+            if self.sched.stalled:
+                self.wait_unstalled(3600)
+            time.sleep(0.05)
+        usage = {"prompt_tokens": req.input_len, "completion_tokens": req.output_len,
+                 "total_tokens": req.input_len + req.output_len}
+        content = "This is the SGLang emulator of the opsbot lab."
+        if chat:
+            return 200, {"id": req.rid, "object": "chat.completion", "created": int(time.time()),
+                         "model": self.args.served_model_name, "usage": usage, "choices": [{
+                             "index": 0, "finish_reason": "length",
+                             "message": {"role": "assistant", "content": content}}]}
+        return 200, {"text": content, "meta_info": {"id": req.rid, "prompt_tokens": req.input_len,
+                                                    "completion_tokens": req.output_len, "finish_reason": {
+                                                        "type": "length", "length": req.output_len}}}
+
+
+def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
+    reg = app.sched.reg
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "uvicorn"
+        sys_version = ""
+
+        def log_message(self, format: str, *args) -> None:  # access logs off, as SGLang's default
+            return
+
+        def _send(self, code: int, body: str | dict, ctype: str = "application/json") -> None:
+            data = (json.dumps(body) if isinstance(body, dict) else body).encode()
+            self.send_response(code)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            reg.inc("sglang:http_responses_total", 1, {"endpoint": self.endpoint, "method": self.command,
+                                                       "status_code": str(code)}, base=False)
+
+        def _route(self) -> None:
+            path = urlparse(self.path).path
+            self.endpoint = path
+            reg.inc("sglang:http_requests_total", 1, {"endpoint": path, "method": self.command}, base=False)
+            if path in ("/health", "/health_generate"):
+                code, body = app.health(path)
+                return self._send(code, body, "text/plain")
+            if path == "/metrics" and app.args.enable_metrics:
+                return self._send(200, reg.render(), "text/plain; version=0.0.4; charset=utf-8")
+            if path in ("/model_info", "/get_model_info"):
+                return self._send(200, app.model_info())
+            if path in ("/server_info", "/get_server_info"):
+                if path == "/get_server_info":
+                    logfmt.log("Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
+                               "Please use '/server_info' instead.")
+                app.wait_unstalled(3600)  # round-trips to the scheduler, no timeout: hangs when it is wedged
+                return self._send(200, app.server_info())
+            if path == "/v1/models":
+                return self._send(200, {"object": "list", "data": [{
+                    "id": app.args.served_model_name, "object": "model", "created": int(app.started),
+                    "owned_by": "sglang", "root": app.args.served_model_name, "max_model_len": CONTEXT_LEN}]})
+            if path == "/ping":
+                return self._send(200 if app.status == "Up" else 503, "", "text/plain")
+            if path == "/ready":
+                return self._send(200 if app.status == "Up" else 503, "", "text/plain")
+            if path in ("/generate", "/v1/chat/completions", "/v1/completions") and self.command == "POST":
+                n = int(self.headers.get("content-length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(n) or b"{}")
+                except ValueError:
+                    return self._send(400, {"object": "error", "message": "invalid JSON body", "code": 400})
+                code, out = app.generate(body, chat=path != "/generate")
+                return self._send(code, out)
+            return self._send(404, {"detail": "Not Found"})
+
+        def do_GET(self) -> None:
+            self._route()
+
+        def do_POST(self) -> None:
+            self._route()
+
+    return Handler
+
+
+class _Bootstrap(BaseHTTPRequestHandler):
+    """The prefill bootstrap server's ``/health`` ("OK") and ``/route``."""
+
+    def log_message(self, format: str, *args) -> None:
+        return
+
+    def do_GET(self) -> None:
+        body = b"OK"
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET
+
+
+def serve(server: ThreadingHTTPServer) -> None:
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_server(sys.argv[1:] if argv is None else argv)
+    role = os.environ.get("SGLANG_EMULATOR_ROLE", args.disaggregation_mode)
+    control_file = control_path()
+    control = read_control(control_file)
+    if is_dsv4(args):
+        logfmt.log("Setting max_running_requests to 256 for DeepseekV4ForCausalLM.")
+        logfmt.log("Setting KV cache dtype to fp8_e4m3 for DeepseekV4ForCausalLM.")
+    if control.state == "crash":
+        crash_at_startup(control.message or DEFAULT_CRASH_MESSAGE,
+                         HICACHE_SIZE_FRAME if not control.message else None)
+    if is_dsv4(args) and args.enable_hierarchical_cache and args.hicache_size > 0:
+        crash_at_startup(DEFAULT_CRASH_MESSAGE, HICACHE_SIZE_FRAME)
+    sched = Scheduler(
+        args.disaggregation_mode, args.served_model_name, control_file, args.tp_size,
+        f"127.0.0.1:{args.disaggregation_bootstrap_port}", args.decode_log_interval,
+    )
+    gpus = gpu.visible_gpus(args.tp_size)
+    mib = int(TOTAL_MIB * (args.mem_fraction_static or 0.9)) + 1741
+    gpu.hold(role, gpus, mib, busy=True)
+    logfmt.tp0(
+        f"max_total_num_tokens={MAX_TOTAL_TOKENS}, chunked_prefill_size={args.chunked_prefill_size or 8192}, "
+        f"max_prefill_tokens=16384, max_running_requests={args.max_running_requests or MAX_RUNNING}, "
+        f"context_len={CONTEXT_LEN}, available_gpu_mem=17.21 GB"
+    )
+    app = App(args, sched)
+
+    def on_term(signum, frame) -> None:
+        logfmt.log(f"SIGTERM received. {signum=} {frame=}. Draining requests and shutting down...")
+        gpu.release(role)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        httpd = ThreadingHTTPServer((args.host, args.port), make_handler(app))
+        if args.disaggregation_mode == "prefill":
+            serve(ThreadingHTTPServer((args.host, args.disaggregation_bootstrap_port), _Bootstrap))
+    except OSError as e:
+        gpu.release(role)
+        logfmt.log("Initialization failed. warmup error: " + "".join(traceback.format_exception_only(e)).strip())
+        sys.exit(1)
+    serve(httpd)
+    if args.disaggregation_mode in ("prefill", "decode"):
+        logfmt.log("Start of pd disaggregation warmup ...")
+        time.sleep(0.5)
+        logfmt.log("End of disaggregation warmup")
+    app.status = "Up"
+    logfmt.log("The server is fired up and ready to roll!")
+    last = time.monotonic()
+    while True:
+        time.sleep(TICK_S)
+        now = time.monotonic()
+        sched.tick(now - last)
+        last = now
+        if sched.fatal_due():
+            die_running(sched, role)
+        busy = sched.stalled or bool(sched.running) or bool(sched.queue)
+        if int(now * 10) % 20 == 0:
+            gpu.hold(role, gpus, mib, busy=busy or sched.state in STALLED)
+
+
+if __name__ == "__main__":
+    main()
