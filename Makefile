@@ -34,7 +34,9 @@ $(STAMP_PY): pyproject.toml
 run: setup
 	@$(BIN)/opsbot lab up
 	@echo
-	@echo "The lab is up. Next:  $(BIN)/opsbot probe"
+	@echo "The lab is up. Next:  $(BIN)/opsbot probe   (in another shell)"
+	@echo "opsbot serve: status page http://127.0.0.1:8080/, API docs /docs; Ctrl-C stops it"
+	@$(BIN)/opsbot serve
 
 test: setup
 	@$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
