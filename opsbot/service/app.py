@@ -41,7 +41,6 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         slack = app.state.slack
-        app.state.intake = AlertIntake(runtime, notifier=slack.threads if slack else None)
         app.state.intake.start()
         recovered = await app.state.intake.recover()
         if recovered:
@@ -68,5 +67,6 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
 
         app.state.slack = SlackSurface(runtime, app.state.jobs)
         app.include_router(slack_router)
+    app.state.intake = AlertIntake(runtime, notifier=app.state.slack.threads if app.state.slack else None)
     return app
 
