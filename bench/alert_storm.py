@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -61,7 +61,7 @@ def free_port() -> int:
 def storm(n_alerts: int, n_groups: int, cluster: str, per_call: int, seed: int = 7) -> list[dict]:
     """Webhook bodies: each group fires its alerts, Alertmanager resends some, then resolves some."""
     rng = random.Random(seed)
-    t0 = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc)
+    t0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
     fresh, sent = [], []
     for i in range(n_alerts):
         g = i % n_groups

@@ -30,12 +30,14 @@ class SlackRecorder:
     _runner: web.AppRunner | None = None
     _ts: Any = field(default_factory=lambda: itertools.count(1))
     _changed: asyncio.Event | None = None
+    envelopes: list[dict[str, Any]] = field(default_factory=list)
 
     async def start(self) -> SlackRecorder:
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)
         app.router.add_post("/response/{id}", self._response_url)
+        app.router.add_get("/link", self._socket)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -94,9 +96,23 @@ class SlackRecorder:
             answer.update(channel=args.get("channel"), ts=ts, message={"text": args.get("text", "")})
         elif method == "chat.postEphemeral":
             answer.update(message_ts=f"1700000001.{next(self._ts):06d}")
+        elif method == "apps.connections.open":
+            answer.update(url=self.url.replace("http://", "ws://").replace("/api/", "/link"))
         elif method == "usergroups.users.list":
             answer.update(users=self.group_members.get(args.get("usergroup", ""), []))
         return web.json_response(answer)
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        """Socket Mode: hello, then the queued envelopes; what the app sends back is recorded as acks."""
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_json({"type": "hello", "num_connections": 1, "debug_info": {"host": "recorder"}})
+        for envelope in self.envelopes:
+            await ws.send_json(envelope)
+        async for msg in ws:
+            if msg.type == web.WSMsgType.TEXT:
+                await self._record("socket_ack", json.loads(msg.data))
+        return ws
 
     async def _response_url(self, request: web.Request) -> web.Response:
         await self._record("response_url", json.loads(await request.read() or b"{}"))

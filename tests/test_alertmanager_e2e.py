@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -92,7 +92,7 @@ async def test_alert_through_alertmanager_probes_the_lab_and_threads_in_slack(la
     try:
         async with httpx.AsyncClient(timeout=10) as client:
             await am.ready(client)
-            start = datetime.now(timezone.utc)
+            start = datetime.now(UTC)
             alert = {"labels": {"alertname": "DecodeStalled", "cluster": cluster, "role": "decode", "severity": "critical"},
                      "annotations": {"summary": "decode tokens flat with running requests"},
                      "startsAt": start.isoformat(), "generatorURL": "http://prometheus.local/graph"}
@@ -108,7 +108,7 @@ async def test_alert_through_alertmanager_probes_the_lab_and_threads_in_slack(la
             assert probe.trigger_kind == "alert" and probe.top_incident == "decode-wedged"
 
             lab.reset()
-            resolved = {**alert, "endsAt": (datetime.now(timezone.utc) - timedelta(seconds=1)).isoformat()}
+            resolved = {**alert, "endsAt": (datetime.now(UTC) - timedelta(seconds=1)).isoformat()}
             assert (await client.post(f"{am.url}/api/v2/alerts", json=[resolved])).status_code == 200
             reply = (await slack.wait_for("chat.postMessage", 2, timeout=90))[-1]
             parent_ts = "1700000000.000001"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -79,6 +79,7 @@ async def test_bad_payloads_are_refused_and_nothing_is_stored(settings, body, st
         assert r.status_code == status, r.text
         assert says in r.json()["detail"]
         assert runtime.store.count_alerts() == 0
+        assert 'opsbot_alerts_rejected_total{reason="invalid"} 1.0' in (await client.get("/metrics")).text
 
 
 async def test_oversized_and_unauthenticated_are_refused(settings):
@@ -93,11 +94,13 @@ async def test_oversized_and_unauthenticated_are_refused(settings):
 
         chunked = await client.post("/alerts", content=chunks(), headers={**HDR, "Content-Type": "application/json"})
         assert chunked.status_code == 413
+        assert 'opsbot_alerts_rejected_total{reason="too-large"} 2.0' in (await client.get("/metrics")).text
         wrong = await client.post("/alerts", json=webhook(alert("x")), headers={"X-Opsbot-Alert-Token": "guess"})
         assert wrong.status_code == 401 and "does not match" in wrong.json()["detail"]
         none = await client.post("/alerts", json=webhook(alert("x")))
         assert none.status_code == 401
         assert runtime.store.count_alerts() == 0
+        assert 'opsbot_alerts_rejected_total{reason="unauthorized"} 2.0' in (await client.get("/metrics")).text
 
 
 async def test_full_queue_answers_503_and_stores_nothing_from_that_call(tmp_path, database_url):
@@ -125,7 +128,7 @@ async def test_full_queue_answers_503_and_stores_nothing_from_that_call(tmp_path
 async def test_stored_but_unprocessed_alerts_are_probed_at_startup(settings):
     with Store(settings.db_url()) as store:  # accepted by an opsbot that then died
         store.save_alerts([AlertIn(fingerprint="left", status="firing", labels={"alertname": "DecodeStalled"},
-                                   starts_at=datetime(2026, 11, 30, tzinfo=timezone.utc), group_key="g",
+                                   starts_at=datetime(2026, 11, 30, tzinfo=UTC), group_key="g",
                                    cluster="lab", role="decode")])
     probe = replay("decode-hang-health-200")
     runtime = runtime_for(settings, probe)

@@ -6,7 +6,8 @@ import tempfile
 from pathlib import Path
 
 import schemathesis
-from hypothesis import HealthCheck, settings as hsettings
+from hypothesis import HealthCheck
+from hypothesis import settings as hsettings
 from schemathesis.checks import not_a_server_error
 
 from opsbot.service.app import create_app

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from urllib.parse import parse_qsl
 
 import pytest
 
@@ -155,3 +156,20 @@ async def test_help_status_probe_scope_report_and_errors(settings, slack):
         await command(client, "probe decoder", response_url=slack.response_url())
         (err,) = await slack.wait_for("response_url")
         assert "unknown role 'decoder'" in err.args["text"]
+
+
+async def test_socket_mode_takes_commands_over_the_websocket(tmp_path, slack):
+    settings = lab_settings(
+        tmp_path, f"sqlite:///{tmp_path / 'opsbot.db'}", slack_bot_token="xoxb-test", slack_signing_secret="unused-in-socket-mode",
+        slack_api_url=slack.url, slack_socket_mode=True, slack_app_token="xapp-test",
+    )
+    command_payload = dict(parse_qsl(slash_body("probe decode")))
+    slack.envelopes.append({"envelope_id": "env-1", "type": "slash_commands", "accepts_response_payload": True,
+                            "payload": {**command_payload, "command": "/opsbot"}})
+    probe = replay("decode-hang-health-200")
+    async with served(settings, runtime_for(settings, probe)):
+        (ack,) = await slack.wait_for("socket_ack")
+        assert ack.args["envelope_id"] == "env-1"
+        (post,) = await slack.wait_for("chat.postMessage")
+        assert "decode-wedged" in str(post.args["blocks"]) and probe.calls[0]["roles"] == ["decode"]
+    assert slack.of("apps.connections.open")

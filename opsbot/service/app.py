@@ -63,7 +63,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     app.include_router(api.router)
     app.include_router(pages.router)
     if settings.slack_signing_secret and settings.slack_bot_token:
-        from opsbot.slack.app import SlackSurface, router as slack_router
+        from opsbot.slack.app import SlackSurface
+        from opsbot.slack.app import router as slack_router
 
         app.state.slack = SlackSurface(runtime, app.state.jobs)
         app.include_router(slack_router)

@@ -42,7 +42,7 @@ def _identity(found: object) -> tuple[str, list[str]]:
     """STORE's ``check_token`` answers the scopes, or an object with ``name`` and ``scopes``."""
     if isinstance(found, (list, tuple, set, frozenset)):
         return "api-token", list(found)
-    return getattr(found, "name", "api-token"), list(getattr(found, "scopes"))
+    return getattr(found, "name", "api-token"), list(found.scopes)
 
 
 def require(scope: Scope) -> Callable[..., Awaitable[Caller]]:
@@ -67,7 +67,12 @@ def require_alert_sender() -> Callable[..., Awaitable[Caller]]:
         if sent is not None:
             if shared and hmac.compare_digest(sent.encode(), shared.encode()):
                 return Caller("alertmanager", frozenset({"probe"}))
+            request.app.state.runtime.telemetry.alerts_rejected.labels("unauthorized").inc()
             raise _unauthorized(f"{ALERT_HEADER} does not match OPSBOT_ALERT_TOKEN")
-        return await require("probe")(request, creds)
+        try:
+            return await require("probe")(request, creds)
+        except HTTPException:
+            request.app.state.runtime.telemetry.alerts_rejected.labels("unauthorized").inc()
+            raise
 
     return dependency

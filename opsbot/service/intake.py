@@ -19,10 +19,10 @@ from sqlalchemy.orm import Session
 
 from opsbot.bundle import Trigger
 from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
-from opsbot.store import AlertIn
-from opsbot.store.models import Alert as AlertRow
 from opsbot.service.coalesce import Coalescer
 from opsbot.service.runtime import ProbeResult, Runtime
+from opsbot.store import AlertIn
+from opsbot.store.models import Alert as AlertRow
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class AlertIntake:
         except BaseException:
             self._waiting -= 1
             raise
-        fresh = [_stored(row, alert_id) for row, (alert_id, new) in zip(rows, saved) if new]
+        fresh = [_stored(row, alert_id) for row, (alert_id, new) in zip(rows, saved, strict=True) if new]
         telemetry.alerts_received.inc(len(rows))
         telemetry.alerts_deduplicated.inc(len(rows) - len(fresh))
         if fresh:

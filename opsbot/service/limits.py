@@ -19,7 +19,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            return await self._refuse(send)
+            return await self._refuse(scope, send)
         if declared is not None:
             return await self.app(scope, receive, send)
         # chunked: read it here, bounded, then replay it to the app
@@ -33,7 +33,7 @@ class BodyLimit:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > self.limit:
-                return await self._refuse(send)
+                return await self._refuse(scope, send)
             more = message.get("more_body", False)
         body = b"".join(chunks)
         replayed = False
@@ -47,7 +47,9 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        if scope["path"] == "/alerts":
+            scope["app"].state.runtime.telemetry.alerts_rejected.labels("too-large").inc()
         response = JSONResponse({"detail": f"request body over {self.limit} bytes (OPSBOT_MAX_BODY_BYTES)"}, 413)
         await response({"type": "http"}, _no_receive, send)
 
@@ -59,6 +61,8 @@ async def _no_receive() -> Message:
 async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     """400 for a body that is not JSON; 422 naming the first bad field otherwise."""
     errors = exc.errors()
+    if request.url.path == "/alerts":
+        request.app.state.runtime.telemetry.alerts_rejected.labels("invalid").inc()
     if any(e.get("type") == "json_invalid" for e in errors):
         where = next(e for e in errors if e.get("type") == "json_invalid")
         msg = where.get("ctx", {}).get("error", "invalid JSON")
