@@ -17,6 +17,11 @@ app = typer.Typer(
 app.add_typer(lab.app, name="lab")
 
 
+from opsbot.cli import deploy as _deploy  # noqa: E402
+
+app.add_typer(_deploy.app, name="deploy")
+
+
 @app.command()
 def version() -> None:
     """Print opsbot's version."""
