@@ -189,3 +189,20 @@ async def test_local_transport(settings, tmp_path):
         assert (tmp_path / "f").read_bytes() == b"x"
     finally:
         await t.close()
+
+
+async def test_inventory_check_reports_keys_and_units(sshd, settings):
+    from opsbot.collect.check import check_inventory
+    from opsbot.inventory import Inventory
+
+    def inv(key: str) -> Inventory:
+        node = sshd.node(host_key=key).model_dump()
+        role = {"role": "decode", "node": "loop", "unit": "sglang-nope.service"}
+        return Inventory.model_validate({"clusters": {"c": {"nodes": [node], "roles": [role]}}})
+
+    rows = await check_inventory(inv(WRONG_KEY), settings)
+    assert [(r.subject, r.ok) for r in rows] == [("ssh", False)] and "host key refused" in rows[0].detail
+    rows = await check_inventory(inv(sshd.host_key), settings)
+    assert rows[0].subject == "ssh" and rows[0].ok and "host key verified" in rows[0].detail
+    unit = rows[1]
+    assert unit.subject == "sglang-nope.service" and not unit.ok  # not-found (or no systemd on this host)
