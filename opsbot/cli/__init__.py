@@ -28,6 +28,7 @@ def version() -> None:
     typer.echo(__version__)
 
 from opsbot.cli import db as _db  # noqa: E402
+from opsbot.cli import diagnose as _diagnose  # noqa: E402
 from opsbot.cli import history as _history  # noqa: E402
 from opsbot.cli import inventory as _inventory  # noqa: E402
 from opsbot.cli import restart as _restart  # noqa: E402
@@ -35,6 +36,9 @@ from opsbot.cli.probe import probe_command  # noqa: E402
 
 app.add_typer(_inventory.app, name="inventory")
 app.command("probe")(probe_command)
+app.command("diagnose")(_diagnose.diagnose_cmd)
+app.command()(_diagnose.ask)
+app.add_typer(_diagnose.runbooks_app, name="runbooks")
 app.add_typer(_db.app, name="db")
 app.command("history")(_history.history)
 app.command("restart")(_restart.restart)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import json
 from pathlib import Path
@@ -10,11 +9,14 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from opsbot.bundle import Bundle, BundleError, Trigger, read_bundle
+from opsbot.bundle import BundleError, Trigger, read_bundle
+from opsbot.cli.probe import load_or_exit, run_with_progress, save_bundle
+from opsbot.collect.probe import scope
 from opsbot.diagnose import Diagnosis, diagnose, interpret, load_runbooks
 from opsbot.diagnose.evaluate import RUNBOOKS_DIR
 from opsbot.diagnose.lint import lint
 from opsbot.diagnose.terminal import render
+from opsbot.inventory import UnknownRole
 from opsbot.settings import get_settings
 from opsbot.yamlsource import ConfigError
 
@@ -44,45 +46,30 @@ def diagnose_cmd(
     _emit(diagnose(b, load_runbooks(runbooks)), as_json)
 
 
-def save_bundle(bundle: Bundle, directory: Path) -> Path:
-    """Write the bundle as ``DIR/<id>.json`` so it can be diagnosed again."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{bundle.id}.json"
-    path.write_text(bundle.to_json(), encoding="utf-8")
-    return path
-
-
 def ask(
     text: str = typer.Argument(..., help='what you see, e.g. "decode is stuck"'),
-    cluster: str | None = typer.Option(None, "--cluster", help="cluster in the inventory"),
+    cluster: str | None = typer.Option(None, "--cluster", "-c", help="cluster in the inventory"),
+    inventory: Path | None = typer.Option(None, "--inventory", "-i", help="inventory YAML (default: settings)"),
     as_json: bool = typer.Option(False, "--json", help="print the public JSON: {bundle, findings}"),
-    save: Path | None = typer.Option(None, "--save", help="also write the bundle here"),
+    save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
     runbooks: Path = RUNBOOKS_OPT,
 ) -> None:
     """Probe the roles your words name (all when none), diagnose, and say what to do."""
-    from opsbot.collect.probe import probe
-    from opsbot.inventory import UnknownRole, load_inventory
-
-    settings = get_settings()
+    s = get_settings()
+    inv = load_or_exit(inventory or s.inventory_path())
     try:
-        inventory = load_inventory(settings.inventory_path())
-        name, c = inventory.cluster(cluster or settings.cluster)
-        roles = interpret(text, [r.key for r in c.roles])
-        c.select(roles)
-    except (ConfigError, UnknownRole) as exc:
+        _name, c = inv.cluster(cluster or s.cluster)
+        roles = interpret(text, [r.key for r in c.roles]) or None
+        scope(inv, cluster or s.cluster, roles)
+    except (UnknownRole, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    console = Console(stderr=True)
     trigger = Trigger(kind="cli", text=text, user=getpass.getuser())
-    with console.status(f"probing {', '.join(roles) or 'all roles'} of {name} ...") as status:
-        def progress(role: str, axis: str) -> None:
-            status.update(f"probing {role}: {axis} ...")
-
-        b = asyncio.run(probe(inventory, cluster=name, roles=roles or None, trigger=trigger, settings=settings, progress=progress))
-    path = save_bundle(b, settings.data_dir / "bundles")
-    if save is not None:
-        save.write_text(b.to_json(), encoding="utf-8")
-    console.print(f"bundle {b.id} saved to {path}", style="dim")
+    b = run_with_progress(inv, cluster or s.cluster, roles, s, trigger)
+    kept = save_bundle(b, s.data_dir / "bundles" / f"{b.id}.json")
+    if save:
+        save_bundle(b, save)
+    typer.echo(f"bundle saved: {kept}" + (f" and {save}" if save else ""), err=True)
     _emit(diagnose(b, load_runbooks(runbooks)), as_json)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import getpass
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -19,6 +21,15 @@ from opsbot.yamlsource import ConfigError
 
 console = Console()
 actions_app = typer.Typer(help="Guarded actions: list them, approve a pending one.", no_args_is_help=True)
+
+
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """A database that stays busy or goes away mid-command: one clear line, exit 2."""
+    try:
+        yield
+    except StoreError as exc:
+        raise _fail(str(exc)) from exc
 
 
 def _fail(msg: str, code: int = 2) -> typer.Exit:
@@ -88,16 +99,17 @@ def restart(
         console.print("[cyan]dry run: nothing was changed[/cyan]")
         return
     actor = getpass.getuser()
-    store = _store(settings, inventory)
-    action, _ = request_restart(store, inventory, roles, actor=actor, surface="cli", cluster=cluster, pair=pair,
-                                reason=reason, settings=settings)
-    if action.state == "planned" and not approve_now:
-        console.print(f"[yellow]approval required[/yellow]: `opsbot actions approve {action.id}` "
-                      f"before {action.expires_at:%H:%M:%S} UTC (or re-run with --approve)")
-        return
-    if action.state == "planned":
-        approve(store, action.id, actor, "cli", settings)
-    outcome = _execute(store, inventory, action.id, actor, settings)
+    with _store_errors():
+        store = _store(settings, inventory)
+        action, _ = request_restart(store, inventory, roles, actor=actor, surface="cli", cluster=cluster, pair=pair,
+                                    reason=reason, settings=settings)
+        if action.state == "planned" and not approve_now:
+            console.print(f"[yellow]approval required[/yellow]: `opsbot actions approve {action.id}` "
+                          f"before {action.expires_at:%H:%M:%S} UTC (or re-run with --approve)")
+            return
+        if action.state == "planned":
+            approve(store, action.id, actor, "cli", settings)
+        outcome = _execute(store, inventory, action.id, actor, settings)
     _report(outcome)
     if not outcome.ok:
         raise typer.Exit(1)
@@ -134,7 +146,8 @@ def approve_action(
         raise _fail(f"refused: {exc}") from exc
     console.print(f"approved {action.id} ({action.role}); approval valid until {action.expires_at:%H:%M:%S} UTC")
     if run:
-        outcome = _execute(store, inventory, action.id, actor, settings)
+        with _store_errors():
+            outcome = _execute(store, inventory, action.id, actor, settings)
         _report(outcome)
         if not outcome.ok:
             raise typer.Exit(1)

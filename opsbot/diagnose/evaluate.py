@@ -77,10 +77,10 @@ def diagnose(bundle: Bundle, runbooks: RunbookSet | None = None) -> Diagnosis:
     undetermined: list[Undetermined] = []
     for key, scope in facts.scopes.items():
         kind = facts.kinds[key]
-        context = cel.Context(variables=scope)
-        for rb in rs.runbooks:
-            if kind not in rb.spec.roles:
-                continue
+        books = [rb for rb in rs.runbooks if kind in rb.spec.roles]
+        roots = {path.split(".", 1)[0] for rb in books for path in rb.condition.facts}
+        context = cel.Context(variables={k: v for k, v in scope.items() if k in roots})  # convert only what CEL reads
+        for rb in books:
             out = rb.condition.evaluate(context, scope, tuple(rb.spec.needs))
             if out.value is True:
                 findings.append(_finding(rb, key, scope, facts.kinds, out.used, out.missing))

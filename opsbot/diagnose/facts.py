@@ -26,7 +26,7 @@ UNIT_FACTS = frozenset(
 )
 HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
 GPU_FACTS = frozenset(
-    "count expected lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes".split()
+    "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes".split()
 )
 ROLE_ROOTS = frozenset("unit metrics delta rate health logs gpu failed role name node".split())
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s"}
@@ -165,10 +165,11 @@ def _logs(ev: RoleEvidence, patterns: list[Pattern], failed: list[str]) -> dict[
 _GPU_LOST = ("Unable to determine the device handle", "GPU is lost", "No devices were found", "Unknown Error")
 
 
-def _gpu(node: NodeEvidence | None, expected: int | None, failed: list[str], problems: list[str]) -> dict[str, Any]:
+def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], problems: list[str]) -> dict[str, Any]:
+    """Node GPU facts; with the role's GPU indices also ``expected`` and ``missing`` (not listed or unreadable)."""
     out: dict[str, Any] = {}
-    if expected:
-        out["expected"] = expected
+    if indices:
+        out["expected"] = len(indices)
     if node is None:
         failed.append("gpu")
         return out
@@ -190,6 +191,9 @@ def _gpu(node: NodeEvidence | None, expected: int | None, failed: list[str], pro
         rows = []
     out["lost"] = lost
     out["count"] = len(rows)
+    if indices and node.gpu.ok:
+        readable = {r.index for r in rows if r.memory_used_mib is not None}
+        out["missing"] = sum(1 for i in indices if i not in readable)
     used = [r.memory_used_mib for r in rows if r.memory_used_mib is not None]
     if used:
         out["memory_used_mib"], out["memory_used_mib_sum"] = max(used), sum(used)
@@ -204,7 +208,6 @@ def role_facts(bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], proble
     """The facts of one role instance, without the cross-role ``roles`` map."""
     failed: list[str] = []
     gauges, deltas, rates, window = _metrics(ev, failed, problems)
-    gpus = getattr(ev, "gpus", None)
     facts: dict[str, Any] = {
         "role": ev.role,
         "name": ev.key,
@@ -215,7 +218,7 @@ def role_facts(bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], proble
         "rate": rates,
         "health": _health(ev, failed),
         "logs": _logs(ev, patterns, failed),
-        "gpu": _gpu(bundle.node(ev.node), len(gpus) if isinstance(gpus, list) else None, failed, problems),
+        "gpu": _gpu(bundle.node(ev.node), ev.gpus, failed, problems),
     }
     facts["failed"] = failed
     if window is not None:

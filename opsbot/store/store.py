@@ -13,6 +13,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -63,10 +65,6 @@ def ok_axes(bundle: Bundle) -> dict[str, dict[str, bool]]:
     for n in bundle.nodes:
         out[f"node:{n.node}"] = {"gpu": n.gpu.ok}
     return out
-
-
-def _severity_rank(sev: str) -> int:
-    return {"critical": 0, "high": 1, "warning": 2, "medium": 2, "low": 3, "info": 4}.get(sev, 5)
 
 
 @dataclass(frozen=True)
@@ -148,8 +146,7 @@ class Store:
 
     def save_probe(self, bundle: Bundle, diagnosis: Any | None = None) -> str:
         """Keep a bundle (compressed) and its findings; saving the same bundle twice is a no-op."""
-        findings = list(getattr(diagnosis, "findings", None) or [])
-        findings.sort(key=lambda f: _severity_rank(str(getattr(f, "severity", ""))))
+        findings = list(getattr(diagnosis, "findings", None) or [])  # diagnose() orders them, most likely first
         started = parse_ts(bundle.started_at) or now()
 
         def _save(s: Session) -> str:
@@ -207,27 +204,24 @@ class Store:
 
     def save_alert(self, alert: AlertIn) -> tuple[int, bool]:
         """Keep an alert; (row id, True) when new, (existing id, False) when a duplicate."""
+        values = dict(
+            dedup_key=alert.dedup_key, fingerprint=alert.fingerprint, status=alert.status,
+            alertname=alert.labels.get("alertname"), cluster=alert.cluster, role=alert.role,
+            group_key=alert.group_key, labels=alert.labels, annotations=alert.annotations,
+            starts_at=alert.starts_at, ends_at=alert.ends_at, received_at=now(),
+        )
+        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        stmt = insert(Alert).values(**values).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Alert.id)
 
         def _save(s: Session) -> tuple[int, bool]:
+            new_id = s.scalar(stmt)
+            if new_id is not None:
+                return new_id, True
             existing = s.scalar(select(Alert.id).where(Alert.dedup_key == alert.dedup_key))
-            if existing is not None:
-                return existing, False
-            row = Alert(
-                dedup_key=alert.dedup_key, fingerprint=alert.fingerprint, status=alert.status,
-                alertname=alert.labels.get("alertname"), cluster=alert.cluster, role=alert.role,
-                group_key=alert.group_key, labels=alert.labels, annotations=alert.annotations,
-                starts_at=alert.starts_at, ends_at=alert.ends_at,
-            )
-            s.add(row)
-            s.flush()
-            return row.id, True
-
-        try:
-            return self.write(_save, "save alert")
-        except IntegrityError:  # a concurrent writer stored the same alert first
-            existing = self.read(lambda s: s.scalar(select(Alert.id).where(Alert.dedup_key == alert.dedup_key)))
             assert existing is not None
             return existing, False
+
+        return self.write(_save, "save alert")
 
     def save_alerts(self, alerts: Iterable[AlertIn]) -> list[tuple[int, bool]]:
         return [self.save_alert(a) for a in alerts]
@@ -501,7 +495,7 @@ class Store:
         """Probes, findings, actions and audit entries, newest first."""
         items: list[HistoryItem] = []
         for p in self.probes(cluster=cluster, role=role, since=since, limit=limit):
-            bad = sorted(k for k, axes in p.ok_axes.items() for ax, ok in axes.items() if not ok)
+            bad = sorted(f"{k}.{ax}" for k, axes in p.ok_axes.items() for ax, ok in axes.items() if not ok)
             items.append(HistoryItem(p.started_at, "probe", p.cluster, list(p.roles),
                                      p.top_incident or "no incident", f"trigger {p.trigger_kind}"
                                      + (f"; failed axes: {', '.join(bad)}" if bad else ""), p.id))

@@ -41,6 +41,7 @@ class RoleSpec:
     metrics_error: str | None = None
     systemd_error: str | None = None
     logs_error: str | None = None
+    gpus: tuple[int, ...] | None = None  # default: 0-3 for prefill/decode, none for the router
 
 
 def _labels(role: str, extra: dict[str, str] | None = None) -> str:
@@ -122,6 +123,7 @@ def role_evidence(spec: RoleSpec, window_s: float = 3.0) -> dict[str, Any]:
         "role": spec.role,
         "node": NODES[spec.role],
         "unit": UNITS[spec.role],
+        "gpus": list(spec.gpus if spec.gpus is not None else (() if spec.role == "router" else (0, 1, 2, 3))),
         "systemd": env(spec.systemd_error, raw="" if spec.systemd_error else systemd_raw(spec)),
         "metrics": env(spec.metrics_error, samples=samples),
         "health": health,

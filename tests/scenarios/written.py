@@ -247,7 +247,7 @@ def _router():
     p, d, r = _roles()
     r.gauges.update(smg_worker_health=0)
     r.counters["smg_router_request_errors{error_type=no_workers}"] = (3, 25)
-    r.logs = ["No healthy worker pair available: prefill=0 decode=1"]
+    r.logs = ["2026-11-29 10:00:01  ERROR sglang_router_rs::routers::http::pd_router: No healthy worker pair available: prefill=0 decode=1"]
     return [p, d, r], {}
 
 
