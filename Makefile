@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEB_PACKAGES := openssh-server openssh-client systemd-container debootstrap iproute2 \
+DEB_PACKAGES := openssh-server openssh-client procps systemd-container debootstrap iproute2 \
 	prometheus prometheus-alertmanager postgresql chromium fonts-dejavu-core
 STAMP_DEB := $(VENV)/.deb-installed
 STAMP_PY := $(VENV)/.py-installed
