@@ -257,3 +257,14 @@ def test_gpu_dropped_from_nvidia_smi_is_a_gpu_fault():
     other = healthy_roles()
     other[1].gpus = (0, 1, 2)
     assert _diag(other, gpus={"node2": rows}).findings == [], "a GPU the role does not use is not its fault"
+
+
+def test_same_incident_on_two_roles_is_one_finding():
+    roles = healthy_roles()
+    line = ("Prefill transfer failed for request rank=0 req.rid='a' req.bootstrap_room=5 with exception "
+            "KVTransferError(bootstrap_room=5): Failed to send kv chunk of 5 to 10.0.0.2:1")
+    roles[0].logs, roles[1].logs = [line], [line.replace("Prefill", "Decode")]
+    (f,) = _diag(roles).findings
+    assert f.incident == "kv-transfer-failure" and f.roles == ["prefill", "decode"]
+    assert f.evidence[0].startswith("prefill: ") and any(e.startswith("decode: ") for e in f.evidence)
+    assert len({r.text for r in f.remedies}) == len(f.remedies)

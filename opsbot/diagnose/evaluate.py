@@ -53,6 +53,29 @@ def _finding(rb: Runbook, key: str, scope: dict[str, Any], kinds: dict[str, str]
     )
 
 
+def _merge(findings: list[Finding]) -> list[Finding]:
+    """One finding per incident: the same class on several roles is one incident seen twice."""
+    out: dict[str, Finding] = {}
+    prefixed: set[str] = set()
+    for f in findings:
+        first = out.get(f.incident)
+        if first is None:
+            out[f.incident] = f
+            continue
+        if f.incident not in prefixed:
+            prefixed.add(f.incident)
+            first.evidence = [f"{first.roles[0]}: {e}" for e in first.evidence]
+            first.facts = {f"{first.roles[0]}: {k}": v for k, v in first.facts.items()}
+        first.roles += [r for r in f.roles if r not in first.roles]
+        first.evidence += [f"{f.roles[0]}: {e}" for e in f.evidence]
+        first.facts.update({f"{f.roles[0]}: {k}": v for k, v in f.facts.items()})
+        first.summary += f"; {f.summary}"
+        first.remedies += [r for r in f.remedies if r.text not in {x.text for x in first.remedies}]
+        first.missing_facts += [m for m in f.missing_facts if m not in first.missing_facts]
+        first.confidence = max(first.confidence, f.confidence)
+    return list(out.values())
+
+
 def _order(findings: list[Finding], runbooks: dict[str, Runbook]) -> list[Finding]:
     """Drop findings another finding explains (sharing a role); most severe, surest, most specific first."""
     kept = []
@@ -88,4 +111,4 @@ def diagnose(bundle: Bundle, runbooks: RunbookSet | None = None) -> Diagnosis:
                 undetermined.append(Undetermined(incident=rb.id, role=key, missing_facts=list(out.missing), error=out.error))
     problems = [str(p) for p in rs.problems] + facts.problems
     by_id = {rb.id: rb for rb in rs.runbooks}
-    return Diagnosis(bundle=bundle.id, findings=_order(findings, by_id), undetermined=undetermined, problems=problems)
+    return Diagnosis(bundle=bundle.id, findings=_merge(_order(findings, by_id)), undetermined=undetermined, problems=problems)
