@@ -115,7 +115,10 @@ def generate(start: datetime, end: datetime, *, step_s: int = 300, seed: int = 7
             ttft_w = [0, 0, 0, 0, 0, 1, 3, 10, 20, 25, 20, 15, 6, 0, 0, 0, 0, 0, 0]
         else:
             ttft_w = [2, 20, 45, 20, 8, 3, 1.5, 0.5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
-        itl_w = [0, 0, 0, 0, 1, 4, 15, 30, 25, 12, 7, 4, 1.5, 0.5, 0, 0, 0, 0, 0, 0, 0, 0]
+        calm = [0, 0, 0, 0, 1, 4, 15, 30, 25, 12, 7, 4, 1.5, 0.5, 0, 0, 0, 0, 0, 0, 0, 0]
+        busy = [0, 0, 0, 0, 0, 1, 5, 15, 25, 22, 15, 10, 5, 2, 0, 0, 0, 0, 0, 0, 0, 0]
+        a = min(1.0, max(0.0, (load - 0.4) / 1.4))
+        itl_w = [(1 - a) * c + a * b for c, b in zip(calm, busy)]
         tokens = requests * 350
         usage = min(0.97, 0.25 + 0.35 * load + (0.3 if in_incident else 0.0) + 0.05 * rng.random())
         if decode_up:

@@ -30,9 +30,11 @@ def version() -> None:
     """Print opsbot's version."""
     typer.echo(__version__)
 
+
 from opsbot.cli import db as _db  # noqa: E402
 from opsbot.cli import diagnose as _diagnose  # noqa: E402
 from opsbot.cli import history as _history  # noqa: E402
+from opsbot.cli import report as _report  # noqa: E402
 from opsbot.cli import restart as _restart  # noqa: E402
 from opsbot.cli import serve as _serve  # noqa: E402
 from opsbot.cli import tokens as _tokens  # noqa: E402
@@ -44,5 +46,9 @@ app.add_typer(_db.app, name="db")
 app.command("history")(_history.history)
 app.command("restart")(_restart.restart)
 app.add_typer(_restart.actions_app, name="actions")
+app.command("status")(_report.status)
+app.add_typer(_report.app, name="report")
+app.command("note")(_report.note)
+app.command("decide")(_report.decide)
 app.command("serve")(_serve.serve)
 app.add_typer(_tokens.app, name="tokens")

@@ -41,11 +41,11 @@ def _week_axis(ax, ylabel: str) -> None:  # type: ignore[no-untyped-def]
     ax.set_ylabel(ylabel)
 
 
-def week_lines(title: str, ylabel: str, panels: Sequence[tuple[str, Points, Points]]) -> str:
-    """One panel per (name, this week's points, last week's points), hours on x."""
-    fig = MplFigure(figsize=(9, 2.6 * len(panels)), layout="constrained")
+def week_lines(title: str, panels: Sequence[tuple[str, str, Points, Points]]) -> str:
+    """One panel per (name, y label, this week's points, last week's points), hours on x."""
+    fig = MplFigure(figsize=(10.5, 2.6 * len(panels)), layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
-    for ax, (name, this, prev) in zip(axes, panels):
+    for ax, (name, ylabel, this, prev) in zip(axes, panels):
         if prev:
             ax.plot(*zip(*prev), color=_PREV, linestyle="--", linewidth=1.2, label="week before")
         if this:
@@ -55,14 +55,14 @@ def week_lines(title: str, ylabel: str, panels: Sequence[tuple[str, Points, Poin
         ax.set_title(name, loc="left", fontsize=10)
         _week_axis(ax, ylabel)
         if this or prev:
-            ax.legend(loc="upper right", fontsize=8, frameon=False)
+            ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=2, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=12, x=0.01, ha="left")
     return _png(fig)
 
 
 def incidents_bars(by_class: dict[str, int], by_class_prev: dict[str, int]) -> str:
     classes = sorted(set(by_class) | set(by_class_prev), key=lambda c: (-by_class.get(c, 0), c))
-    fig = MplFigure(figsize=(9, 0.5 * max(len(classes), 2) + 1.2), layout="constrained")
+    fig = MplFigure(figsize=(10.5, 0.5 * max(len(classes), 2) + 1.2), layout="constrained")
     ax = fig.subplots()
     ys = range(len(classes))
     ax.barh([y + 0.2 for y in ys], [by_class_prev.get(c, 0) for c in classes], height=0.4,
@@ -86,21 +86,24 @@ def weekly_charts(week: Week, this: WeekData, prev: WeekData,
         return (hours_into(this.series.get(key, []), week),
                 hours_into(prev.series.get(key, []), week.previous()))
 
+    def ms(points: Points) -> Points:
+        return [(t, v * 1000.0) for t, v in points]
+
     charts: list[Chart] = []
     ttft, itl = pair("ttft_p99"), pair("itl_p99")
     if any(ttft) or any(itl):
         charts.append(Chart(key="latency", title="Latency over the week (p99, 1 h windows)", png_base64=week_lines(
-            "Latency over the week", "seconds",
-            [("Time to first token p99", *ttft), ("Inter-token latency p99", *itl)])))
+            "Latency over the week", [("Time to first token p99", "seconds", *ttft),
+                                      ("Inter-token latency p99", "milliseconds", *map(ms, itl))])))
     tps = pair("decode_tokens_per_s")
     if any(tps):
         charts.append(Chart(key="throughput", title="Decode tokens per second", png_base64=week_lines(
-            "Decode throughput", "tokens/s", [("Decode tokens/s (1 h rate)", *tps)])))
+            "Decode throughput", [("Decode tokens/s (1 h rate)", "tokens/s", *tps)])))
     queue, kv = pair("prefill_queue_peak"), pair("kv_usage_peak")
     if any(queue) or any(kv):
         charts.append(Chart(key="pressure", title="Prefill queue and KV cache", png_base64=week_lines(
-            "Prefill queue and decode KV cache", "",
-            [("Prefill queue depth (hourly peak, requests)", *queue), ("Decode KV usage (hourly peak)", *kv)])))
+            "Prefill queue and decode KV cache", [("Prefill queue depth (hourly peak)", "requests", *queue),
+                                                  ("Decode KV usage (hourly peak)", "share of pool", *kv)])))
     if by_class or by_class_prev:
         charts.append(Chart(key="incidents", title="Incidents by class",
                             png_base64=incidents_bars(by_class, by_class_prev)))

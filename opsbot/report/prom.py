@@ -82,12 +82,12 @@ class WeekData:
 
 
 def figure_promql(q: FigureQuery, week: Week) -> str:
-    return q.promql.format(r=f"{week.seconds}s", s=week.seconds)
+    return q.promql.replace("{r}", f"{week.seconds}s").replace("{s}", str(week.seconds))
 
 
 def _client(url: str, timeout_s: float) -> PrometheusConnect:
     # No retries with back-off: a report should say "missing" in seconds, not minutes.
-    retry = Retry(total=0, connect=0, read=0, status=0, raise_on_status=False)
+    retry = Retry(total=0, read=False, status=0, raise_on_status=False)
     return PrometheusConnect(url=url, disable_ssl=True, retry=retry, timeout=timeout_s)
 
 
@@ -114,8 +114,8 @@ def _points(result: list[dict]) -> list[tuple[float, float]]:
     return [(float(t), float(v)) for t, v in result[0]["values"] if not math.isnan(float(v))]
 
 
-async def fetch_week(url: str, week: Week, *, timeout_s: float = 10.0, with_series: bool = True) -> WeekData:
-    """Every figure (and, with ``with_series``, every chart series) of ``week``; never raises."""
+async def fetch_week(url: str, week: Week, *, timeout_s: float = 10.0) -> WeekData:
+    """Every figure and chart series of ``week``; never raises."""
     client = _client(url, timeout_s)
     data = WeekData()
     end = week.end.timestamp()
@@ -123,7 +123,7 @@ async def fetch_week(url: str, week: Week, *, timeout_s: float = 10.0, with_seri
         await asyncio.to_thread(client.custom_query, "vector(1)", {"time": end})
     except Exception as exc:  # noqa: BLE001 - any failure means: no figures, and why
         reason = _reason(exc, url, timeout_s)
-        data.missing = {q.key: reason for q in FIGURES} | ({f"series:{k}": reason for k in SERIES} if with_series else {})
+        data.missing = {q.key: reason for q in FIGURES} | {f"series:{k}": reason for k in SERIES}
         client.close()
         return data
 
@@ -148,9 +148,7 @@ async def fetch_week(url: str, week: Week, *, timeout_s: float = 10.0, with_seri
             return
         data.series[key] = _points(result)
 
-    jobs = [instant(q) for q in FIGURES]
-    if with_series:
-        jobs += [ranged(k, p) for k, p in SERIES.items()]
+    jobs = [instant(q) for q in FIGURES] + [ranged(k, p) for k, p in SERIES.items()]
     try:
         await asyncio.gather(*jobs)
     finally:

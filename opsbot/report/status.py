@@ -22,6 +22,7 @@ from opsbot.report.model import (
 )
 from opsbot.settings import Settings
 from opsbot.store import Store
+from serving.spec import DeploymentSpec, load_spec
 
 INDEX_KEY_SWITCH = "SGLANG_DSV4_BF16_INDEX_KEYS"
 DEFAULT_PERIOD = timedelta(days=7)
@@ -69,11 +70,10 @@ def notes_from(notes: Iterable[Any], since: datetime) -> dict[str, list[NoteEntr
     return out
 
 
-def context_from_spec(spec: Any, source: str | None) -> CriticalContext:
+def context_from_spec(spec: DeploymentSpec, source: str | None) -> CriticalContext:
     """Model, TP, GPUs and NUMA per role, and the flags that matter, from a serving DeploymentSpec."""
     roles = []
-    for name in ("prefill", "decode"):
-        server = getattr(spec, name)
+    for name, server in (("prefill", spec.prefill), ("decode", spec.decode)):
         switch = server.environment.get(INDEX_KEY_SWITCH)
         roles.append(RoleConfig(
             role=name, node=server.node, gpus=list(server.gpus), tp=server.tp, numa_node=server.numa_node,
@@ -103,40 +103,38 @@ def compose_status(*, now: datetime, since: datetime, history: History, current:
     )
 
 
-def load_context(settings: Settings, spec: Any | None) -> CriticalContext:
+def load_context(settings: Settings, spec: DeploymentSpec | None) -> CriticalContext:
     """The spec given, else ``settings.spec`` loaded, else a context that says where to configure it."""
     if spec is not None:
         return context_from_spec(spec, None)
     if settings.spec is None:
         return CriticalContext(missing="no serving spec configured: set OPSBOT_SPEC to the deployment's spec YAML")
-    from serving.spec import load_spec  # the serving package is optional at run time
-
     try:
         return context_from_spec(load_spec(Path(settings.spec)), str(settings.spec))
     except Exception as exc:  # noqa: BLE001 - a broken spec must not stop the report; it says why
         return CriticalContext(source=str(settings.spec), missing=f"serving spec unreadable: {exc}")
 
 
-def current_state(store: Store, bundle: Bundle | None, now: datetime, cluster: str | None,
-                  incidents: list[str] | None = None) -> CurrentState:
-    """From the fresh bundle when given, else the latest stored probe, with its age."""
+def current_state(store: Store, bundle: Bundle | None, now: datetime, cluster: str | None, *,
+                  incidents: list[str] | None = None, context: CriticalContext | None = None) -> CurrentState:
+    """From the fresh bundle when given, else the latest stored probe, with its age; GPU memory counts
+    each role's own GPUs when the serving spec names them."""
+    role_gpus = {rc.role: rc.gpus for rc in context.roles} if context else None
     if bundle is not None:
-        return current_from_bundle(bundle, now=now, fresh=True, incidents=incidents)
+        return current_from_bundle(bundle, now=now, fresh=True, incidents=incidents, role_gpus=role_gpus)
     row = latest_probe(store, cluster)
     if row is None:
-        return CurrentState(cluster=cluster, missing="no probe stored yet: run `opsbot probe` or `opsbot status --probe`")
-    stored = store.load_bundle(row.id)
-    state = current_from_bundle(stored, now=now, fresh=now - row.started_at < _FRESH,
-                                incidents=[row.top_incident] if row.top_incident else [])
-    return state
+        return CurrentState(cluster=cluster, missing="no probe stored yet: run `opsbot status --probe --save`")
+    return current_from_bundle(store.load_bundle(row.id), now=now, fresh=now - row.started_at < _FRESH,
+                               incidents=[row.top_incident] if row.top_incident else [], role_gpus=role_gpus)
 
 
-def build_status(store: Store, bundle: Bundle | None, settings: Settings, spec: Any | None = None, *,
+def build_status(store: Store, bundle: Bundle | None, settings: Settings, spec: DeploymentSpec | None = None, *,
                  now: datetime | None = None, incidents: list[str] | None = None) -> StatusReport:
     """Everything since the last saved status report (or the last 7 days), as one ``StatusReport``."""
     now = now or datetime.now(timezone.utc)
     since = last_report_at(store, "status") or now - DEFAULT_PERIOD
     history = load_history(store, since, now, cluster=settings.cluster, notes_since=now - OPEN_ITEMS_WINDOW)
-    return compose_status(now=now, since=since, history=history,
-                          current=current_state(store, bundle, now, settings.cluster, incidents),
-                          context=load_context(settings, spec), goal=settings.goal)
+    context = load_context(settings, spec)
+    current = current_state(store, bundle, now, settings.cluster, incidents=incidents, context=context)
+    return compose_status(now=now, since=since, history=history, current=current, context=context, goal=settings.goal)

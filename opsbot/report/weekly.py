@@ -22,6 +22,7 @@ from opsbot.report.status import OPEN_ITEMS_WINDOW, compose_status, current_stat
 from opsbot.report.week import Week, check_over, last_complete_week, parse_week, zone
 from opsbot.settings import Settings
 from opsbot.store import Store
+from serving.spec import DeploymentSpec
 
 _EXECUTED = ("succeeded", "failed")
 
@@ -87,13 +88,19 @@ def figures(this: WeekData, prev: WeekData) -> list[Figure]:
 
 
 def missing_lines(this: WeekData) -> list[str]:
-    """Missing figures grouped by reason: one line per reason, naming the figures."""
+    """Missing figures grouped by reason: one line per reason, naming the figures (or saying 'all')."""
     labels = {q.key: q.label for q in FIGURES}
     by_reason: dict[str, list[str]] = defaultdict(list)
     for key, reason in this.missing.items():
-        name = f"chart of {key.removeprefix('series:')}" if key.startswith("series:") else labels.get(key, key)
-        by_reason[reason].append(name)
-    return [f"{', '.join(names)}: {reason}" for reason, names in by_reason.items()]
+        by_reason[reason].append(key)
+    lines = []
+    for reason, keys in by_reason.items():
+        if set(labels) <= set(keys):
+            lines.append(f"every Prometheus figure and chart: {reason}")
+            continue
+        names = [f"chart of {k.removeprefix('series:')}" if k.startswith("series:") else labels.get(k, k) for k in keys]
+        lines.append(f"{', '.join(names)}: {reason}")
+    return lines
 
 
 def compose_weekly(*, week: Week, now: datetime, history: History, this: WeekData, prev: WeekData,
@@ -132,7 +139,7 @@ def resolve_week(label: str | None, settings: Settings, now: datetime) -> Week:
 
 
 async def build_weekly(store: Store, prom_url: str | None, week: Week | str | None, *,
-                       settings: Settings, spec: Any | None = None, bundle: Bundle | None = None,
+                       settings: Settings, spec: DeploymentSpec | None = None, bundle: Bundle | None = None,
                        now: datetime | None = None) -> WeeklyReport:
     """Read the store and Prometheus for ``week`` (default: last week) and compose the report."""
     now = now or datetime.now(timezone.utc)
@@ -148,6 +155,7 @@ async def build_weekly(store: Store, prom_url: str | None, week: Week | str | No
         this, prev = WeekData(missing={q.key: reason for q in FIGURES}), WeekData()
     history = await asyncio.to_thread(load_history, store, before.start, week.end, cluster=settings.cluster,
                                       notes_since=week.end - OPEN_ITEMS_WINDOW)
-    current = await asyncio.to_thread(current_state, store, bundle, now, settings.cluster)
-    parts = {"current": current, "context": load_context(settings, spec), "goal": settings.goal}
+    context = load_context(settings, spec)
+    current = await asyncio.to_thread(current_state, store, bundle, now, settings.cluster, context=context)
+    parts = {"current": current, "context": context, "goal": settings.goal}
     return compose_weekly(week=week, now=now, history=history, this=this, prev=prev, status_parts=parts)
