@@ -32,10 +32,13 @@ $(STAMP_PY): pyproject.toml
 	@touch $@
 
 run: setup
+	@echo "==> booting the lab: Debian nodes under systemd-nspawn (real systemd + sshd) running the SGLang emulator"
+	@echo "    (the first run builds the node root file system with debootstrap: about 90 s, cached after)"
 	@$(BIN)/opsbot lab up
+	@$(BIN)/opsbot lab status
 	@echo
-	@echo "The lab is up. Next:  $(BIN)/opsbot probe   (in another shell)"
-	@echo "opsbot serve: status page http://127.0.0.1:8080/, API docs /docs; Ctrl-C stops it"
+	@echo "The lab is up (stop it with: make lab-down). In another shell:  $(BIN)/opsbot probe"
+	@echo "==> opsbot serve: status page http://127.0.0.1:8080/, API docs /docs (Ctrl-C stops it)"
 	@$(BIN)/opsbot serve
 
 test: setup
