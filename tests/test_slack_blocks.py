@@ -9,16 +9,16 @@ from opsbot.diagnose import Finding, Remedy
 from opsbot.slack.blocks import BLOCKS_MAX, SECTION_MAX, decided_blocks, finding_blocks
 from opsbot.slack.commands import parse_command
 
-text = st.text(min_size=0, max_size=4000)
+text = st.text(min_size=0, max_size=3500)
 findings = st.lists(
     st.builds(
         Finding, incident=st.from_regex(r"[a-z-]{3,30}", fullmatch=True), title=text, severity=st.sampled_from(["critical", "warning"]),
-        roles=st.lists(st.sampled_from(["prefill", "decode", "router"]), min_size=1, max_size=3), evidence=st.lists(text, max_size=30),
+        roles=st.lists(st.sampled_from(["prefill", "decode", "router"]), min_size=1, max_size=3), evidence=st.lists(text, max_size=8),
         summary=text, explain=st.just(""), remedies=st.lists(st.builds(Remedy, kind=st.just("restart"), role=st.just("decode"),
                                                                         approval=st.just("required"), text=text), max_size=3),
         confidence=st.floats(0, 1),
     ),
-    max_size=40,
+    max_size=20,
 )
 
 
@@ -31,7 +31,11 @@ def test_finding_blocks_respect_slack_limits(fs, plans):
         if b["type"] == "section":
             assert len(b["text"]["text"]) <= SECTION_MAX
     after = decided_blocks(blocks, "approved by <@U1>")
+    assert len(after) <= BLOCKS_MAX
     assert not [b for b in after if b["type"] == "actions"] and after[-1]["text"]["text"] == "approved by <@U1>"
+    shown = [b for b in blocks if b["type"] == "actions"]
+    expected = list(plans.values()) if fs else []  # plans only come from findings
+    assert [b["elements"][0]["value"] for b in shown] == expected, "buttons are never cut off"
 
 
 def test_buttons_carry_the_plan_and_a_confirm_dialog():

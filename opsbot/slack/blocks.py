@@ -77,10 +77,9 @@ def finding_blocks(cluster: str, probe_ref: str, findings: list[Any], plans: dic
         missing = getattr(f, "missing_facts", None)
         if missing:
             blocks.append(context("could not collect: " + ", ".join(missing)))
-    for role, plan_id in plans.items():
-        blocks.append(restart_buttons(role, plan_id))
-    blocks.append(context(f"cluster `{cluster}` · probe `{probe_ref}`"))
-    return _fit(blocks)
+    tail = [restart_buttons(role, plan_id) for role, plan_id in plans.items()]
+    tail.append(context(f"cluster `{cluster}` · probe `{probe_ref}`"))
+    return _fit(blocks, room=BLOCKS_MAX - len(tail)) + tail
 
 
 def plan_blocks(role: str, plan_id: str, commands: list[str], expires: str) -> list[Block]:
@@ -94,10 +93,11 @@ def plan_blocks(role: str, plan_id: str, commands: list[str], expires: str) -> l
 def decided_blocks(original: list[Block], line: str) -> list[Block]:
     """The original message with its buttons replaced by who decided what (no double clicks)."""
     kept = [b for b in original if b.get("type") != "actions"]
-    return _fit(kept + [section(line)])
+    return _fit(kept, room=BLOCKS_MAX - 1) + [section(line)]
 
 
-def _fit(blocks: list[Block]) -> list[Block]:
-    if len(blocks) <= BLOCKS_MAX:
+def _fit(blocks: list[Block], room: int = BLOCKS_MAX) -> list[Block]:
+    """At most ``room`` blocks; the last one says how many were left out (the status page has them all)."""
+    if len(blocks) <= room:
         return blocks
-    return blocks[: BLOCKS_MAX - 1] + [context(f"{len(blocks) - BLOCKS_MAX + 1} more blocks left out; see the status page")]
+    return blocks[: room - 1] + [context(f"{len(blocks) - room + 1} more blocks left out; see the status page")]
