@@ -66,7 +66,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         from opsbot.slack.app import SlackSurface
         from opsbot.slack.app import router as slack_router
 
-        app.state.slack = SlackSurface(runtime, app.state.jobs)
+        app.state.slack = SlackSurface(runtime)
         app.include_router(slack_router)
     app.state.intake = AlertIntake(runtime, notifier=app.state.slack.threads if app.state.slack else None)
     return app

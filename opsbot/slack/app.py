@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -35,13 +36,14 @@ async def slack_events(request: Request) -> Response:
 
 
 class SlackSurface:
-    def __init__(self, runtime: Runtime, jobs: Any = None) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         s = runtime.settings
         self.runtime = runtime
         self.client = AsyncWebClient(token=s.slack_bot_token, base_url=s.slack_api_url)
         self.bolt = AsyncApp(client=self.client, signing_secret=s.slack_signing_secret, process_before_response=False)
         self.handler = AsyncSlackRequestHandler(self.bolt)
         self.threads = AlertThreads(self)
+        self._plans: OrderedDict[Any, dict[str, str]] = OrderedDict()  # probe id -> role -> planned action
         self.bolt.command(s.slack_command)(self._command)
         self.bolt.action("restart_approve")(self._approve)
         self.bolt.action("restart_dismiss")(self._dismiss)
@@ -103,8 +105,13 @@ class SlackSurface:
         return await self.result_blocks(result, actor=f"slack:{user}"), _headline(result)
 
     async def result_blocks(self, result: ProbeResult, *, actor: str) -> list[dict[str, Any]]:
-        """The findings, with a planned restart (buttons) for each remedy that needs approval."""
-        plans: dict[str, str] = {}
+        """The findings, with a planned restart (buttons) for each remedy that needs approval.
+
+        One plan per role per probe, however many messages show that probe (alert groups share probes).
+        """
+        plans = self._plans.setdefault(result.probe_id, {})
+        while len(self._plans) > 256:
+            self._plans.popitem(last=False)
         notes: list[str] = []
         for finding in result.diagnosis.findings:
             for remedy in finding.remedies:
