@@ -1,5 +1,6 @@
-"""End to end with real parts: Prometheus' Alertmanager → opsbot (uvicorn) → probe of the lab →
-finding stored → Slack thread on the recording server; the resolve updates that thread."""
+"""The service end to end with real parts on the lab: Prometheus' Alertmanager → opsbot (uvicorn) →
+probe → finding stored → Slack thread (the resolve updates it); and a Slack click that restarts the
+wedged decode over SSH."""
 
 from __future__ import annotations
 
@@ -121,6 +122,44 @@ async def test_alert_through_alertmanager_probes_the_lab_and_threads_in_slack(la
         am.stop()
         server.should_exit = True
         await serving
+        await slack.stop()
+        store.close()
+        lab.reset()
+
+
+async def test_slack_click_restarts_the_wedged_decode_on_the_lab(lab, tmp_path):
+    """/opsbot decode is stuck → finding with a Restart button → an allowed click runs the guarded
+    restart over SSH on the lab → the message shows who approved and how it went."""
+    from tests.servicekit import block_actions_body, served, signed, slash_body
+
+    slack = await SlackRecorder().start()
+    secret = "8f742231b10e8888abcd99yyyzzz85a5"
+    settings = lab.settings.model_copy(update={
+        "inventory": lab.inventory_path, "database_url": f"sqlite:///{tmp_path / 'opsbot.db'}",
+        "slack_bot_token": "xoxb-test", "slack_signing_secret": secret, "slack_api_url": slack.url,
+        "slack_approvers": ["U0ALICE"], "verify_deadline_s": 60.0,
+    })
+    store = Store(settings.db_url())
+    lab.inject("decode", "wedged")
+    try:
+        async with served(settings, Runtime(settings=settings, store=store)) as client:
+            body = slash_body("decode is stuck")
+            assert (await client.post("/slack/events", content=body, headers=signed(body, secret=secret))).status_code == 200
+            (post,) = await slack.wait_for("chat.postMessage", timeout=90)
+            assert "decode-wedged" in str(post.args["blocks"])
+            (actions,) = [b for b in post.args["blocks"] if b["type"] == "actions"]
+            plan_id = actions["elements"][0]["value"]
+            lab.inject("decode", "healthy")  # the operator cleared the cause; the restart brings it back clean
+            click = block_actions_body("restart_approve", plan_id, user="U0ALICE",
+                                       message={"ts": "1700000000.000001", "blocks": post.args["blocks"]})
+            assert (await client.post("/slack/events", content=click, headers=signed(click, secret=secret))).status_code == 200
+            updates = await slack.wait_for("chat.update", 2, timeout=180)
+            final = updates[-1].args["blocks"][-1]["text"]["text"]
+            action = store.action(plan_id)
+            assert action.approved_by == "slack:U0ALICE" and action.started_at is not None and action.execution
+            assert action.state == "succeeded", action.outcome
+            assert "approved by <@U0ALICE>" in final and "*succeeded*" in final
+    finally:
         await slack.stop()
         store.close()
         lab.reset()
