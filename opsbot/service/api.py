@@ -76,7 +76,7 @@ async def post_probe(body: ProbeRequest, request: Request, caller: Annotated[Cal
 async def get_probe(job_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> dict[str, Any]:
     job = request.app.state.jobs.get(job_id)
     if job is None:
-        raise HTTPException(404, f"no probe job {job_id!r} (jobs are kept in memory; finished probes are in GET /reports and the history)")
+        raise HTTPException(404, f"no probe job {job_id!r} (jobs are kept in memory; stored probes: opsbot history)")
     return job.as_json()
 
 
@@ -180,7 +180,9 @@ async def post_restart(body: RestartRequest, request: Request, caller: Annotated
 
     runtime = request.app.state.runtime
     try:
-        action, _plan = await runtime.request_restart(body.role, body.cluster, actor=caller.name, surface="rest", reason=body.reason)
+        action, _plan = await runtime.request_restart(
+            body.role, body.cluster, actor=caller.name, surface="rest", reason=body.reason
+        )
     except (UnknownRole, ConfigError, PlanRefused) as exc:
         raise scope_error(exc) from exc
     return action_view(action, f"approve with POST /actions/{action.id}/approve before it expires")

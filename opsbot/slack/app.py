@@ -157,8 +157,8 @@ class SlackSurface:
                 text=f":no_entry: <@{user}> is not allowed to approve restarts (ask someone in the approvers list).",
             )
             return
-        await self.client.chat_update(channel=channel, ts=ts, text=label,
-                                      blocks=decided_blocks(original, f":hourglass_flowing_sand: *{label}* approved by <@{user}>; running…"))
+        running = f":hourglass_flowing_sand: *{label}* approved by <@{user}>; running…"
+        await self.client.chat_update(channel=channel, ts=ts, text=label, blocks=decided_blocks(original, running))
         try:
             outcome = await self.runtime.approve_and_execute(action_id, approver=f"slack:{user}", surface="slack")
         except ApprovalRefused as exc:

@@ -47,12 +47,13 @@ def restart_buttons(role: str, plan_id: str) -> Block:
                 "value": plan_id,
                 "confirm": {
                     "title": {"type": "plain_text", "text": f"Restart {role}?"},
-                    "text": {"type": "mrkdwn", "text": "The unit is restarted under opsbot's guardrails (cooldown, budget, lock) and verified."},
+                    "text": {"type": "mrkdwn", "text": "Runs behind cooldown, budget and lock, then verified."},
                     "confirm": {"type": "plain_text", "text": "Restart"},
                     "deny": {"type": "plain_text", "text": "Cancel"},
                 },
             },
-            {"type": "button", "action_id": "restart_dismiss", "text": {"type": "plain_text", "text": "Dismiss"}, "value": plan_id},
+            {"type": "button", "action_id": "restart_dismiss", "value": plan_id,
+             "text": {"type": "plain_text", "text": "Dismiss"}},
         ],
     }
 
