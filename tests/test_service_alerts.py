@@ -138,3 +138,15 @@ async def test_stored_but_unprocessed_alerts_are_probed_at_startup(settings):
         (row,) = runtime.store.alerts()
         assert row.probe_id is not None and runtime.store.probes()[0].id == row.probe_id
         assert [c["roles"] for c in probe.calls] == [["decode"]]
+
+
+async def test_bearer_token_with_probe_scope_is_accepted_read_scope_is_not(settings):
+    runtime = runtime_for(settings, replay("near-idle-decode"))
+    prober = runtime.store.create_token("am", ["probe"])
+    reader = runtime.store.create_token("viewer", ["read"])
+    async with served(settings, runtime) as client:
+        weak = await client.post("/alerts", json=webhook(alert("b1")), headers={"Authorization": f"Bearer {reader}"})
+        assert weak.status_code == 403 and "'probe'" in weak.json()["detail"]
+        assert runtime.store.count_alerts() == 0
+        ok = await client.post("/alerts", json=webhook(alert("b1")), headers={"Authorization": f"Bearer {prober}"})
+        assert ok.status_code == 200 and runtime.store.count_alerts() == 1
