@@ -2,7 +2,7 @@
 and resolves, posted concurrently to ``POST /alerts`` of a real uvicorn on loopback.
 
     python bench/alert_storm.py [--alerts 10000] [--groups 50] [--concurrency 64] [--window 2]
-                                [--target local|lab]
+                                [--target local|lab] [--queue-max 5000]
 
 opsbot runs as ``opsbot serve`` in its own process with a fresh SQLite database. Its probes are
 the real ``opsbot.collect.probe`` against the chosen target: ``local`` (default) is a cheap
@@ -157,10 +157,11 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[q - 1] * 1000 if len(values) > 1 else values[0] * 1000
 
 
-def start_server(tmp: Path, port: int, window: float, target: str) -> tuple[subprocess.Popen, Path, str]:
+def start_server(tmp: Path, port: int, window: float, target: str, queue_max: int) -> tuple[subprocess.Popen, Path, str]:
     db = tmp / "opsbot.db"
     env = {**os.environ, "OPSBOT_DATA_DIR": str(tmp), "OPSBOT_DATABASE_URL": f"sqlite:///{db}",
-           "OPSBOT_ALERT_TOKEN": TOKEN, "OPSBOT_COALESCE_WINDOW_S": str(window), "OPSBOT_PORT": str(port)}
+           "OPSBOT_ALERT_TOKEN": TOKEN, "OPSBOT_COALESCE_WINDOW_S": str(window), "OPSBOT_PORT": str(port),
+           "OPSBOT_ALERT_QUEUE_MAX": str(queue_max)}
     if target == "local":
         (tmp / "inventory.yaml").write_text(LOCAL_INVENTORY)
         env.update(OPSBOT_INVENTORY=str(tmp / "inventory.yaml"), OPSBOT_METRICS_WINDOW_S="0")
@@ -200,12 +201,13 @@ async def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--window", type=float, default=2.0, help="coalescing window, seconds")
     ap.add_argument("--target", choices=("local", "lab"), default="local")
+    ap.add_argument("--queue-max", type=int, default=5000, help="OPSBOT_ALERT_QUEUE_MAX: alerts waiting for a probe")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="opsbot-storm-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc, db, cluster = start_server(tmp, port, args.window, args.target)
+    proc, db, cluster = start_server(tmp, port, args.window, args.target, args.queue_max)
     try:
         await wait_ready(url)
         bodies = storm(args.alerts, args.groups, cluster, args.per_call)
@@ -223,7 +225,7 @@ async def main() -> None:
         sent_alerts = sum(len(b["alerts"]) for b in bodies)
 
         table = Table(title=f"alert storm: {sent_alerts} alerts in {len(bodies)} webhook calls, {args.groups} groups, "
-                            f"concurrency {args.concurrency}, target {args.target}")
+                            f"concurrency {args.concurrency}, target {args.target}, queue max {args.queue_max}")
         for col in ("what", "calls/s", "alerts/s", "p50 ms", "p99 ms"):
             table.add_column(col, justify="right" if col != "what" else "left")
         table.add_row("baseline GET /healthz", f"{len(base_lat) / base_s:.0f}", "—", f"{pct(base_lat, 50):.1f}", f"{pct(base_lat, 99):.1f}")

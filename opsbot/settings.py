@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest request body accepted (413 above)")
     probe_wait_s: float = Field(2.0, ge=0, description="POST /probe answers inline if done by then, else a job id")
     alert_token: str | None = Field(None, description="shared secret Alertmanager sends in X-Opsbot-Alert-Token")
-    alert_queue_max: int = Field(1000, ge=1, description="alert batches waiting for a probe; 503 above")
+    alert_queue_max: int = Field(5000, ge=1, description="accepted alerts waiting for a probe; 503 above")
     coalesce_window_s: float = Field(5.0, ge=0, description="alerts for one (cluster, role) in this window share a probe")
     slack_bot_token: str | None = Field(None, description="xoxb- token; Slack is off without it")
     slack_signing_secret: str | None = Field(None, description="verifies requests from Slack")

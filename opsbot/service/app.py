@@ -41,7 +41,6 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         slack = app.state.slack
-        app.state.intake.start()
         recovered = await app.state.intake.recover()
         if recovered:
             log.info("picked up %d stored alerts that had no probe yet", recovered)

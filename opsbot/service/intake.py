@@ -1,9 +1,10 @@
 """Alertmanager intake: store, deduplicate, group by (cluster, role), coalesce into probes.
 
-The pipeline has named stages, like Alertmanager's own: ``accept`` (bounded; store before
-answering) → queue → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at a
-time) → ``_handle`` (probe, mark the alerts done, notify). An alert is *accepted* once stored; a
-stored alert without a probe is picked up again by ``recover`` at the next start.
+The pipeline has named stages, like Alertmanager's own: ``accept`` (bounded: at most
+``alert_queue_max`` accepted alerts wait for a probe, beyond that 503 so Alertmanager retries;
+stored before answering) → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at
+a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
+a stored alert without a probe is picked up again by ``recover`` at the next start.
 """
 
 from __future__ import annotations
@@ -61,52 +62,43 @@ class AlertIntake:
         self.runtime = runtime
         self.notifier = notifier
         self.max_waiting = runtime.settings.alert_queue_max
-        self._waiting = 0
-        self._queue: asyncio.Queue[list[StoredAlert]] = asyncio.Queue()
+        self.waiting = 0  # alerts accepted (stored) whose probe has not finished yet
         self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, runtime.settings.coalesce_window_s)
-        self._worker: asyncio.Task[None] | None = None
 
     # stage 1: accept --------------------------------------------------------------------------
     async def accept(self, hook: Webhook) -> Accepted:
-        """Store every alert of the notification (duplicates once), then queue it; or QueueFull."""
+        """Store every alert of the notification (duplicates once), then dispatch it; or QueueFull."""
         telemetry = self.runtime.telemetry
-        if self._waiting >= self.max_waiting:
+        n = len(hook.alerts)
+        if self.waiting and self.waiting + n > self.max_waiting:
             telemetry.alerts_rejected.labels("queue-full").inc()
-            raise QueueFull(f"{self._waiting} alert batches are waiting for a probe (limit {self.max_waiting})")
-        self._waiting += 1  # reserve the slot before the first await, so concurrent calls cannot overfill
+            raise QueueFull(f"{self.waiting} accepted alerts are waiting for a probe (limit {self.max_waiting})")
+        self._count(n)  # reserve before the first await, so concurrent calls cannot overfill
         try:
             default_cluster = self.runtime.cluster_name()
             rows = [_alert_in(hook, a, default_cluster) for a in hook.alerts]
             saved = await self.runtime.db(self.runtime.store.save_alerts, rows)
         except BaseException:
-            self._waiting -= 1
+            self._count(-n)
             raise
         fresh = [_stored(row, alert_id) for row, (alert_id, new) in zip(rows, saved, strict=True) if new]
-        telemetry.alerts_received.inc(len(rows))
-        telemetry.alerts_deduplicated.inc(len(rows) - len(fresh))
-        if fresh:
-            self._queue.put_nowait(fresh)
-        else:
-            self._waiting -= 1
-        telemetry.alert_queue.set(self._waiting)
-        return Accepted(stored=len(fresh), duplicates=len(rows) - len(fresh))
+        self._count(len(fresh) - n)
+        telemetry.alerts_received.inc(n)
+        telemetry.alerts_deduplicated.inc(n - len(fresh))
+        self._dispatch(fresh)
+        return Accepted(stored=len(fresh), duplicates=n - len(fresh))
+
+    def _count(self, delta: int) -> None:
+        self.waiting += delta
+        self.runtime.telemetry.alerts_waiting.set(self.waiting)
 
     # stage 2: dispatch ------------------------------------------------------------------------
-    def start(self) -> None:
-        self._worker = asyncio.create_task(self._drain_queue(), name="alert-intake")
-
     async def recover(self) -> int:
         """Hand stored-but-unprocessed alerts (from before a crash or restart) to the probes."""
         rows = await self.runtime.db(self.runtime.store.read, _unprocessed)
+        self._count(len(rows))
         self._dispatch([_stored(r, r.id) for r in rows])
         return len(rows)
-
-    async def _drain_queue(self) -> None:
-        while True:
-            batch = await self._queue.get()
-            self._waiting -= 1
-            self.runtime.telemetry.alert_queue.set(self._waiting)
-            self._dispatch(batch)
 
     def _dispatch(self, alerts: list[StoredAlert]) -> None:
         by_scope: dict[Scope, list[StoredAlert]] = defaultdict(list)
@@ -117,6 +109,12 @@ class AlertIntake:
 
     # stage 3: probe and notify ----------------------------------------------------------------
     async def _handle(self, scope: Scope, alerts: list[StoredAlert]) -> None:
+        try:
+            await self._probe_and_notify(scope, alerts)
+        finally:
+            self._count(-len(alerts))
+
+    async def _probe_and_notify(self, scope: Scope, alerts: list[StoredAlert]) -> None:
         cluster, role = scope
         trigger = Trigger(kind="alert", text=_names(alerts), alerts=sorted({a.fingerprint for a in alerts}))
         result: ProbeResult | None = None
@@ -137,14 +135,11 @@ class AlertIntake:
 
     async def drain(self) -> None:
         """Wait until every accepted alert has been handled (tests, benchmarks, shutdown)."""
-        while self._waiting or self.coalescer.busy:
+        while self.waiting or self.coalescer.busy:
             await asyncio.sleep(0.02)
             await self.coalescer.drain()
 
     async def close(self) -> None:
-        if self._worker:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
         await self.coalescer.close()
 
 

@@ -25,5 +25,5 @@ class Telemetry:
             "opsbot_alerts_deduplicated", "Alerts already stored with the same fingerprint and status", registry=r
         )
         self.alerts_rejected = Counter("opsbot_alerts_rejected", "Webhook calls refused, by reason", ["reason"], registry=r)
-        self.alert_queue = Gauge("opsbot_alert_queue_depth", "Accepted alert batches not yet handed to a probe", registry=r)
+        self.alerts_waiting = Gauge("opsbot_alerts_waiting", "Accepted alerts whose probe has not finished", registry=r)
         self.actions = Counter("opsbot_actions", "Restart actions, by outcome", ["outcome"], registry=r)
