@@ -21,6 +21,7 @@ from opsbot.report.week import last_complete_week, zone
 from opsbot.report.weekly import build_weekly
 from opsbot.settings import Settings
 from opsbot.store import Store
+from serving.spec import load_spec
 from tests.prometheus import PrometheusServer
 from tests.promweek import generate
 from tests.realparts import need_binary
@@ -104,6 +105,7 @@ async def test_html_report_in_headless_chromium(prom, store, tmp_path):
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={tmp_path / 'profile'}"]
+    assert report.missing == []  # the spec's scrape jobs match the samples' job labels
     dom = subprocess.run([chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     peak = f"{data.weeks[WEEK.label].peak_prefill_queue:.0f} requests"
@@ -159,3 +161,19 @@ async def test_prometheus_unreachable(store):
         report = await build_weekly(store, url, WEEK.label, settings=_settings(url), now=NOW)
     assert report.missing == [f"every Prometheus figure and chart: Prometheus at {url} is unreachable"]
     assert "is unreachable" in render(report, "html")
+
+
+async def test_queries_are_limited_to_the_deployments_jobs(prom, store):
+    """With a serving spec, only its prefill/decode scrape jobs count: the right jobs give the same
+    figures, another deployment's jobs give none (and the report says there were no samples)."""
+    server, data = prom
+    spec = load_spec(Path("serving/examples/dsv4-flash-1node.yaml"))
+    assert spec.prometheus.jobs["decode"] == "sglang-decode"  # the generator's job label
+    ours = await build_weekly(store, server.url, WEEK.label, settings=_settings(server.url), spec=spec, now=NOW)
+    assert ours.missing == [] and ours.context.prometheus_jobs == ["sglang-prefill", "sglang-decode"]
+    assert ours.figure("prefill_queue_peak").value == data.weeks[WEEK.label].peak_prefill_queue
+    other = spec.model_copy(update={"prometheus": spec.prometheus.model_copy(
+        update={"jobs": {"prefill": "other-prefill", "decode": "other.decode"}})})
+    theirs = await build_weekly(store, server.url, WEEK.label, settings=_settings(server.url), spec=other, now=NOW)
+    assert all(f.value is None for f in theirs.figures)
+    assert any(m.endswith(": no samples in Prometheus for this week") for m in theirs.missing)

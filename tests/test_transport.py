@@ -99,7 +99,7 @@ async def test_tofu_records_the_key_then_pins_it(sshd, settings, tmp_path):
     finally:
         await t.close()
     line = kh.read_text().strip()
-    assert line == f"[127.0.0.1]:{sshd.port} {sshd.host_key}"
+    assert line == f"[127.0.0.1]:{sshd.port} {sshd.host_key}" and t.recorded_key
     # A recorded entry is never replaced: a different key is refused even with TOFU on.
     kh.write_text(f"[127.0.0.1]:{sshd.port} {WRONG_KEY}\n")
     t = SshTransport(node, settings)

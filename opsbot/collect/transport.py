@@ -257,6 +257,7 @@ class SshTransport:
         self._forwards: dict[tuple[str, int], _Forward] = {}
         self._client = client or _http_client()
         self._own_client = client is None
+        self.recorded_key = False  # True once trust-on-first-use wrote this node's key
 
     async def connect(self) -> asyncssh.SSHClientConnection:
         """The shared connection; a failure is remembered so the rest of the probe fails fast."""
@@ -280,7 +281,7 @@ class SshTransport:
     async def _open(self) -> asyncssh.SSHClientConnection:
         node, s = self.node, self.settings
         if node.trust_on_first_use and not node.host_key:
-            await trust_on_first_use(node, s)
+            self.recorded_key = await trust_on_first_use(node, s)
         try:
             return await asyncio.wait_for(
                 asyncssh.connect(

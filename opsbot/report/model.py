@@ -106,6 +106,7 @@ class CriticalContext(BaseModel):
     roles: list[RoleConfig] = Field(default_factory=list)
     admission: str | None = Field(None, description="router admission control, in words")
     router_policy: str | None = None
+    prometheus_jobs: list[str] = Field(default_factory=list, description="the prefill and decode scrape jobs")
     missing: str | None = None
 
 

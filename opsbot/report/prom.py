@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from dataclasses import dataclass, field
 
 import requests
@@ -17,12 +18,15 @@ from urllib3.util.retry import Retry
 
 from opsbot.report.week import Week
 
-_TTFT = "sglang:time_to_first_token_seconds_bucket"
-_ITL = "sglang:inter_token_latency_seconds_bucket"
-_DECODE_TOKENS = 'sglang:realtime_tokens_total{mode="decode"}'
-_PREFILL_TOKENS = 'sglang:realtime_tokens_total{mode="prefill_compute"}'
-_PREFILL_QUEUE = 'sglang:num_queue_reqs{engine_type="prefill"}'
-_KV_USAGE = 'sglang:token_usage{engine_type="decode"}'
+# ``_M`` marks where the deployment's job matcher goes (see ``promql``).
+_M = "__JOBS__"
+_TTFT = f"sglang:time_to_first_token_seconds_bucket{{{_M}}}"
+_ITL = f"sglang:inter_token_latency_seconds_bucket{{{_M}}}"
+_DECODE_TOKENS = f'sglang:realtime_tokens_total{{mode="decode"{_M}}}'
+_PREFILL_TOKENS = f'sglang:realtime_tokens_total{{mode="prefill_compute"{_M}}}'
+_PREFILL_QUEUE = f'sglang:num_queue_reqs{{engine_type="prefill"{_M}}}'
+_KV_USAGE = f'sglang:token_usage{{engine_type="decode"{_M}}}'
+_ALL_TOKENS = f"sglang:realtime_tokens_total{{{_M}}}"
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ FIGURES: tuple[FigureQuery, ...] = (
     FigureQuery("kv_usage_peak", "Decode KV cache usage (peak)", "ratio",
                 f"max(max_over_time({_KV_USAGE}[{{r}}]))"),
     FigureQuery("restarts", "Role restarts (counter resets)", "",
-                "sum(max by (job, instance) (resets(sglang:realtime_tokens_total[{r}])))"),
+                f"sum(max by (job, instance) (resets({_ALL_TOKENS}[{{r}}])))"),
 )
 
 SERIES: dict[str, str] = {
@@ -81,8 +85,18 @@ class WeekData:
     missing: dict[str, str] = field(default_factory=dict)
 
 
-def figure_promql(q: FigureQuery, week: Week) -> str:
-    return q.promql.replace("{r}", f"{week.seconds}s").replace("{s}", str(week.seconds))
+def promql(template: str, jobs: list[str] | None = None) -> str:
+    """The query with its series limited to the deployment's Prometheus jobs (all series without)."""
+    if not jobs:
+        return template.replace(f"{{{_M}}}", "").replace(_M, "")
+    # RE2 metacharacters escaped inside a PromQL string literal (hence the doubled backslash)
+    alternatives = "|".join(re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\\\1", j) for j in jobs)
+    matcher = f'job=~"{alternatives}"'
+    return template.replace(f"{{{_M}}}", f"{{{matcher}}}").replace(_M, f",{matcher}")
+
+
+def figure_promql(q: FigureQuery, week: Week, jobs: list[str] | None = None) -> str:
+    return promql(q.promql, jobs).replace("{r}", f"{week.seconds}s").replace("{s}", str(week.seconds))
 
 
 def _client(url: str, timeout_s: float) -> PrometheusConnect:
@@ -114,8 +128,8 @@ def _points(result: list[dict]) -> list[tuple[float, float]]:
     return [(float(t), float(v)) for t, v in result[0]["values"] if not math.isnan(float(v))]
 
 
-async def fetch_week(url: str, week: Week, *, timeout_s: float = 10.0) -> WeekData:
-    """Every figure and chart series of ``week``; never raises."""
+async def fetch_week(url: str, week: Week, *, timeout_s: float = 10.0, jobs: list[str] | None = None) -> WeekData:
+    """Every figure and chart series of ``week`` (of the series of ``jobs`` when given); never raises."""
     client = _client(url, timeout_s)
     data = WeekData()
     end = week.end.timestamp()
@@ -129,7 +143,7 @@ async def fetch_week(url: str, week: Week, *, timeout_s: float = 10.0) -> WeekDa
 
     async def instant(q: FigureQuery) -> None:
         try:
-            result = await asyncio.to_thread(client.custom_query, figure_promql(q, week), {"time": end})
+            result = await asyncio.to_thread(client.custom_query, figure_promql(q, week, jobs), {"time": end})
         except Exception as exc:  # noqa: BLE001
             data.missing[q.key] = _reason(exc, url, timeout_s)
             return
@@ -139,18 +153,18 @@ async def fetch_week(url: str, week: Week, *, timeout_s: float = 10.0) -> WeekDa
         else:
             data.values[q.key] = value
 
-    async def ranged(key: str, promql: str) -> None:
+    async def ranged(key: str, template: str) -> None:
         try:
             result = await asyncio.to_thread(
-                client.custom_query_range, promql, week.start, week.end, SERIES_STEP)
+                client.custom_query_range, promql(template, jobs), week.start, week.end, SERIES_STEP)
         except Exception as exc:  # noqa: BLE001
             data.missing[f"series:{key}"] = _reason(exc, url, timeout_s)
             return
         data.series[key] = _points(result)
 
-    jobs = [instant(q) for q in FIGURES] + [ranged(k, p) for k, p in SERIES.items()]
+    queries = [instant(q) for q in FIGURES] + [ranged(k, p) for k, p in SERIES.items()]
     try:
-        await asyncio.gather(*jobs)
+        await asyncio.gather(*queries)
     finally:
         client.close()
     return data

@@ -87,7 +87,8 @@ def context_from_spec(spec: DeploymentSpec, source: str | None) -> CriticalConte
     else:
         admission = "off: the router admits everything (SGLang ignores --max-queued-requests in PD mode)"
     return CriticalContext(source=source, deployment=spec.name, model=spec.model.served_name, roles=roles,
-                           admission=admission, router_policy=router.policy)
+                           admission=admission, router_policy=router.policy,
+                           prometheus_jobs=[spec.prometheus.jobs[r] for r in ("prefill", "decode") if r in spec.prometheus.jobs])
 
 
 def compose_status(*, now: datetime, since: datetime, history: History, current: CurrentState,

@@ -146,16 +146,15 @@ async def build_weekly(store: Store, prom_url: str | None, week: Week | str | No
     if not isinstance(week, Week):
         week = resolve_week(week, settings, now)
     before = week.previous()
+    context = load_context(settings, spec)
     if prom_url:
-        this, prev = await asyncio.gather(
-            fetch_week(prom_url, week, timeout_s=settings.prometheus_timeout_s),
-            fetch_week(prom_url, before, timeout_s=settings.prometheus_timeout_s))
+        limits = {"timeout_s": settings.prometheus_timeout_s, "jobs": context.prometheus_jobs}
+        this, prev = await asyncio.gather(fetch_week(prom_url, week, **limits), fetch_week(prom_url, before, **limits))
     else:
         reason = "no Prometheus configured (set OPSBOT_PROMETHEUS_URL)"
         this, prev = WeekData(missing={q.key: reason for q in FIGURES}), WeekData()
     history = await asyncio.to_thread(load_history, store, before.start, week.end, cluster=settings.cluster,
                                       notes_since=week.end - OPEN_ITEMS_WINDOW)
-    context = load_context(settings, spec)
     current = await asyncio.to_thread(current_state, store, bundle, now, settings.cluster, context=context)
     parts = {"current": current, "context": context, "goal": settings.goal}
     return compose_weekly(week=week, now=now, history=history, this=this, prev=prev, status_parts=parts)
