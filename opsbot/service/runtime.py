@@ -81,7 +81,7 @@ class Runtime:
             bundle = await self.probe(inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings)
             diagnosis = self.diagnose(bundle)
             probe_id = await self.db(self.store.save_probe, bundle, diagnosis)
-            outcome = "finding" if diagnosis.findings else "healthy"
+            outcome = "finding" if diagnosis.findings else "no-finding"
         finally:
             self.telemetry.probes.labels(trigger.kind, outcome).inc()
             self.telemetry.probe_seconds.labels(trigger.kind).observe(time.perf_counter() - started)
