@@ -152,3 +152,16 @@ async def test_bearer_token_with_probe_scope_is_accepted_read_scope_is_not(setti
         assert runtime.store.count_alerts() == 0
         ok = await client.post("/alerts", json=webhook(alert("b1")), headers={"Authorization": f"Bearer {prober}"})
         assert ok.status_code == 200 and runtime.store.count_alerts() == 1
+
+
+async def test_missing_inventory_is_503_with_the_path_and_nothing_is_stored(tmp_path, database_url):
+    settings = lab_settings(tmp_path, database_url, alert_token=ALERT_TOKEN)
+    settings = settings.model_copy(update={"inventory": tmp_path / "nowhere.yaml"})
+    runtime = runtime_for(settings, replay("near-idle-decode"))
+    token = runtime.store.create_token("p", ["probe"])
+    async with served(settings, runtime) as client:
+        r = await client.post("/alerts", json=webhook(alert("m1")), headers=HDR)
+        assert r.status_code == 503 and "nowhere.yaml" in r.json()["detail"] and "opsbot lab up" in r.json()["detail"]
+        p = await client.post("/probe", json={}, headers={"Authorization": f"Bearer {token}"})
+        assert p.status_code == 503 and "nowhere.yaml" in p.json()["detail"]
+        assert runtime.store.count_alerts() == 0 and (await client.get("/")).status_code == 200

@@ -14,8 +14,8 @@ from opsbot import __version__
 from opsbot.service import api, pages
 from opsbot.service.intake import AlertIntake
 from opsbot.service.jobs import Jobs
-from opsbot.service.limits import BodyLimit, validation_error
-from opsbot.service.runtime import Runtime
+from opsbot.service.limits import BodyLimit, inventory_unavailable, validation_error
+from opsbot.service.runtime import InventoryUnavailable, Runtime
 from opsbot.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     app.state.slack = None
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(InventoryUnavailable, inventory_unavailable)  # type: ignore[arg-type]
     app.include_router(api.router)
     app.include_router(pages.router)
     if settings.slack_signing_secret and settings.slack_bot_token:

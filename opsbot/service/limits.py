@@ -77,3 +77,8 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
 
 def _plain(errors: list[dict]) -> list[dict]:
     return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors]
+
+
+async def inventory_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """No readable inventory: 503 (Alertmanager retries; nothing was stored)."""
+    return JSONResponse({"detail": str(exc)}, 503, headers={"Retry-After": "30"})

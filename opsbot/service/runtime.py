@@ -19,6 +19,7 @@ from opsbot.bundle import Bundle, Trigger
 from opsbot.inventory import Inventory, load_inventory
 from opsbot.service.telemetry import Telemetry
 from opsbot.settings import Settings
+from opsbot.yamlsource import ConfigError
 
 R = TypeVar("R")
 ProbeFn = Callable[..., Awaitable[Bundle]]
@@ -35,6 +36,10 @@ def _default_diagnose() -> DiagnoseFn:
     from opsbot.diagnose import diagnose
 
     return diagnose
+
+
+class InventoryUnavailable(RuntimeError):
+    """The inventory cannot be read: nothing can be probed until it is fixed (503, retry later)."""
 
 
 @dataclass
@@ -60,9 +65,14 @@ class Runtime:
     def inventory(self) -> Inventory:
         """The inventory file, reloaded when it changes (the lab rewrites it on ``lab up``)."""
         path: Path = self.settings.inventory_path()
-        mtime = path.stat().st_mtime
-        if self._inventory is None or self._inventory[0] != mtime:
-            self._inventory = (mtime, load_inventory(path))
+        try:
+            mtime = path.stat().st_mtime
+            if self._inventory is None or self._inventory[0] != mtime:
+                self._inventory = (mtime, load_inventory(path))
+        except FileNotFoundError as exc:
+            raise InventoryUnavailable(f"no inventory at {path}: run `opsbot lab up` or set OPSBOT_INVENTORY") from exc
+        except ConfigError as exc:
+            raise InventoryUnavailable(f"the inventory is refused: {exc}") from exc
         return self._inventory[1]
 
     def cluster_name(self, name: str | None = None) -> str:
