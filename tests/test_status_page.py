@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import tempfile
@@ -18,7 +19,7 @@ from tests.databases import free_port
 from tests.realparts import need_binary
 from tests.servicekit import lab_settings, replay, runtime_for
 
-ARTIFACT = Path(__file__).parent / "artifacts" / "status-page.png"
+ARTIFACT = Path(__file__).parent / "artifacts" / "status-page.png"  # refreshed with OPSBOT_UPDATE_ARTIFACTS=1
 
 pytestmark = pytest.mark.integration
 
@@ -56,9 +57,11 @@ async def test_status_page_shows_roles_incident_probes_and_actions(tmp_path):
             assert f"<b>{role}</b>" in dom
         assert 'id="incident-decode-wedged"' in dom and result.probe_id in dom and action.id in dom
         assert "planned" in dom and "alice via cli" in dom
-        ARTIFACT.unlink(missing_ok=True)
-        await asyncio.to_thread(chromium, f"--screenshot={ARTIFACT}", url)
-        assert ARTIFACT.stat().st_size > 10_000
+        shot = tmp_path / "status-page.png"
+        await asyncio.to_thread(chromium, f"--screenshot={shot}", url)
+        assert shot.stat().st_size > 10_000
+        if os.environ.get("OPSBOT_UPDATE_ARTIFACTS") == "1":
+            shutil.copyfile(shot, ARTIFACT)
     finally:
         server.should_exit = True
         await task
