@@ -37,8 +37,9 @@ run: setup
 	@$(BIN)/opsbot lab up
 	@$(BIN)/opsbot lab status
 	@echo
-	@echo "The lab is up (stop it with: make lab-down). Next:"
-	@echo "    $(BIN)/opsbot probe"
+	@echo "The lab is up (stop it with: make lab-down). In another shell:  $(BIN)/opsbot probe"
+	@echo "==> opsbot serve: status page http://127.0.0.1:8080/, API docs /docs (Ctrl-C stops it)"
+	@$(BIN)/opsbot serve
 
 test: setup
 	@$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)

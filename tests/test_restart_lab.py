@@ -104,6 +104,8 @@ def test_wedged_decode_is_restarted_and_verified_then_cooldown_refuses(lab, sett
     assert [s["kind"] for s in out.execution] == ["stop", "wait-gpu-release", "start"]
     assert out.execution[1]["ok"] and "released" in out.execution[1]["detail"]
     evidence = store.load_bundle(out.evidence_probe_id)  # the pre-restart probe shows the wedge
+    assert store.probes(role="decode", incident="decode-wedged")[0].id == out.evidence_probe_id
+    assert "decode-wedged" in [f.incident for f in store.findings(role="decode")]
     assert parse_samples(evidence.role("decode").metrics.samples).deltas.get("realtime_tokens", 0) == 0
     row = store.action(out.action_id)
     assert (row.state, row.approved_by, row.evidence_probe_id) == ("succeeded", "alice", out.evidence_probe_id)
@@ -160,6 +162,8 @@ def test_a_role_that_never_comes_back_is_recorded_failed_with_evidence(lab, sett
     row = store.action(out.action_id)
     assert row.state == "failed" and row.outcome == out.message and row.evidence_probe_id
     after = store.load_bundle(out.after_probe_id)
+    (after_row,) = [p for p in store.probes(role="decode") if p.id == out.after_probe_id]
+    assert after_row.top_incident is not None  # the after-probe is diagnosed and its finding kept
     assert "opsbot test crash at start-up" in after.role("decode").logs.raw
     assert store.probes(role="decode")  # both probes are in the history
 

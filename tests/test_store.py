@@ -144,9 +144,9 @@ def test_concurrent_claimers_exactly_one_wins(database_url):
 
 def test_probe_bundle_is_compressed_and_round_trips_with_findings(store):
     b = _bundle(ok=False)
-    diag = _Diagnosis(bundle=b.id, findings=[
-        _Finding(incident="decode-slow", severity="warning", roles=["decode"], summary="slow"),
+    diag = _Diagnosis(bundle=b.id, findings=[  # diagnose() puts the most likely first
         _Finding(incident="decode-wedged", severity="critical", roles=["decode"], evidence=["0 tokens in 3 s"]),
+        _Finding(incident="decode-slow", severity="warning", roles=["decode"], summary="slow"),
     ])
     assert store.save_probe(b, diag) == b.id
     assert store.save_probe(b, diag) == b.id  # saving again keeps one copy

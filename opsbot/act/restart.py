@@ -22,6 +22,7 @@ from opsbot.act.steps import StepResult, run_command, verify_roles, wait_gpu_rel
 from opsbot.bundle import Trigger
 from opsbot.collect.probe import probe
 from opsbot.collect.transport import Transport, TransportPool
+from opsbot.diagnose import diagnose
 from opsbot.inventory import Cluster, Inventory, Node, Role
 from opsbot.settings import Settings, get_settings
 from opsbot.store import Store
@@ -141,7 +142,7 @@ async def _run_locked(store: Store, inventory: Inventory, action_id: str, plan: 
     try:
         bundle = await probe(inventory, cluster=plan.cluster, roles=plan.roles, settings=settings, pool=pool,
                              trigger=Trigger(kind=_trigger_kind(surface), user=actor, text=f"before restart {action_id}"))
-        evidence = store.save_probe(bundle, None)
+        evidence = store.save_probe(bundle, diagnose(bundle))
         refusal = await _begin(store, action_id, plan, roles, cluster, actor, surface, evidence, settings)
         if refusal:
             return _refuse(store, action_id, actor, surface, *refusal)
@@ -155,7 +156,7 @@ async def _run_locked(store: Store, inventory: Inventory, action_id: str, plan: 
             failed = await probe(inventory, cluster=plan.cluster, roles=plan.roles, settings=settings, pool=pool,
                                  trigger=Trigger(kind=_trigger_kind(surface), user=actor,
                                                  text=f"after failed restart {action_id}"))
-            after = store.save_probe(failed, None)
+            after = store.save_probe(failed, diagnose(failed))
         return _record(store, action_id, actor, surface, evidence, after, steps, verification)
     finally:
         if own_pool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from opsbot import __version__
-from opsbot.cli import db, deploy, diagnose, history, inventory, lab, report, restart
+from opsbot.cli import db, deploy, diagnose, history, inventory, lab, report, restart, serve, tokens
 from opsbot.cli.probe import probe_command
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app.command("ask")(diagnose.ask)
 app.command("diagnose")(diagnose.diagnose_cmd)
 app.command("restart")(restart.restart)
 app.command("history")(history.history)
+app.command("serve")(serve.serve)
 app.command("status")(report.status)
 app.command("note")(report.note)
 app.command("decide")(report.decide)
@@ -30,6 +31,7 @@ app.add_typer(inventory.app, name="inventory")
 app.add_typer(lab.app, name="lab")
 app.add_typer(deploy.app, name="deploy")
 app.add_typer(db.app, name="db")
+app.add_typer(tokens.app, name="tokens")
 
 
 @app.command()

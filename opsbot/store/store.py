@@ -67,10 +67,6 @@ def ok_axes(bundle: Bundle) -> dict[str, dict[str, bool]]:
     return out
 
 
-def _severity_rank(sev: str) -> int:
-    return {"critical": 0, "high": 1, "warning": 2, "medium": 2, "low": 3, "info": 4}.get(sev, 5)
-
-
 @dataclass(frozen=True)
 class HistoryItem:
     """One line of ``opsbot history``: a probe, finding, action or audit entry."""
@@ -150,8 +146,7 @@ class Store:
 
     def save_probe(self, bundle: Bundle, diagnosis: Any | None = None) -> str:
         """Keep a bundle (compressed) and its findings; saving the same bundle twice is a no-op."""
-        findings = list(getattr(diagnosis, "findings", None) or [])
-        findings.sort(key=lambda f: _severity_rank(str(getattr(f, "severity", ""))))
+        findings = list(getattr(diagnosis, "findings", None) or [])  # diagnose() orders them, most likely first
         started = parse_ts(bundle.started_at) or now()
 
         def _save(s: Session) -> str:
@@ -500,7 +495,7 @@ class Store:
         """Probes, findings, actions and audit entries, newest first."""
         items: list[HistoryItem] = []
         for p in self.probes(cluster=cluster, role=role, since=since, limit=limit):
-            bad = sorted(k for k, axes in p.ok_axes.items() for ax, ok in axes.items() if not ok)
+            bad = sorted(f"{k}.{ax}" for k, axes in p.ok_axes.items() for ax, ok in axes.items() if not ok)
             items.append(HistoryItem(p.started_at, "probe", p.cluster, list(p.roles),
                                      p.top_incident or "no incident", f"trigger {p.trigger_kind}"
                                      + (f"; failed axes: {', '.join(bad)}" if bad else ""), p.id))

@@ -1,0 +1,24 @@
+"""``opsbot serve``: the REST API, status page, Slack app and alert intake under uvicorn."""
+
+from __future__ import annotations
+
+import typer
+
+from opsbot.settings import get_settings
+
+
+def serve(
+    host: str = typer.Option(None, help="listen address (default OPSBOT_HOST, 127.0.0.1)"),
+    port: int = typer.Option(None, help="listen port (default OPSBOT_PORT, 8080)"),
+    log_level: str = typer.Option("info", help="uvicorn log level"),
+) -> None:
+    """Run opsbot as a service: REST + status page on HTTP, Slack at /slack/events, alerts at /alerts."""
+    import uvicorn
+
+    from opsbot.service.app import create_app
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    app = create_app(settings)
+    typer.echo(f"opsbot serving on http://{host or settings.host}:{port or settings.port}  (docs: /docs)")
+    uvicorn.run(app, host=host or settings.host, port=port or settings.port, log_level=log_level)

@@ -1,0 +1,229 @@
+"""REST routes: each translates the request, calls a shared function, and shapes the answer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field
+
+from opsbot.bundle import Trigger
+from opsbot.inventory import NAME_RE, UnknownRole
+from opsbot.service.alertmanager import Webhook
+from opsbot.service.auth import Caller, require, require_alert_sender
+from opsbot.service.intake import QueueFull
+from opsbot.yamlsource import ConfigError
+
+router = APIRouter()
+
+
+class ProbeRequest(BaseModel):
+    cluster: str | None = Field(None, max_length=64, description="cluster name; default: the only one")
+    roles: list[str] = Field(default_factory=list, max_length=32, description="role names or kinds; empty: all")
+    wait_s: float | None = Field(None, ge=0, le=60, description="answer inline if done by then (default from settings)")
+
+
+class RestartRequest(BaseModel):
+    role: str = Field(max_length=64, description="role to restart, e.g. decode")
+    cluster: str | None = Field(None, max_length=64)
+    reason: str | None = Field(None, max_length=2000)
+
+
+def scope_error(exc: Exception) -> HTTPException:
+    """A scope the inventory does not know: 422 with the names it does know."""
+    if isinstance(exc, ConfigError):
+        return HTTPException(422, "; ".join(p.message for p in exc.problems))
+    return HTTPException(422, str(exc))
+
+
+@router.get("/healthz", tags=["service"], summary="Liveness: the process answers")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/metrics", tags=["service"], summary="opsbot's own Prometheus metrics", response_class=PlainTextResponse)
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.runtime.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.post(
+    "/probe",
+    tags=["probe"],
+    summary="Probe a scope and diagnose it",
+    responses={200: {"description": "finished within wait_s"}, 202: {"description": "still running: poll GET /probe/{id}"}},
+)
+async def post_probe(body: ProbeRequest, request: Request, caller: Annotated[Caller, Depends(require("probe"))]) -> JSONResponse:
+    runtime = request.app.state.runtime
+    for name in body.roles:
+        if not NAME_RE.match(name):
+            raise HTTPException(422, f"role {name!r}: role names are lower-case letters, digits and '-'")
+    try:
+        runtime.inventory().cluster(body.cluster or runtime.settings.cluster)[1].select(body.roles)
+    except (UnknownRole, ConfigError) as exc:
+        raise scope_error(exc) from exc
+    trigger = Trigger(kind="rest", user=caller.name, text=" ".join(body.roles) or None)
+    job = request.app.state.jobs.start(runtime.run_probe(body.cluster, body.roles or None, trigger))
+    wait = runtime.settings.probe_wait_s if body.wait_s is None else body.wait_s
+    await asyncio.wait({job.task}, timeout=wait)
+    status = 202 if job.state == "running" else 200
+    return JSONResponse(job.as_json(), status_code=status, headers={"Location": f"/probe/{job.id}"})
+
+
+@router.get("/probe/{job_id}", tags=["probe"], summary="A probe job: running, done (with findings) or failed")
+async def get_probe(job_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> dict[str, Any]:
+    job = request.app.state.jobs.get(job_id)
+    if job is None:
+        raise HTTPException(404, f"no probe job {job_id!r} (jobs are kept in memory; stored probes: opsbot history)")
+    return job.as_json()
+
+
+@router.post(
+    "/alerts",
+    tags=["alerts"],
+    summary="Alertmanager webhook (payload version 4)",
+    responses={503: {"description": "queue full: Alertmanager retries"}, 413: {"description": "body too large"}},
+)
+async def post_alerts(hook: Webhook, request: Request, _: Annotated[Caller, Depends(require_alert_sender())]) -> dict[str, int]:
+    try:
+        accepted = await request.app.state.intake.accept(hook)
+    except QueueFull as exc:
+        raise HTTPException(503, f"{exc}; retry later", headers={"Retry-After": "5"}) from exc
+    return {"stored": accepted.stored, "duplicates": accepted.duplicates}
+
+
+STATUS_TYPES = {"application/json": "json", "text/markdown": "markdown", "text/html": "html"}
+
+
+def negotiate(accept: str | None) -> tuple[str, str]:
+    """(media type, report format) for an Accept header; JSON when nothing better matches."""
+    for part in (accept or "").split(","):
+        media = part.split(";")[0].strip().lower()
+        if media in STATUS_TYPES:
+            return media, STATUS_TYPES[media]
+    return "application/json", "json"
+
+
+@router.get(
+    "/status",
+    tags=["reports"],
+    summary="The current status report: JSON, Markdown or HTML by Accept",
+    responses={200: {"content": {"text/markdown": {}, "text/html": {}}}},
+)
+async def get_status(request: Request, _: Annotated[Caller, Depends(require("read"))]) -> Response:
+    from opsbot.report.render import render
+    from opsbot.report.status import build_status
+
+    runtime = request.app.state.runtime
+    media, fmt = negotiate(request.headers.get("accept"))
+    report = await runtime.db(build_status, runtime.store, None, runtime.settings)
+    return Response(render(report, fmt), media_type=media)
+
+
+class ReportSummary(BaseModel):
+    id: int
+    kind: str
+    period: str
+    format: str
+    created_at: Any
+
+
+@router.get("/reports", tags=["reports"], summary="Saved reports, newest first")
+async def list_reports(
+    request: Request, _: Annotated[Caller, Depends(require("read"))], kind: str | None = None, limit: int = 50
+) -> list[ReportSummary]:
+    runtime = request.app.state.runtime
+    rows = await runtime.db(runtime.store.reports, kind=kind, limit=max(1, min(limit, 500)))
+    return [ReportSummary(id=r.id, kind=r.kind, period=r.period, format=r.format, created_at=r.created_at) for r in rows]
+
+
+@router.get("/reports/{report_id}", tags=["reports"], summary="One saved report, in the format it was saved in")
+async def get_report(report_id: int, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> Response:
+    runtime = request.app.state.runtime
+    if not -(2**63) <= report_id < 2**63:
+        raise HTTPException(404, f"no report {report_id}")
+    row = await runtime.db(runtime.store.report, report_id)
+    if row is None:
+        raise HTTPException(404, f"no report {report_id}; GET /reports lists them")
+    media = {"html": "text/html", "json": "application/json", "blocks": "application/json"}.get(row.format, "text/markdown")
+    return Response(row.body, media_type=media)
+
+
+class ActionView(BaseModel):
+    """An action as surfaces show it: where it is in plan → approve → execute → verify."""
+
+    id: str
+    state: str
+    cluster: str
+    role: str
+    requested_by: str
+    approved_by: str | None = None
+    expires_at: Any = None
+    outcome: str | None = None
+    steps: list[list[str]] = Field(default_factory=list)
+    message: str | None = None
+
+
+def action_view(row: Any, message: str | None = None) -> ActionView:
+    return ActionView(
+        id=row.id, state=row.state, cluster=row.cluster, role=row.role, requested_by=row.requested_by,
+        approved_by=row.approved_by, expires_at=row.expires_at, outcome=row.outcome,
+        steps=[s.get("argv", []) for s in (row.plan or {}).get("steps", [])], message=message,
+    )
+
+
+@router.post("/actions/restart", tags=["actions"], summary="Plan a restart; it runs once approved", status_code=201)
+async def post_restart(body: RestartRequest, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
+    from opsbot.act import PlanRefused
+
+    runtime = request.app.state.runtime
+    try:
+        action, _plan = await runtime.request_restart(
+            body.role, body.cluster, actor=caller.name, surface="rest", reason=body.reason
+        )
+    except (UnknownRole, ConfigError, PlanRefused) as exc:
+        raise scope_error(exc) from exc
+    return action_view(action, f"approve with POST /actions/{action.id}/approve before it expires")
+
+
+@router.get("/actions/{action_id}", tags=["actions"], summary="One action and its state")
+async def get_action(action_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> ActionView:
+    runtime = request.app.state.runtime
+    try:
+        row = await runtime.db(runtime.store.action, action_id)
+    except KeyError as exc:
+        raise HTTPException(404, str(exc.args[0])) from exc
+    return action_view(row)
+
+
+@router.post(
+    "/actions/{action_id}/approve",
+    tags=["actions"],
+    summary="Approve a planned restart and run it (guardrails: cooldown, budget, lock, verify)",
+    responses={409: {"description": "not pending, or expired: request it again"}},
+)
+async def approve_action(action_id: str, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
+    from opsbot.act import ApprovalRefused
+
+    runtime = request.app.state.runtime
+    try:
+        outcome = await runtime.approve_and_execute(action_id, approver=caller.name, surface="rest")
+    except ApprovalRefused as exc:
+        raise HTTPException(409, str(exc)) from exc
+    return action_view(await runtime.db(runtime.store.action, action_id), outcome.message)
+
+
+@router.post("/actions/{action_id}/dismiss", tags=["actions"], summary="Dismiss a planned restart",
+             responses={409: {"description": "not pending"}})
+async def dismiss_action(action_id: str, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
+    runtime = request.app.state.runtime
+    row = await runtime.dismiss(action_id, actor=caller.name, surface="rest")
+    if row is None:
+        try:
+            current = await runtime.db(runtime.store.action, action_id)
+        except KeyError as exc:
+            raise HTTPException(404, str(exc.args[0])) from exc
+        raise HTTPException(409, f"action {action_id} is {current.state}, not waiting for approval")
+    return action_view(row)

@@ -1,0 +1,73 @@
+"""The opsbot service: one FastAPI app carrying REST, the status page, Slack and alert intake."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+
+from opsbot import __version__
+from opsbot.service import api, pages
+from opsbot.service.intake import AlertIntake
+from opsbot.service.jobs import Jobs
+from opsbot.service.limits import BodyLimit, inventory_unavailable, validation_error
+from opsbot.service.runtime import InventoryUnavailable, Runtime
+from opsbot.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """\
+Incident response for SGLang prefill/decode deployments. Authenticate with
+`Authorization: Bearer <token>` (`opsbot tokens create --scope read|probe|act`); a missing or
+unknown token is answered 401, a token without the route's scope 403.
+"""
+
+
+def _open_store(settings: Settings) -> Any:
+    from opsbot.store import Store
+
+    return Store(settings.db_url())
+
+
+def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None) -> FastAPI:
+    """Build the app; ``runtime`` lets tests and benchmarks choose the store and probe function."""
+    settings = settings or get_settings()
+    runtime = runtime or Runtime(settings=settings, store=_open_store(settings))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        slack = app.state.slack
+        recovered = await app.state.intake.recover()
+        if recovered:
+            log.info("picked up %d stored alerts that had no probe yet", recovered)
+        socket = await slack.start_socket_mode() if slack else None
+        try:
+            yield
+        finally:
+            if socket is not None:
+                await socket.close_async()
+            await app.state.intake.close()
+            await app.state.jobs.close()
+
+    app = FastAPI(title="opsbot", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.runtime = runtime
+    app.state.jobs = Jobs()
+    app.state.slack = None
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(InventoryUnavailable, inventory_unavailable)  # type: ignore[arg-type]
+    app.include_router(api.router)
+    app.include_router(pages.router)
+    if settings.slack_signing_secret and settings.slack_bot_token:
+        from opsbot.slack.app import SlackSurface
+        from opsbot.slack.app import router as slack_router
+
+        app.state.slack = SlackSurface(runtime)
+        app.include_router(slack_router)
+    app.state.intake = AlertIntake(runtime, notifier=app.state.slack.threads if app.state.slack else None)
+    return app
+

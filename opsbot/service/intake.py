@@ -1,0 +1,179 @@
+"""Alertmanager intake: store, deduplicate, group by (cluster, role), coalesce into probes.
+
+The pipeline has named stages, like Alertmanager's own: ``accept`` (bounded: at most
+``alert_queue_max`` accepted alerts wait for a probe, beyond that 503 so Alertmanager retries;
+stored before answering) → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at
+a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
+a stored alert without a probe is picked up again by ``recover`` at the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Protocol
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from opsbot.bundle import Trigger
+from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
+from opsbot.service.coalesce import Coalescer
+from opsbot.service.runtime import ProbeResult, Runtime
+from opsbot.store import AlertIn
+from opsbot.store.models import Alert as AlertRow
+
+log = logging.getLogger(__name__)
+
+Scope = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class StoredAlert:
+    """What the worker needs of an alert row."""
+
+    id: int
+    group_key: str
+    fingerprint: str
+    status: str
+    cluster: str
+    role: str
+    labels: dict[str, str]
+
+
+class Notifier(Protocol):
+    async def finding(self, group_key: str, alerts: list[StoredAlert], result: ProbeResult | None, error: str | None) -> None: ...
+
+
+class QueueFull(RuntimeError):
+    """Too many accepted batches wait for a probe: Alertmanager should retry later."""
+
+
+@dataclass
+class Accepted:
+    stored: int
+    duplicates: int
+
+
+class AlertIntake:
+    def __init__(self, runtime: Runtime, notifier: Notifier | None = None) -> None:
+        self.runtime = runtime
+        self.notifier = notifier
+        self.max_waiting = runtime.settings.alert_queue_max
+        self.waiting = 0  # alerts accepted (stored) whose probe has not finished yet
+        self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, runtime.settings.coalesce_window_s)
+
+    # stage 1: accept --------------------------------------------------------------------------
+    async def accept(self, hook: Webhook) -> Accepted:
+        """Store every alert of the notification (duplicates once), then dispatch it; or QueueFull."""
+        telemetry = self.runtime.telemetry
+        n = len(hook.alerts)
+        if self.waiting and self.waiting + n > self.max_waiting:
+            telemetry.alerts_rejected.labels("queue-full").inc()
+            raise QueueFull(f"{self.waiting} accepted alerts are waiting for a probe (limit {self.max_waiting})")
+        self._count(n)  # reserve before the first await, so concurrent calls cannot overfill
+        try:
+            default_cluster = self.runtime.cluster_name()
+            rows = [_alert_in(hook, a, default_cluster) for a in hook.alerts]
+            saved = await self.runtime.db(self.runtime.store.save_alerts, rows)
+        except BaseException:
+            self._count(-n)
+            raise
+        fresh = [_stored(row, alert_id) for row, (alert_id, new) in zip(rows, saved, strict=True) if new]
+        self._count(len(fresh) - n)
+        telemetry.alerts_received.inc(n)
+        telemetry.alerts_deduplicated.inc(n - len(fresh))
+        self._dispatch(fresh)
+        return Accepted(stored=len(fresh), duplicates=n - len(fresh))
+
+    def _count(self, delta: int) -> None:
+        self.waiting += delta
+        self.runtime.telemetry.alerts_waiting.set(self.waiting)
+
+    # stage 2: dispatch ------------------------------------------------------------------------
+    async def recover(self) -> int:
+        """Hand stored-but-unprocessed alerts (from before a crash or restart) to the probes."""
+        rows = await self.runtime.db(self.runtime.store.read, _unprocessed)
+        self._count(len(rows))
+        self._dispatch([_stored(r, r.id) for r in rows])
+        return len(rows)
+
+    def _dispatch(self, alerts: list[StoredAlert]) -> None:
+        by_scope: dict[Scope, list[StoredAlert]] = defaultdict(list)
+        for a in alerts:
+            by_scope[(a.cluster, a.role)].append(a)
+        for scope, items in by_scope.items():
+            self.coalescer.submit(scope, items)
+
+    # stage 3: probe and notify ----------------------------------------------------------------
+    async def _handle(self, scope: Scope, alerts: list[StoredAlert]) -> None:
+        try:
+            await self._probe_and_notify(scope, alerts)
+        finally:
+            self._count(-len(alerts))
+
+    async def _probe_and_notify(self, scope: Scope, alerts: list[StoredAlert]) -> None:
+        cluster, role = scope
+        trigger = Trigger(kind="alert", text=_names(alerts), alerts=sorted({a.fingerprint for a in alerts}))
+        result: ProbeResult | None = None
+        error: str | None = None
+        try:
+            result = await self.runtime.run_probe(cluster, None if role == ALL_ROLES else [role], trigger)
+        except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
+            log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
+            error = str(exc)
+        if result is not None:
+            await self.runtime.db(self.runtime.store.link_alert_probe, [a.id for a in alerts], result.probe_id)
+        if self.notifier is not None:
+            by_group: dict[str, list[StoredAlert]] = defaultdict(list)
+            for a in alerts:
+                by_group[a.group_key].append(a)
+            for group_key, items in by_group.items():
+                await self.notifier.finding(group_key, items, result, error)
+
+    async def drain(self) -> None:
+        """Wait until every accepted alert has been handled (tests, benchmarks, shutdown)."""
+        while self.waiting or self.coalescer.busy:
+            await asyncio.sleep(0.02)
+            await self.coalescer.drain()
+
+    async def close(self) -> None:
+        await self.coalescer.close()
+
+
+def _alert_in(hook: Webhook, alert: Alert, default_cluster: str) -> AlertIn:
+    cluster, role = alert_scope(alert, default_cluster)
+    return AlertIn(
+        fingerprint=alert.fingerprint,
+        status=alert.status,
+        labels=alert.labels,
+        annotations=alert.annotations,
+        starts_at=alert.startsAt,
+        ends_at=alert.ends,
+        group_key=hook.groupKey,
+        cluster=cluster,
+        role=role,
+    )
+
+
+def _stored(row: AlertIn | AlertRow, alert_id: int) -> StoredAlert:
+    return StoredAlert(
+        id=alert_id,
+        group_key=row.group_key or "",
+        fingerprint=row.fingerprint,
+        status=row.status,
+        cluster=row.cluster or "",
+        role=row.role or ALL_ROLES,
+        labels=dict(row.labels or {}),
+    )
+
+
+def _unprocessed(session: Session) -> list[AlertRow]:
+    """Accepted alerts no probe has looked at yet, oldest first."""
+    return list(session.scalars(select(AlertRow).where(AlertRow.probe_id.is_(None)).order_by(AlertRow.id)).all())
+
+
+def _names(alerts: list[StoredAlert]) -> str:
+    return ", ".join(sorted({a.labels.get("alertname", "?") + f" ({a.status})" for a in alerts}))

@@ -1,0 +1,84 @@
+"""Request body limit (413 before the body is read into memory) and clear validation errors."""
+
+from __future__ import annotations
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class BodyLimit:
+    """Refuse bodies over ``limit`` bytes, by Content-Length or while streaming."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            return await self._refuse(scope, send)
+        if declared is not None:
+            return await self.app(scope, receive, send)
+        # chunked: read it here, bounded, then replay it to the app
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                return await self._refuse(scope, send)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        if scope["path"] == "/alerts":
+            scope["app"].state.runtime.telemetry.alerts_rejected.labels("too-large").inc()
+        response = JSONResponse({"detail": f"request body over {self.limit} bytes (OPSBOT_MAX_BODY_BYTES)"}, 413)
+        await response({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """400 for a body that is not JSON; 422 naming the first bad field otherwise."""
+    errors = exc.errors()
+    if request.url.path == "/alerts":
+        request.app.state.runtime.telemetry.alerts_rejected.labels("invalid").inc()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        where = next(e for e in errors if e.get("type") == "json_invalid")
+        msg = where.get("ctx", {}).get("error", "invalid JSON")
+        return JSONResponse({"detail": f"request body is not valid JSON: {msg}"}, 400)
+    first = errors[0]
+    field = ".".join(str(p) for p in first["loc"] if p != "body") or "body"
+    detail = f"{field}: {first['msg']}"
+    if len(errors) > 1:
+        detail += f" (and {len(errors) - 1} more problem(s))"
+    return JSONResponse({"detail": detail, "errors": _plain(errors)}, 422)
+
+
+def _plain(errors: list[dict]) -> list[dict]:
+    return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors]
+
+
+async def inventory_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """No readable inventory: 503 (Alertmanager retries; nothing was stored)."""
+    return JSONResponse({"detail": str(exc)}, 503, headers={"Retry-After": "30"})

@@ -1,0 +1,190 @@
+"""The Slack surface: a slack-bolt AsyncApp on the service's FastAPI app (``POST /slack/events``).
+
+Bolt verifies every request (signature and a 5-minute timestamp window) before a listener runs.
+Listeners acknowledge at once (Slack allows 3 s), then do the work and post the answer with
+``chat.postMessage`` to the channel; the Web API base URL comes from settings, so tests point it
+at a local recording server. Socket Mode (``OPSBOT_SLACK_SOCKET_MODE=true`` + an ``xapp-`` token)
+connects out to Slack instead, for clusters with no public ingress.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from opsbot.bundle import Trigger
+from opsbot.service.runtime import ProbeResult, Runtime
+from opsbot.slack.blocks import decided_blocks, finding_blocks, help_blocks, plan_blocks, section
+from opsbot.slack.commands import Command, parse_command
+from opsbot.slack.threads import AlertThreads
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+
+@router.post("/slack/events", include_in_schema=False)
+async def slack_events(request: Request) -> Response:
+    """Slash commands, interactivity and events all arrive here (one Request URL in the Slack app)."""
+    return await request.app.state.slack.handler.handle(request)
+
+
+class SlackSurface:
+    def __init__(self, runtime: Runtime) -> None:
+        s = runtime.settings
+        self.runtime = runtime
+        self.client = AsyncWebClient(token=s.slack_bot_token, base_url=s.slack_api_url)
+        self.bolt = AsyncApp(client=self.client, signing_secret=s.slack_signing_secret, process_before_response=False)
+        self.handler = AsyncSlackRequestHandler(self.bolt)
+        self.threads = AlertThreads(self)
+        self._plans: OrderedDict[Any, dict[str, str]] = OrderedDict()  # probe id -> role -> planned action
+        self.bolt.command(s.slack_command)(self._command)
+        self.bolt.action("restart_approve")(self._approve)
+        self.bolt.action("restart_dismiss")(self._dismiss)
+
+    async def start_socket_mode(self) -> Any:
+        """Connect out over a websocket when configured; returns the handler to close, or None."""
+        s = self.runtime.settings
+        if not s.slack_socket_mode:
+            return None
+        if not s.slack_app_token:
+            raise ValueError("OPSBOT_SLACK_SOCKET_MODE needs OPSBOT_SLACK_APP_TOKEN (an xapp- token with connections:write)")
+        from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+        handler = AsyncSocketModeHandler(self.bolt, s.slack_app_token)
+        await handler.connect_async()
+        return handler
+
+    # -- slash command ------------------------------------------------------------------------
+    async def _command(self, ack: Any, command: dict[str, Any], respond: Any) -> None:
+        cmd = parse_command(command.get("text", ""))
+        if cmd.verb == "help":
+            await ack(blocks=help_blocks(self.runtime.settings.slack_command), text="opsbot help")
+            return
+        await ack(text=f"opsbot: working on `{cmd.text or cmd.verb}`…")
+        user, channel = command.get("user_id", "?"), command["channel_id"]
+        try:
+            blocks, text = await self._answer(cmd, user)
+        except Exception as exc:  # the operator sees why; the next command still works
+            log.info("slack command %r failed: %s", cmd.text, exc)
+            await respond(text=f":warning: {exc}", response_type="ephemeral")
+            return
+        await self.client.chat_postMessage(channel=channel, blocks=blocks, text=text)
+
+    async def _answer(self, cmd: Command, user: str) -> tuple[list[dict[str, Any]], str]:
+        runtime = self.runtime
+        if cmd.verb == "status":
+            from opsbot.report.render import render
+            from opsbot.report.status import build_status
+
+            report = await runtime.db(build_status, runtime.store, None, runtime.settings)
+            return json.loads(render(report, "blocks")), report.title
+        if cmd.verb == "report":
+            from opsbot.report.render import render
+            from opsbot.report.weekly import build_weekly
+
+            if cmd.args[:1] != ["weekly"]:
+                raise ValueError("say `report weekly`")
+            weekly = await build_weekly(runtime.store, runtime.settings.prometheus_url, None, settings=runtime.settings)
+            return json.loads(render(weekly, "blocks")), weekly.title
+        if cmd.verb == "restart":
+            if len(cmd.args) != 1:
+                raise ValueError("say which role: `restart decode`")
+            action, plan = await runtime.request_restart(cmd.args[0], None, actor=f"slack:{user}", surface="slack",
+                                                         reason=f"/opsbot restart by <@{user}>")
+            commands = [" ".join(step.argv) + f"   # {step.node}" for step in plan.steps]
+            return plan_blocks(cmd.args[0], action.id, commands, f"{action.expires_at:%H:%M:%S} UTC"), f"restart {cmd.args[0]}?"
+        roles = cmd.args if cmd.verb == "probe" else _interpret(cmd.text)
+        result = await runtime.run_probe(None, roles or None, Trigger(kind="slack", user=user, text=cmd.text))
+        return await self.result_blocks(result, actor=f"slack:{user}"), _headline(result)
+
+    async def result_blocks(self, result: ProbeResult, *, actor: str) -> list[dict[str, Any]]:
+        """The findings, with a planned restart (buttons) for each remedy that needs approval.
+
+        One plan per role per probe, however many messages show that probe (alert groups share probes).
+        """
+        plans = self._plans.setdefault(result.probe_id, {})
+        while len(self._plans) > 256:
+            self._plans.popitem(last=False)
+        notes: list[str] = []
+        for finding in result.diagnosis.findings:
+            for remedy in finding.remedies:
+                if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role or remedy.role in plans:
+                    continue
+                try:
+                    action, _ = await self.runtime.request_restart(
+                        remedy.role, result.bundle.cluster, actor=actor, surface="slack",
+                        reason=f"{finding.incident} (probe {result.probe_id})",
+                    )
+                except Exception as exc:  # a plan the guardrails refuse: say why instead of a button
+                    notes.append(f"restart {remedy.role}: {exc}")
+                    continue
+                plans[remedy.role] = action.id
+        blocks = finding_blocks(result.bundle.cluster, str(result.probe_id), result.diagnosis.findings, plans)
+        return blocks + [section(f":no_entry: {n}") for n in notes]
+
+    # -- buttons ------------------------------------------------------------------------------
+    async def allowed(self, user: str) -> bool:
+        """In the allow-list of users, or a member of an allowed user group (usergroups.users.list)."""
+        s = self.runtime.settings
+        if user in s.slack_approvers:
+            return True
+        for group in s.slack_approver_groups:
+            members = await self.client.usergroups_users_list(usergroup=group)
+            if user in (members.get("users") or []):
+                return True
+        return False
+
+    async def _approve(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        from opsbot.act import ApprovalRefused
+
+        user, action_id = body["user"]["id"], action["value"]
+        channel, ts = body["container"]["channel_id"], body["container"]["message_ts"]
+        original = (body.get("message") or {}).get("blocks", [])
+        label = action.get("text", {}).get("text", "Restart")
+        if not await self.allowed(user):
+            await self.runtime.db(self.runtime.store.audit, f"slack:{user}", "slack", "approval refused: not allowed",
+                                  {"action": action_id})
+            await self.client.chat_postEphemeral(
+                channel=channel, user=user,
+                text=f":no_entry: <@{user}> is not allowed to approve restarts (ask someone in the approvers list).",
+            )
+            return
+        running = f":hourglass_flowing_sand: *{label}* approved by <@{user}>; running…"
+        await self.client.chat_update(channel=channel, ts=ts, text=label, blocks=decided_blocks(original, running))
+        try:
+            outcome = await self.runtime.approve_and_execute(action_id, approver=f"slack:{user}", surface="slack")
+        except ApprovalRefused as exc:
+            await self.client.chat_update(channel=channel, ts=ts, text=str(exc),
+                                          blocks=decided_blocks(original, f":warning: not done: {exc}"))
+            return
+        icon = ":white_check_mark:" if outcome.ok else ":x:"
+        line = f"{icon} *{label}* approved by <@{user}>: *{outcome.state}*. {outcome.message}"
+        await self.client.chat_update(channel=channel, ts=ts, text=line, blocks=decided_blocks(original, line))
+
+    async def _dismiss(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        user = body["user"]["id"]
+        channel, ts = body["container"]["channel_id"], body["container"]["message_ts"]
+        await self.runtime.dismiss(action["value"], actor=f"slack:{user}", surface="slack")
+        line = f":heavy_multiplication_x: dismissed by <@{user}>"
+        await self.client.chat_update(channel=channel, ts=ts, text=line,
+                                      blocks=decided_blocks((body.get("message") or {}).get("blocks", []), line))
+
+
+def _interpret(text: str) -> list[str]:
+    from opsbot.diagnose import interpret
+
+    return interpret(text)
+
+
+def _headline(result: ProbeResult) -> str:
+    findings = result.diagnosis.findings
+    return f"{findings[0].incident} on {', '.join(findings[0].roles)}" if findings else f"{result.bundle.cluster}: healthy"

@@ -1,0 +1,104 @@
+"""Block Kit messages for findings, plans and outcomes (pure: data in, blocks out).
+
+Slack's limits are respected here: section text is cut at 3000 characters and a message
+carries at most 50 blocks (``msg_blocks_too_long`` otherwise).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opsbot.slack.commands import HELP
+
+Block = dict[str, Any]
+SECTION_MAX = 3000
+BLOCKS_MAX = 50
+SEVERITY_ICON = {"critical": ":red_circle:", "warning": ":large_orange_circle:", "info": ":large_blue_circle:"}
+
+
+def _text(s: str) -> str:
+    return s if len(s) <= SECTION_MAX else s[: SECTION_MAX - 1] + "…"
+
+
+def section(markdown: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": _text(markdown)}}
+
+
+def context(markdown: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": _text(markdown)}]}
+
+
+def help_blocks(command: str) -> list[Block]:
+    lines = "\n".join(f"`{command} {usage}`: {what}" for usage, what in HELP)
+    return [section(f"*opsbot*: incident response for the SGLang PD deployment\n{lines}")]
+
+
+def restart_buttons(role: str, plan_id: str) -> Block:
+    """Restart (with a confirm dialog: it is destructive) and Dismiss, both bound to the plan."""
+    return {
+        "type": "actions",
+        "block_id": f"plan:{plan_id}"[:255],
+        "elements": [
+            {
+                "type": "button",
+                "action_id": "restart_approve",
+                "text": {"type": "plain_text", "text": f"Restart {role}"},
+                "style": "danger",
+                "value": plan_id,
+                "confirm": {
+                    "title": {"type": "plain_text", "text": f"Restart {role}?"},
+                    "text": {"type": "mrkdwn", "text": "Runs behind cooldown, budget and lock, then verified."},
+                    "confirm": {"type": "plain_text", "text": "Restart"},
+                    "deny": {"type": "plain_text", "text": "Cancel"},
+                },
+            },
+            {"type": "button", "action_id": "restart_dismiss", "value": plan_id,
+             "text": {"type": "plain_text", "text": "Dismiss"}},
+        ],
+    }
+
+
+def finding_blocks(cluster: str, probe_ref: str, findings: list[Any], plans: dict[str, str]) -> list[Block]:
+    """One section per finding (title, summary, evidence, remedies) and buttons for ``plans`` (role → plan id)."""
+    if not findings:
+        return [section(f":white_check_mark: *{cluster}*: no incident found"), context(f"probe `{probe_ref}`")]
+    blocks: list[Block] = []
+    for f in findings:
+        icon = SEVERITY_ICON.get(str(f.severity), ":grey_question:")
+        roles = ", ".join(f.roles)
+        head = f"{icon} *{f.title or f.incident}* (`{f.incident}`, {f.severity}) on *{roles}*"
+        if f.summary:
+            head += f"\n{f.summary}"
+        blocks.append(section(head))
+        if f.evidence:
+            blocks.append(section("*Evidence*\n" + "\n".join(f"• {e}" for e in f.evidence)))
+        remedies = [r.text for r in f.remedies if getattr(r, "text", None)]
+        if remedies:
+            blocks.append(section("*What to do*\n" + "\n".join(f"• {t}" for t in remedies)))
+        missing = getattr(f, "missing_facts", None)
+        if missing:
+            blocks.append(context("could not collect: " + ", ".join(missing)))
+    tail = [restart_buttons(role, plan_id) for role, plan_id in plans.items()]
+    tail.append(context(f"cluster `{cluster}` · probe `{probe_ref}`"))
+    return _fit(blocks, room=BLOCKS_MAX - len(tail)) + tail
+
+
+def plan_blocks(role: str, plan_id: str, commands: list[str], expires: str) -> list[Block]:
+    cmds = "\n".join(commands) or "(no commands)"
+    return [
+        section(f"*Restart plan for {role}* (expires {expires})\n```{cmds}```"),
+        restart_buttons(role, plan_id),
+    ]
+
+
+def decided_blocks(original: list[Block], line: str) -> list[Block]:
+    """The original message with its buttons replaced by who decided what (no double clicks)."""
+    kept = [b for b in original if b.get("type") != "actions"]
+    return _fit(kept, room=BLOCKS_MAX - 1) + [section(line)]
+
+
+def _fit(blocks: list[Block], room: int = BLOCKS_MAX) -> list[Block]:
+    """At most ``room`` blocks; the last one says how many were left out (the status page has them all)."""
+    if len(blocks) <= room:
+        return blocks
+    return blocks[: room - 1] + [context(f"{len(blocks) - room + 1} more blocks left out; see the status page")]

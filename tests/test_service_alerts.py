@@ -1,0 +1,167 @@
+"""Alertmanager intake: validation, auth, dedup, coalescing, back-pressure and recovery, on a real store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from opsbot.service.intake import AlertIntake
+from opsbot.store import AlertIn, Store
+from tests.servicekit import lab_settings, replay, runtime_for, served
+
+ALERT_TOKEN = "am-shared-secret"
+HDR = {"X-Opsbot-Alert-Token": ALERT_TOKEN}
+
+
+def webhook(*alerts: dict, group: str = '{}:{alertname="DecodeStalled"}', status: str = "firing") -> dict:
+    return {
+        "version": "4", "groupKey": group, "truncatedAlerts": 0, "status": status, "receiver": "opsbot",
+        "groupLabels": {"alertname": "DecodeStalled"}, "commonLabels": {}, "commonAnnotations": {},
+        "externalURL": "http://am.local", "alerts": list(alerts),
+    }
+
+
+def alert(fp: str, role: str = "decode", status: str = "firing", start: str = "2026-11-30T10:00:00Z") -> dict:
+    return {
+        "status": status, "labels": {"alertname": "DecodeStalled", "role": role, "cluster": "lab"},
+        "annotations": {"summary": "decode makes no progress"}, "startsAt": start,
+        "endsAt": "0001-01-01T00:00:00Z" if status == "firing" else "2026-11-30T10:05:00Z",
+        "generatorURL": "http://prom/graph", "fingerprint": fp,
+    }
+
+
+@pytest.fixture
+def settings(tmp_path, database_url):
+    return lab_settings(tmp_path, database_url, alert_token=ALERT_TOKEN, max_body_bytes=64 * 1024)
+
+
+async def test_alerts_are_stored_deduplicated_and_coalesced(settings):
+    probe = replay("decode-hang-health-200")
+    runtime = runtime_for(settings, probe)
+    async with served(settings, runtime) as client:
+        first = await client.post("/alerts", json=webhook(alert("a1"), alert("a2"), alert("p1", role="prefill")), headers=HDR)
+        assert first.status_code == 200 and first.json() == {"stored": 3, "duplicates": 0}
+        again = await client.post("/alerts", json=webhook(alert("a1"), alert("a2")), headers=HDR)
+        assert again.json() == {"stored": 0, "duplicates": 2}
+        resolved = await client.post("/alerts", json=webhook(alert("a1", status="resolved"), status="resolved"), headers=HDR)
+        assert resolved.json() == {"stored": 1, "duplicates": 0}
+        await client.app.state.intake.drain()
+        rows = runtime.store.alerts()
+        assert sorted((a.fingerprint, a.status) for a in rows) == [
+            ("a1", "firing"), ("a1", "resolved"), ("a2", "firing"), ("p1", "firing")]
+        assert all(a.probe_id for a in rows), "every accepted alert is handled by a probe"
+        scopes = sorted((c["cluster"], tuple(c["roles"])) for c in probe.calls)
+        # one probe per (cluster, role) for the first burst; the resolve came later and got its own
+        assert scopes.count(("lab", ("prefill",))) == 1 and 1 <= scopes.count(("lab", ("decode",))) <= 2
+        assert probe.calls[0]["trigger"].kind == "alert"
+        metrics = (await client.get("/metrics")).text
+        assert "opsbot_alerts_received_total 6.0" in metrics and "opsbot_alerts_deduplicated_total 2.0" in metrics
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        (b'{"version": "4", "alerts": [', 400, "not valid JSON"),
+        (json.dumps(webhook(alert("x")) | {"version": "3"}).encode(), 422, "version"),
+        (json.dumps(webhook({**alert("x"), "fingerprint": ""})).encode(), 422, "alerts.0.fingerprint"),
+        (json.dumps(webhook({**alert("x"), "labels": {"role": "de code; reboot"}})).encode(), 422, "alerts.0.labels"),
+        (json.dumps({k: v for k, v in webhook(alert("x")).items() if k != "groupKey"}).encode(), 422, "groupKey"),
+    ],
+    ids=["malformed-json", "wrong-version", "empty-fingerprint", "bad-role-label", "missing-groupKey"],
+)
+async def test_bad_payloads_are_refused_and_nothing_is_stored(settings, body, status, says):
+    runtime = runtime_for(settings, replay("near-idle-decode"))
+    async with served(settings, runtime) as client:
+        r = await client.post("/alerts", content=body, headers={**HDR, "Content-Type": "application/json"})
+        assert r.status_code == status, r.text
+        assert says in r.json()["detail"]
+        assert runtime.store.count_alerts() == 0
+        assert 'opsbot_alerts_rejected_total{reason="invalid"} 1.0' in (await client.get("/metrics")).text
+
+
+async def test_oversized_and_unauthenticated_are_refused(settings):
+    runtime = runtime_for(settings, replay("near-idle-decode"))
+    async with served(settings, runtime) as client:
+        huge = webhook(*[alert(f"fp{i}", start=f"2026-11-30T10:00:{i % 60:02d}Z") for i in range(400)])
+        r = await client.post("/alerts", json=huge, headers=HDR)
+        assert r.status_code == 413 and "OPSBOT_MAX_BODY_BYTES" in r.json()["detail"]
+
+        async def chunks():
+            yield json.dumps(huge).encode()
+
+        chunked = await client.post("/alerts", content=chunks(), headers={**HDR, "Content-Type": "application/json"})
+        assert chunked.status_code == 413
+        assert 'opsbot_alerts_rejected_total{reason="too-large"} 2.0' in (await client.get("/metrics")).text
+        wrong = await client.post("/alerts", json=webhook(alert("x")), headers={"X-Opsbot-Alert-Token": "guess"})
+        assert wrong.status_code == 401 and "does not match" in wrong.json()["detail"]
+        none = await client.post("/alerts", json=webhook(alert("x")))
+        assert none.status_code == 401
+        assert runtime.store.count_alerts() == 0
+        assert 'opsbot_alerts_rejected_total{reason="unauthorized"} 2.0' in (await client.get("/metrics")).text
+
+
+async def test_full_queue_answers_503_and_stores_nothing_from_that_call(tmp_path, database_url):
+    settings = lab_settings(tmp_path, database_url, alert_token=ALERT_TOKEN, alert_queue_max=1)
+    gate = asyncio.Event()
+    inner = replay("near-idle-decode")
+
+    async def stuck(inventory, **kw):
+        await gate.wait()
+        return await inner(inventory, **kw)
+
+    runtime = runtime_for(settings, stuck)
+    async with served(settings, runtime) as client:
+        ok = await client.post("/alerts", json=webhook(alert("q1")), headers=HDR)  # its probe hangs
+        assert ok.status_code == 200
+        full = await client.post("/alerts", json=webhook(alert("q2")), headers=HDR)
+        assert full.status_code == 503 and full.headers["retry-after"] and "retry later" in full.json()["detail"]
+        assert [a.fingerprint for a in runtime.store.alerts()] == ["q1"]
+        metrics = (await client.get("/metrics")).text
+        assert 'opsbot_alerts_rejected_total{reason="queue-full"} 1.0' in metrics and "opsbot_alerts_waiting 1.0" in metrics
+        gate.set()
+        await client.app.state.intake.drain()
+        retried = await client.post("/alerts", json=webhook(alert("q2")), headers=HDR)  # Alertmanager's retry
+        assert retried.status_code == 200 and sorted(a.fingerprint for a in runtime.store.alerts()) == ["q1", "q2"]
+
+
+async def test_stored_but_unprocessed_alerts_are_probed_at_startup(settings):
+    with Store(settings.db_url()) as store:  # accepted by an opsbot that then died
+        store.save_alerts([AlertIn(fingerprint="left", status="firing", labels={"alertname": "DecodeStalled"},
+                                   starts_at=datetime(2026, 11, 30, tzinfo=UTC), group_key="g",
+                                   cluster="lab", role="decode")])
+    probe = replay("decode-hang-health-200")
+    runtime = runtime_for(settings, probe)
+    async with served(settings, runtime) as client:
+        intake: AlertIntake = client.app.state.intake
+        await intake.drain()
+        (row,) = runtime.store.alerts()
+        assert row.probe_id is not None and runtime.store.probes()[0].id == row.probe_id
+        assert [c["roles"] for c in probe.calls] == [["decode"]]
+
+
+async def test_bearer_token_with_probe_scope_is_accepted_read_scope_is_not(settings):
+    runtime = runtime_for(settings, replay("near-idle-decode"))
+    prober = runtime.store.create_token("am", ["probe"])
+    reader = runtime.store.create_token("viewer", ["read"])
+    async with served(settings, runtime) as client:
+        weak = await client.post("/alerts", json=webhook(alert("b1")), headers={"Authorization": f"Bearer {reader}"})
+        assert weak.status_code == 403 and "'probe'" in weak.json()["detail"]
+        assert runtime.store.count_alerts() == 0
+        ok = await client.post("/alerts", json=webhook(alert("b1")), headers={"Authorization": f"Bearer {prober}"})
+        assert ok.status_code == 200 and runtime.store.count_alerts() == 1
+
+
+async def test_missing_inventory_is_503_with_the_path_and_nothing_is_stored(tmp_path, database_url):
+    settings = lab_settings(tmp_path, database_url, alert_token=ALERT_TOKEN)
+    settings = settings.model_copy(update={"inventory": tmp_path / "nowhere.yaml"})
+    runtime = runtime_for(settings, replay("near-idle-decode"))
+    token = runtime.store.create_token("p", ["probe"])
+    async with served(settings, runtime) as client:
+        r = await client.post("/alerts", json=webhook(alert("m1")), headers=HDR)
+        assert r.status_code == 503 and "nowhere.yaml" in r.json()["detail"] and "opsbot lab up" in r.json()["detail"]
+        p = await client.post("/probe", json={}, headers={"Authorization": f"Bearer {token}"})
+        assert p.status_code == 503 and "nowhere.yaml" in p.json()["detail"]
+        assert runtime.store.count_alerts() == 0 and (await client.get("/")).status_code == 200
