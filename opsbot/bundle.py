@@ -77,6 +77,7 @@ class RoleEvidence(_Open):
     node: str
     unit: str
     name: str | None = None
+    gpus: list[int] = Field(default_factory=list, description="GPU indices the inventory gives the role")
     systemd: SystemdEvidence
     metrics: MetricsEvidence
     health: HealthEvidence

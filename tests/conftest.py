@@ -1,4 +1,5 @@
-"""Shared fixtures. ``lab``: one two-node lab of real systemd + sshd nodes for the whole session."""
+"""Shared fixtures. ``lab``: one two-node lab of real systemd + sshd nodes for the whole session;
+``database_url`` / ``postgres_server``: real databases (tests/databases.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from opsbot.lab.nodes import Lab, isolated_settings
 from opsbot.lab.rootfs import is_complete, rootfs_path
+from tests.databases import database_url, postgres_server  # noqa: F401
 from tests.realparts import need, need_binary, need_root
 
 

@@ -1,1 +1,7 @@
 """act: guarded actions (plan, approve, cooldown, budget, lock, execute, verify)."""
+
+from opsbot.act.plan import PlanRefused, RestartPlan, Step, plan_restart
+from opsbot.act.restart import ActionOutcome, ApprovalRefused, approve, execute, reconcile, request_restart
+
+__all__ = ["ActionOutcome", "ApprovalRefused", "PlanRefused", "RestartPlan", "Step", "approve", "execute",
+           "plan_restart", "reconcile", "request_restart"]

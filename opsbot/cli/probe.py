@@ -34,7 +34,9 @@ def save_bundle(bundle: Bundle, path: Path) -> Path:
     return path
 
 
-def run_with_progress(inventory: Inventory, cluster: str | None, roles: list[str] | None, s: Settings) -> Bundle:
+def run_with_progress(
+    inventory: Inventory, cluster: str | None, roles: list[str] | None, s: Settings, trigger: Trigger | None = None
+) -> Bundle:
     _name, selected, nodes = scope(inventory, cluster, roles)
     names = planned_axes(selected, nodes)
     columns = (SpinnerColumn(), TextColumn("probing {task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -49,7 +51,7 @@ def run_with_progress(inventory: Inventory, cluster: str | None, roles: list[str
                     err.print(f"[yellow]{name}[/] {status}", markup=True, highlight=False)
 
         return asyncio.run(probe(inventory, cluster=cluster, roles=roles, settings=s, progress=report,
-                                 trigger=Trigger(kind="cli")))
+                                 trigger=trigger or Trigger(kind="cli")))
 
 
 def probe_command(

@@ -117,7 +117,8 @@ async def probe(
         started_at=started,
         finished_at=utcnow(),
         roles=[
-            RoleEvidence(role=r.role, node=r.node, unit=r.unit, name=r.name, systemd=sd, metrics=m, health=h, logs=lg)
+            RoleEvidence(role=r.role, node=r.node, unit=r.unit, name=r.name, gpus=list(r.gpus), systemd=sd, metrics=m, health=h,
+                         logs=lg)
             for r, (sd, m, h, lg) in zip(selected, role_results)
         ],
         nodes=[NodeEvidence(node=n.name, gpu=g, kernel_log=k) for n, (g, k) in zip(nodes, node_results)],

@@ -1,0 +1,112 @@
+"""Restart plans (pure): which units, in what order, the exact commands, and the pre-checks.
+
+A restart is never a blind ``systemctl restart``: the plan stops the role, waits until its GPUs'
+memory is released (``nvidia-smi`` on the role's GPUs), then starts it and verifies it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from opsbot.bundle import GPU_QUERY, SYSTEMD_PROPERTIES
+from opsbot.inventory import Inventory, Role
+from opsbot.settings import Settings
+
+StepKind = Literal["stop", "wait-gpu-release", "start", "verify"]
+
+
+class PlanRefused(ValueError):
+    """The request cannot become a plan; the message says what to ask for instead."""
+
+
+class Step(BaseModel):
+    kind: StepKind
+    role: str
+    node: str
+    unit: str
+    argv: list[str]
+    note: str = ""
+
+
+class RestartPlan(BaseModel):
+    """What ``--dry-run`` shows and what ``execute`` runs, step by step, nothing else."""
+
+    cluster: str
+    roles: list[str]
+    kinds: list[str]
+    pair_on_purpose: bool = False
+    reason: str | None = None
+    steps: list[Step]
+    checks: list[str] = Field(default_factory=list, description="pre-checks run before the first step")
+    verify: list[str] = Field(default_factory=list, description="what verification requires, within the deadline")
+
+
+def systemctl(verb: Literal["stop", "start"], unit: str) -> list[str]:
+    return ["systemctl", verb, unit]
+
+
+def unit_show(unit: str) -> list[str]:
+    return ["systemctl", "show", unit, f"--property={SYSTEMD_PROPERTIES}"]
+
+
+def gpu_query(gpus: list[int]) -> list[str]:
+    return ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits",
+            "-i", ",".join(str(g) for g in gpus)]
+
+
+def plan_restart(inventory: Inventory, roles: list[str], *, cluster: str | None = None, pair: bool = False,
+                 reason: str | None = None, settings: Settings | None = None) -> RestartPlan:
+    """A plan for restarting ``roles``; ``UnknownRole``/``ConfigError`` for bad scope, ``PlanRefused`` for unsafe."""
+    settings = settings or Settings()
+    name, cl = inventory.cluster(cluster)
+    if not roles:
+        raise PlanRefused("name the role to restart, e.g. `opsbot restart decode`")
+    selected = cl.select(roles)
+    kinds = {r.role for r in selected}
+    both_sides = {"prefill", "decode"} <= kinds
+    if both_sides and not pair:
+        raise PlanRefused(
+            "this would take down both sides of the prefill/decode pair at once; restart one side, or pass "
+            "--pair when that is the intent (a PD pair desync, incident pd-desync, needs both)"
+        )
+    if pair and not both_sides:
+        raise PlanRefused("--pair restarts a prefill and a decode together; name one of each")
+    # stop decode before prefill (no new transfers into a dying decode); start prefill first (decode bootstraps to it)
+    stop_order = sorted(selected, key=lambda r: {"router": 0, "decode": 1, "prefill": 2}[r.role])
+    start_order = list(reversed(stop_order))
+    steps: list[Step] = [_step("stop", r, systemctl("stop", r.unit), "stop the unit") for r in stop_order]
+    for r in stop_order:
+        if r.gpus:
+            steps.append(_step("wait-gpu-release", r, gpu_query(r.gpus),
+                               f"repeat until GPUs {r.gpus} each use <= {settings.gpu_release_mib:g} MiB "
+                               f"(at most {settings.gpu_release_timeout_s:g} s); the unit is not started otherwise"))
+    steps += [_step("start", r, systemctl("start", r.unit), "start the unit") for r in start_order]
+    steps += [_step("verify", r, unit_show(r.unit), _verify_note(r)) for r in start_order]
+    checks = [
+        "action approved and approval not expired",
+        f"lock on each role taken (no other restart of {', '.join(r.key for r in selected)} in flight)",
+        f"cooldown: no restart of the role in the last {settings.restart_cooldown_s / 60:g} min",
+        f"budget: fewer than {settings.restart_budget} restarts in cluster {name} in the last "
+        f"{settings.restart_budget_window_s / 60:g} min",
+        "prefill/decode pair: " + ("both sides on purpose (--pair)" if pair
+                                   else "the other side of the pair is not being restarted"),
+        "evidence: a probe of the role is taken and stored before the first step",
+    ]
+    verify = [f"unit active, health answering, token counters moving, within {settings.verify_deadline_s:g} s"]
+    return RestartPlan(cluster=name, roles=[r.key for r in selected], kinds=sorted(kinds), pair_on_purpose=pair,
+                       reason=reason, steps=steps, checks=checks, verify=verify)
+
+
+def _step(kind: StepKind, role: Role, argv: list[str], note: str) -> Step:
+    return Step(kind=kind, role=role.key, node=role.node, unit=role.unit, argv=argv, note=note)
+
+
+def _verify_note(role: Role) -> str:
+    parts = ["ActiveState=active"]
+    if role.health_url:
+        parts.append(f"GET {role.health_url} answers 200")
+    if role.metrics_url and role.role != "router":
+        parts.append(f"realtime_tokens counter moves between two samples of {role.metrics_url}")
+    return "; ".join(parts)

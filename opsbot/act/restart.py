@@ -1,0 +1,330 @@
+"""The guarded restart, one code path for every surface: request → approve → execute → verify → record.
+
+Every transition is a compare-and-set on the action's state with its audit entry in the same
+transaction, so an action runs at most once; an action found ``executing`` with no live owner
+was interrupted and is reconciled by looking at the unit, never by running it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from opsbot.act.guards import budget_until, cooldown_until, when
+from opsbot.act.plan import RestartPlan, plan_restart
+from opsbot.act.steps import StepResult, run_command, verify_roles, wait_gpu_release
+from opsbot.bundle import Trigger
+from opsbot.collect.probe import probe
+from opsbot.collect.transport import Transport, TransportPool
+from opsbot.inventory import Cluster, Inventory, Node, Role
+from opsbot.settings import Settings, get_settings
+from opsbot.store import Store
+from opsbot.store.models import Action, now
+
+BUDGET_LOCK = "*budget*"  # a short-lived cluster lock around the budget check and the move to executing
+
+
+class ApprovalRefused(ValueError):
+    """The action cannot be approved (unknown, not pending, or expired); the message says why."""
+
+
+class ActionOutcome(BaseModel):
+    """What a surface shows after ``execute``: the final state and why."""
+
+    action_id: str
+    state: str
+    message: str
+    allowed_at: datetime | None = None
+    evidence_probe_id: str | None = None
+    after_probe_id: str | None = None
+    execution: list[dict[str, Any]] = Field(default_factory=list)
+    verification: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "succeeded"
+
+
+def holder_id() -> str:
+    """Who holds a lock: host and pid, so a crashed holder on this host is recognised."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _holder_dead(holder: str) -> bool:
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def request_restart(store: Store, inventory: Inventory, roles: list[str], *, actor: str, surface: str,
+                    cluster: str | None = None, pair: bool = False, reason: str | None = None,
+                    settings: Settings | None = None) -> tuple[Action, RestartPlan]:
+    """Plan and record a restart (state ``planned``); unknown roles and unsafe plans raise before anything."""
+    settings = settings or get_settings()
+    plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings)
+    action = store.create_action(kind="restart", cluster=plan.cluster, role=",".join(plan.roles),
+                                 plan=plan.model_dump(mode="json"), reason=reason, requested_by=actor,
+                                 surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s))
+    if not settings.restart_requires_approval:
+        action = approve(store, action.id, "policy:no-approval-required", surface, settings)
+    return action, plan
+
+
+def approve(store: Store, action_id: str, approver: str, surface: str, settings: Settings | None = None) -> Action:
+    """Record an approval (who, through which surface); it expires after ``approval_ttl_s``."""
+    settings = settings or get_settings()
+    try:
+        action = store.action(action_id)
+    except KeyError as exc:
+        raise ApprovalRefused(str(exc.args[0])) from exc
+    if action.state != "planned":
+        raise ApprovalRefused(f"action {action_id} is {action.state}, not waiting for approval")
+    if action.expires_at <= now():
+        store.transition(action_id, ("planned",), "expired", actor=approver, surface=surface, what="restart expired",
+                         outcome=f"plan expired unapproved at {action.expires_at:%H:%M:%S} UTC")
+        raise ApprovalRefused(f"action {action_id} expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC before "
+                              "it was approved; request the restart again")
+    approved = store.approve_action(action_id, approver, surface, timedelta(seconds=settings.approval_ttl_s))
+    if approved is None:
+        raise ApprovalRefused(f"action {action_id} changed state while approving; see `opsbot actions list`")
+    return approved
+
+
+async def execute(store: Store, inventory: Inventory, action_id: str, *, actor: str, surface: str,
+                  settings: Settings | None = None, pool: TransportPool | None = None) -> ActionOutcome:
+    """Run an approved restart behind its guards; the outcome is recorded whatever happens."""
+    settings = settings or get_settings()
+    action = store.action(action_id)
+    plan = RestartPlan.model_validate(action.plan)
+    if action.state == "planned":
+        return ActionOutcome(action_id=action_id, state="planned",
+                             message=f"not approved yet: approve it with `opsbot actions approve {action_id}` "
+                                     f"before {action.expires_at:%H:%M:%S} UTC")
+    if action.state != "approved":
+        return ActionOutcome(action_id=action_id, state=action.state,
+                             message=f"action is already {action.state}; nothing was done ({action.outcome or ''})")
+    if action.expires_at <= now():
+        msg = f"approval expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC; request the restart again"
+        store.transition(action_id, ("approved",), "expired", actor=actor, surface=surface, what="restart expired",
+                         outcome=msg)
+        return ActionOutcome(action_id=action_id, state="expired", message=msg)
+    _, cluster = inventory.cluster(plan.cluster)
+    roles = cluster.select(plan.roles)
+    refusal = _guards(store, plan, roles, cluster, settings) or _take_locks(store, plan, action_id, settings)
+    if refusal:
+        return _refuse(store, action_id, actor, surface, *refusal)
+    try:
+        return await _run_locked(store, inventory, action_id, plan, roles, cluster, actor, surface, settings, pool)
+    finally:
+        for r in roles:
+            store.release_lock(plan.cluster, r.key, action_id)
+
+
+async def _run_locked(store: Store, inventory: Inventory, action_id: str, plan: RestartPlan, roles: list[Role],
+                      cluster: Cluster, actor: str, surface: str, settings: Settings,
+                      pool: TransportPool | None) -> ActionOutcome:
+    own_pool = pool is None
+    pool = pool or TransportPool(settings)
+    try:
+        bundle = await probe(inventory, cluster=plan.cluster, roles=plan.roles, settings=settings, pool=pool,
+                             trigger=Trigger(kind=_trigger_kind(surface), user=actor, text=f"before restart {action_id}"))
+        evidence = store.save_probe(bundle, None)
+        refusal = await _begin(store, action_id, plan, roles, cluster, actor, surface, evidence, settings)
+        if refusal:
+            return _refuse(store, action_id, actor, surface, *refusal)
+        transports = {r.node: await pool.get(_node(inventory, plan.cluster, r.node)) for r in roles}
+        steps = await _run_steps(transports, plan, roles, settings)
+        verification = None
+        if all(s.ok for s in steps):
+            verification = await verify_roles(transports, roles, settings)
+        after = None
+        if verification is None or not verification["ok"]:
+            failed = await probe(inventory, cluster=plan.cluster, roles=plan.roles, settings=settings, pool=pool,
+                                 trigger=Trigger(kind=_trigger_kind(surface), user=actor,
+                                                 text=f"after failed restart {action_id}"))
+            after = store.save_probe(failed, None)
+        return _record(store, action_id, actor, surface, evidence, after, steps, verification)
+    finally:
+        if own_pool:
+            await pool.close()
+
+
+def _trigger_kind(surface: str) -> str:
+    return surface if surface in ("cli", "rest", "slack", "alert", "schedule") else "cli"
+
+
+def _node(inventory: Inventory, cluster: str, name: str) -> Node:
+    return inventory.cluster(cluster)[1].node(name)
+
+
+async def _run_steps(transports: dict[str, Transport], plan: RestartPlan, roles: list[Role],
+                     settings: Settings) -> list[StepResult]:
+    """Stop, wait for GPU release, start; the first failure ends the run (a unit is never started on held GPUs)."""
+    by_key = {r.key: r for r in roles}
+    done: list[StepResult] = []
+    for step in plan.steps:
+        if step.kind == "verify":
+            continue
+        t = transports[step.node]
+        if step.kind == "wait-gpu-release":
+            res = await wait_gpu_release(t, step, by_key[step.role].gpus, settings)
+        else:
+            res = await run_command(t, step, settings)
+        done.append(res)
+        if not res.ok:
+            break
+    return done
+
+
+def _record(store: Store, action_id: str, actor: str, surface: str, evidence: str, after: str | None,
+            steps: list[StepResult], verification: dict[str, Any] | None) -> ActionOutcome:
+    failed_step = next((s for s in steps if not s.ok), None)
+    if failed_step:
+        state = "failed"
+        msg = f"{failed_step.kind} {failed_step.role} failed: {failed_step.detail}"
+    elif verification and verification["ok"]:
+        state = "succeeded"
+        msg = f"restarted and verified healthy in {verification['elapsed_s']} s"
+    else:
+        state = "failed"
+        problems = "; ".join(p for r in (verification or {}).get("roles", []) for p in r["problems"])
+        msg = f"did not come back healthy within {(verification or {}).get('deadline_s')} s: {problems}"
+    if after:
+        msg += f" (evidence: probe {evidence} before, probe {after} after)"
+    execution = [s.model_dump() for s in steps]
+    verification = {**(verification or {}), "after_probe": after}
+    row = store.transition(action_id, ("executing",), state, actor=actor, surface=surface, what=f"restart {state}",
+                           audit_detail={"outcome": msg}, finished_at=now(), execution=execution,
+                           verification=verification, outcome=msg)
+    if row is None:
+        msg = f"the action left 'executing' while it ran (reconciled by another process?); this run saw: {msg}"
+    return ActionOutcome(action_id=action_id, state=state, message=msg, evidence_probe_id=evidence,
+                         after_probe_id=after, execution=execution, verification=verification)
+
+
+def _refuse(store: Store, action_id: str, actor: str, surface: str, msg: str,
+            allowed_at: datetime | None = None) -> ActionOutcome:
+    row = store.transition(action_id, ("approved",), "refused", actor=actor, surface=surface, what="restart refused",
+                           audit_detail={"why": msg}, outcome=msg, finished_at=now())
+    state = "refused" if row is not None else store.action(action_id).state
+    return ActionOutcome(action_id=action_id, state=state, message=msg, allowed_at=allowed_at)
+
+
+def _guards(store: Store, plan: RestartPlan, roles: list[Role], cluster: Cluster,
+            settings: Settings) -> tuple[str, datetime | None] | None:
+    """Cooldown per role, budget per cluster, and the prefill/decode pair: a refusal or None."""
+    at = now()
+    for r in roles:
+        past = store.restarts_since(plan.cluster, at - timedelta(seconds=settings.restart_cooldown_s), role=None)
+        starts = [a.started_at for a in past if a.started_at and r.key in a.role.split(",")]
+        until = cooldown_until(starts, timedelta(seconds=settings.restart_cooldown_s), at)
+        if until:
+            return (f"cooldown: {r.key} was restarted at {max(starts):%H:%M:%S} UTC; the next restart is allowed "
+                    f"{when(until, at)}", until)
+    window = timedelta(seconds=settings.restart_budget_window_s)
+    recent = [a.started_at for a in store.restarts_since(plan.cluster, at - window) if a.started_at]
+    until = budget_until(recent, settings.restart_budget, window, at)
+    if until:
+        return (f"budget: cluster {plan.cluster} had {len(recent)} restarts in the last {window.total_seconds() / 60:g} "
+                f"min (budget {settings.restart_budget}); the next restart is allowed {when(until, at)}", until)
+    if not plan.pair_on_purpose:
+        other = {"prefill": "decode", "decode": "prefill"}
+        mine = {other[k] for k in plan.kinds if k in other}
+        kind_of = {r.key: r.role for r in cluster.roles}
+        for lock in store.locks(plan.cluster):
+            if kind_of.get(lock.role) in mine and lock.expires_at > at:
+                return (f"prefill/decode pair: {lock.role} is being restarted (action {lock.action_id}); never both "
+                        "sides at once; retry when it finishes, or restart both with --pair on purpose", None)
+    return None
+
+
+def _take_locks(store: Store, plan: RestartPlan, action_id: str, settings: Settings) -> tuple[str, None] | None:
+    taken: list[str] = []
+    for key in plan.roles:
+        held = store.take_lock(plan.cluster, key, action_id, holder_id(), timedelta(seconds=settings.lock_ttl_s))
+        if held is not None:
+            for k in taken:
+                store.release_lock(plan.cluster, k, action_id)
+            return (f"lock: {key} is being restarted by action {held.action_id} ({held.holder}); the lock expires "
+                    f"at {held.expires_at:%H:%M:%S} UTC at the latest", None)
+        taken.append(key)
+    return None
+
+
+async def _begin(store: Store, action_id: str, plan: RestartPlan, roles: list[Role], cluster: Cluster, actor: str,
+                 surface: str, evidence: str, settings: Settings) -> tuple[str, datetime | None] | None:
+    """Re-check the guards under the cluster's budget lock, then move to ``executing`` (counts in the budget)."""
+    deadline = time.monotonic() + 10
+    while (held := store.take_lock(plan.cluster, BUDGET_LOCK, action_id, holder_id(), timedelta(seconds=30))):
+        if time.monotonic() > deadline:
+            return (f"budget check busy: held by {held.holder}; retry", None)
+        await asyncio.sleep(0.1)
+    try:
+        refusal = _guards(store, plan, roles, cluster, settings)
+        if refusal:
+            return refusal
+        row = store.transition(action_id, ("approved",), "executing", actor=actor, surface=surface,
+                               what="restart executing", audit_detail={"evidence_probe": evidence},
+                               started_at=now(), evidence_probe_id=evidence)
+        if row is None:
+            return ("the action is no longer approved (run elsewhere?); nothing was done", None)
+        return None
+    finally:
+        store.release_lock(plan.cluster, BUDGET_LOCK, action_id)
+
+
+async def reconcile(store: Store, inventory: Inventory, settings: Settings | None = None,
+                    pool: TransportPool | None = None) -> list[ActionOutcome]:
+    """Settle actions left ``executing`` by a process that died: look at the unit, record, never re-run."""
+    settings = settings or get_settings()
+    orphans = [a for a in store.actions(state="executing", limit=1000) if _orphaned(store, a)]
+    if not orphans:
+        return []
+    own_pool = pool is None
+    pool = pool or TransportPool(settings)
+    quick = settings.model_copy(update={"verify_deadline_s": min(settings.verify_deadline_s, 10.0)})
+    out: list[ActionOutcome] = []
+    try:
+        for a in orphans:
+            plan = RestartPlan.model_validate(a.plan)
+            roles = inventory.cluster(plan.cluster)[1].select(plan.roles)
+            transports = {r.node: await pool.get(_node(inventory, plan.cluster, r.node)) for r in roles}
+            verification = await verify_roles(transports, roles, quick)
+            state = "succeeded" if verification["ok"] else "failed"
+            problems = "; ".join(p for r in verification["roles"] for p in r["problems"])
+            msg = (f"interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
+                   + ("the role is active and healthy" if verification["ok"] else f"the role is not healthy: {problems}"))
+            row = store.transition(a.id, ("executing",), state, actor="opsbot", surface="reconcile",
+                                   what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
+                                   finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
+            for r in roles:
+                store.release_lock(plan.cluster, r.key, a.id)
+            if row is not None:
+                out.append(ActionOutcome(action_id=a.id, state=state, message=msg, evidence_probe_id=a.evidence_probe_id,
+                                         verification=verification))
+    finally:
+        if own_pool:
+            await pool.close()
+    return out
+
+
+def _orphaned(store: Store, action: Action) -> bool:
+    """Executing with no live owner: its lock is gone, expired, or held by a dead process on this host."""
+    plan = RestartPlan.model_validate(action.plan)
+    locks = {l.role: l for l in store.locks(plan.cluster) if l.action_id == action.id}
+    at = now()
+    return any(key not in locks or locks[key].expires_at <= at or _holder_dead(locks[key].holder)
+               for key in plan.roles)

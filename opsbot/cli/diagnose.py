@@ -1,0 +1,84 @@
+"""``opsbot diagnose``, ``opsbot ask`` and ``opsbot runbooks lint``: thin surfaces over diagnose."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from opsbot.bundle import BundleError, Trigger, read_bundle
+from opsbot.cli.probe import load_or_exit, run_with_progress, save_bundle
+from opsbot.collect.probe import scope
+from opsbot.diagnose import Diagnosis, diagnose, interpret, load_runbooks
+from opsbot.diagnose.evaluate import RUNBOOKS_DIR
+from opsbot.diagnose.lint import lint
+from opsbot.diagnose.terminal import render
+from opsbot.inventory import UnknownRole
+from opsbot.settings import get_settings
+from opsbot.yamlsource import ConfigError
+
+runbooks_app = typer.Typer(help="Check the runbooks.", no_args_is_help=True)
+RUNBOOKS_OPT = typer.Option(RUNBOOKS_DIR, "--runbooks", help="runbook directory")
+
+
+def _emit(d: Diagnosis, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(d.public(), indent=2))
+    else:
+        Console().print(render(d))
+    raise typer.Exit(1 if d.findings else 0)
+
+
+def diagnose_cmd(
+    bundle: Path = typer.Argument(..., help="a saved probe bundle (opsbot probe --save FILE)"),
+    as_json: bool = typer.Option(False, "--json", help="print the public JSON: {bundle, findings}"),
+    runbooks: Path = RUNBOOKS_OPT,
+) -> None:
+    """Diagnose a saved bundle. Exit status: 0 healthy, 1 findings, 2 unreadable input."""
+    try:
+        b = read_bundle(bundle)
+    except BundleError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    _emit(diagnose(b, load_runbooks(runbooks)), as_json)
+
+
+def ask(
+    text: str = typer.Argument(..., help='what you see, e.g. "decode is stuck"'),
+    cluster: str | None = typer.Option(None, "--cluster", "-c", help="cluster in the inventory"),
+    inventory: Path | None = typer.Option(None, "--inventory", "-i", help="inventory YAML (default: settings)"),
+    as_json: bool = typer.Option(False, "--json", help="print the public JSON: {bundle, findings}"),
+    save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
+    runbooks: Path = RUNBOOKS_OPT,
+) -> None:
+    """Probe the roles your words name (all when none), diagnose, and say what to do."""
+    s = get_settings()
+    inv = load_or_exit(inventory or s.inventory_path())
+    try:
+        _name, c = inv.cluster(cluster or s.cluster)
+        roles = interpret(text, [r.key for r in c.roles]) or None
+        scope(inv, cluster or s.cluster, roles)
+    except (UnknownRole, ConfigError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    trigger = Trigger(kind="cli", text=text, user=getpass.getuser())
+    b = run_with_progress(inv, cluster or s.cluster, roles, s, trigger)
+    kept = save_bundle(b, s.data_dir / "bundles" / f"{b.id}.json")
+    if save:
+        save_bundle(b, save)
+    typer.echo(f"bundle saved: {kept}" + (f" and {save}" if save else ""), err=True)
+    _emit(diagnose(b, load_runbooks(runbooks)), as_json)
+
+
+@runbooks_app.command("lint")
+def lint_cmd(directory: Path = typer.Argument(RUNBOOKS_DIR, help="runbook directory")) -> None:
+    """Schema, CEL, fact names, incident ids and log patterns; exit 1 on any problem."""
+    problems = lint(directory)
+    for p in problems:
+        typer.echo(str(p))
+    n = len(load_runbooks(directory).runbooks)
+    typer.echo(f"{n} runbooks loaded, {len(problems)} problem(s)", err=True)
+    raise typer.Exit(1 if problems else 0)

@@ -1,0 +1,153 @@
+"""``opsbot restart`` and ``opsbot actions``: the CLI surface of the guarded restart (opsbot/act)."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from opsbot.act import ActionOutcome, ApprovalRefused, PlanRefused, RestartPlan, approve, execute, plan_restart, reconcile, request_restart
+from opsbot.inventory import Inventory, UnknownRole, load_inventory
+from opsbot.settings import Settings, get_settings
+from opsbot.store import Store, StoreError, open_store
+from opsbot.yamlsource import ConfigError
+
+console = Console()
+actions_app = typer.Typer(help="Guarded actions: list them, approve a pending one.", no_args_is_help=True)
+
+
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """A database that stays busy or goes away mid-command: one clear line, exit 2."""
+    try:
+        yield
+    except StoreError as exc:
+        raise _fail(str(exc)) from exc
+
+
+def _fail(msg: str, code: int = 2) -> typer.Exit:
+    console.print(f"[red]{msg}[/red]")
+    return typer.Exit(code)
+
+
+def _inventory(settings: Settings) -> Inventory:
+    try:
+        return load_inventory(Path(settings.inventory_path()))
+    except ConfigError as exc:
+        raise _fail(f"inventory refused:\n{exc}") from exc
+
+
+def _store(settings: Settings, inventory: Inventory) -> Store:
+    """Open (and upgrade) the store, then settle any action a crashed opsbot left executing."""
+    try:
+        store = open_store(settings.db_url())
+    except StoreError as exc:
+        raise _fail(str(exc)) from exc
+    for o in asyncio.run(reconcile(store, inventory, settings)):
+        console.print(f"[yellow]reconciled interrupted action {o.action_id}: {o.state}: {o.message}[/yellow]")
+    return store
+
+
+def show_plan(plan: RestartPlan) -> None:
+    table = Table(title=f"restart plan: {', '.join(plan.roles)} in cluster {plan.cluster}", show_lines=False)
+    for col in ("#", "step", "role", "node", "command", "note"):
+        table.add_column(col, overflow="fold")
+    for i, s in enumerate(plan.steps, 1):
+        table.add_row(str(i), s.kind, s.role, s.node, shlex.join(s.argv), s.note)
+    console.print(table)
+    console.print("pre-checks:\n" + "\n".join(f"  - {c}" for c in plan.checks))
+    console.print("verify: " + "; ".join(plan.verify))
+
+
+def _report(outcome: ActionOutcome) -> None:
+    colour = {"succeeded": "green", "refused": "yellow", "planned": "yellow"}.get(outcome.state, "red")
+    console.print(f"[{colour}]action {outcome.action_id}: {outcome.state}[/{colour}]: {outcome.message}")
+    if outcome.evidence_probe_id:
+        console.print(f"evidence probe: {outcome.evidence_probe_id}")
+
+
+def _execute(store: Store, inventory: Inventory, action_id: str, actor: str, settings: Settings) -> ActionOutcome:
+    with console.status(f"restarting (action {action_id}): probe, stop, wait for GPU release, start, verify ..."):
+        return asyncio.run(execute(store, inventory, action_id, actor=actor, surface="cli", settings=settings))
+
+
+def restart(
+    roles: list[str] = typer.Argument(..., help="role(s) to restart, e.g. decode"),
+    cluster: str | None = typer.Option(None, "--cluster", "-c"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="show the plan and exact commands; change nothing"),
+    approve_now: bool = typer.Option(False, "--approve", help="approve it yourself and run it now"),
+    reason: str | None = typer.Option(None, "--reason", help="why (kept in the audit log)"),
+    pair: bool = typer.Option(False, "--pair", help="restart a prefill and a decode together on purpose (pd-desync)"),
+) -> None:
+    """Restart a role behind approval, cooldown, budget and lock; verify it came back."""
+    settings = get_settings()
+    inventory = _inventory(settings)
+    cluster = cluster or settings.cluster
+    try:
+        plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings)
+    except (UnknownRole, PlanRefused, ConfigError) as exc:
+        raise _fail(f"refused: {exc}") from exc
+    show_plan(plan)
+    if dry_run:
+        console.print("[cyan]dry run: nothing was changed[/cyan]")
+        return
+    actor = getpass.getuser()
+    with _store_errors():
+        store = _store(settings, inventory)
+        action, _ = request_restart(store, inventory, roles, actor=actor, surface="cli", cluster=cluster, pair=pair,
+                                    reason=reason, settings=settings)
+        if action.state == "planned" and not approve_now:
+            console.print(f"[yellow]approval required[/yellow]: `opsbot actions approve {action.id}` "
+                          f"before {action.expires_at:%H:%M:%S} UTC (or re-run with --approve)")
+            return
+        if action.state == "planned":
+            approve(store, action.id, actor, "cli", settings)
+        outcome = _execute(store, inventory, action.id, actor, settings)
+    _report(outcome)
+    if not outcome.ok:
+        raise typer.Exit(1)
+
+
+@actions_app.command("list")
+def list_actions(state: str | None = typer.Option(None, "--state"), limit: int = typer.Option(30, "--limit")) -> None:
+    """Recent actions and their state."""
+    settings = get_settings()
+    store = _store(settings, _inventory(settings))
+    table = Table(title="actions")
+    for col in ("id", "created (UTC)", "cluster", "role", "state", "by", "approved by", "outcome"):
+        table.add_column(col, overflow="fold")
+    for a in store.actions(state=state, limit=limit):
+        table.add_row(a.id, f"{a.created_at:%Y-%m-%d %H:%M:%S}", a.cluster, a.role, a.state,
+                      f"{a.requested_by} ({a.surface})", f"{a.approved_by} ({a.approved_surface})" if a.approved_by else "",
+                      a.outcome or "")
+    console.print(table)
+
+
+@actions_app.command("approve")
+def approve_action(
+    action_id: str,
+    run: bool = typer.Option(True, "--run/--no-run", help="run the restart right after approving"),
+) -> None:
+    """Approve a planned action (recorded with your name and the CLI surface), then run it."""
+    settings = get_settings()
+    inventory = _inventory(settings)
+    store = _store(settings, inventory)
+    actor = getpass.getuser()
+    try:
+        action = approve(store, action_id, actor, "cli", settings)
+    except ApprovalRefused as exc:
+        raise _fail(f"refused: {exc}") from exc
+    console.print(f"approved {action.id} ({action.role}); approval valid until {action.expires_at:%H:%M:%S} UTC")
+    if run:
+        with _store_errors():
+            outcome = _execute(store, inventory, action.id, actor, settings)
+        _report(outcome)
+        if not outcome.ok:
+            raise typer.Exit(1)

@@ -1,0 +1,94 @@
+"""CEL conditions over facts, evaluated by ``common-expression-language`` (never ``eval``).
+
+CEL's ``&&`` and ``||`` absorb errors (``false && error`` is false), which is exactly the
+three-valued logic a probe needs: a condition that still depends on a fact that could not be
+collected comes out *unknown*, and the outcome names the missing facts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import cel
+
+_STRING = re.compile(r"""[rRbB]{0,2}(?:'''.*?'''|\"\"\".*?\"\"\"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')""", re.S)
+_CHAIN = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)(\s*\()?")
+_MACRO_VAR = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
+_HAS = re.compile(r"\bhas\s*\(\s*([A-Za-z_][\w.]*)\s*\)")
+_WORDS = frozenset({"true", "false", "null", "in"})
+
+
+class ConditionError(ValueError):
+    """A condition that CEL refuses to compile."""
+
+
+def fact_paths(expr: str) -> tuple[str, ...]:
+    """The dotted fact names an expression reads, e.g. ``metrics.num_running_reqs``."""
+    code = _STRING.sub('""', expr)
+    bound = set(_MACRO_VAR.findall(code))
+    out: list[str] = []
+    for m in _CHAIN.finditer(code):
+        parts = [p.strip() for p in m.group(1).split(".")]
+        if m.group(2):  # a call: the last name is a function or method
+            parts = parts[:-1]
+        if not parts or parts[0] in _WORDS or parts[0] in bound:
+            continue
+        path = ".".join(parts)
+        if path not in out:
+            out.append(path)
+    return tuple(out)
+
+
+def lookup(facts: dict[str, Any], path: str) -> tuple[bool, Any]:
+    """(found, value) of a dotted fact name in nested fact maps."""
+    node: Any = facts
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``value`` is True, False, or None for unknown; ``missing`` names the facts not collected."""
+
+    value: bool | None
+    missing: tuple[str, ...] = ()
+    error: str | None = None
+    used: dict[str, Any] = field(default_factory=dict)
+
+
+class Condition:
+    """A compiled CEL condition and the facts it reads."""
+
+    def __init__(self, expr: str):
+        try:
+            self.program = cel.compile(expr)
+        except (ValueError, RuntimeError) as exc:
+            raise ConditionError(f"CEL does not compile: {exc}") from exc
+        self.expr = expr
+        self.facts = fact_paths(expr)
+        self.guarded = frozenset(_HAS.findall(_STRING.sub('""', expr)))  # has(x) asks, so x may be absent
+
+    def evaluate(self, context: cel.Context, facts: dict[str, Any], needs: tuple[str, ...] = ()) -> Outcome:
+        used, missing = {}, []
+        for path in dict.fromkeys(self.facts + tuple(needs)):
+            found, value = lookup(facts, path)
+            if found:
+                used[path] = value
+            elif path not in self.guarded:
+                missing.append(path)
+        if any(n in missing for n in needs):
+            return Outcome(None, tuple(missing), None, used)
+        try:
+            result = self.program.execute(context)
+        except (KeyError, RuntimeError, TypeError, ValueError) as exc:
+            if missing:
+                return Outcome(None, tuple(missing), None, used)
+            return Outcome(None, (), f"{type(exc).__name__}: {exc}", used)
+        if not isinstance(result, bool):
+            return Outcome(None, tuple(missing), f"condition gave {type(result).__name__}, not a bool", used)
+        return Outcome(result, tuple(missing), None, used)

@@ -1,0 +1,233 @@
+"""Runbooks: one reviewed YAML file per incident class, validated and compiled once.
+
+A file that does not load (YAML syntax, schema, CEL, unknown facts, unknown incident id) is
+refused with its file and line and left out of the set; the other runbooks still run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import jinja2
+import jinja2.sandbox
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from opsbot.diagnose.conditions import Condition, ConditionError
+from opsbot.diagnose.facts import unknown_fact
+from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
+from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
+
+Severity = Literal["critical", "high", "warning", "info"]
+SEVERITY_RANK: dict[str, int] = {"critical": 0, "high": 1, "warning": 2, "info": 3}
+RoleKind = Literal["prefill", "decode", "router"]
+
+PATTERNS_FILE = "patterns.yaml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RemedySpec(_Strict):
+    kind: Literal["restart", "config", "no-restart", "manual"]
+    role: RoleKind | None = Field(None, description="the role it acts on; default: the role the runbook matched")
+    approval: Literal["required", "none"] = "none"
+    text: str
+
+    @model_validator(mode="after")
+    def _restart_needs_approval(self) -> RemedySpec:
+        if self.kind == "restart" and self.approval != "required":
+            raise ValueError("a restart always needs approval: write approval: required")
+        return self
+
+
+class RunbookSpec(_Strict):
+    id: str
+    title: str
+    severity: Severity
+    roles: list[RoleKind] = Field(min_length=1, description="the role kinds the condition is evaluated for")
+    affects: list[RoleKind] = Field(default_factory=list, description="other roles whose symptoms it causes")
+    when: str = Field(min_length=1, description="CEL condition over the facts (runbooks/README.md)")
+    needs: list[str] = Field(default_factory=list, description="facts without which the answer is unknown")
+    summary: str
+    evidence: list[str] = Field(min_length=1)
+    explain: str
+    remedies: list[RemedySpec] = Field(min_length=1)
+    explains: list[str] = Field(default_factory=list, description="incident ids this one accounts for")
+    confidence: float = Field(0.9, gt=0.0, le=1.0)
+
+    @field_validator("id")
+    @classmethod
+    def _known_id(cls, v: str) -> str:
+        if v not in INCIDENT_IDS:
+            raise ValueError(f"{v!r} is not an incident id of spec/incidents.md; use one of {sorted(INCIDENT_IDS)}")
+        if v in NOT_BY_RUNBOOK:
+            raise ValueError(f"{v!r} is not diagnosed by a runbook")
+        return v
+
+    @field_validator("explains")
+    @classmethod
+    def _known_explained(cls, v: list[str]) -> list[str]:
+        bad = [x for x in v if x not in INCIDENT_IDS]
+        if bad:
+            raise ValueError(f"unknown incident id(s) {bad}; use ids of spec/incidents.md")
+        return v
+
+
+class PatternSpec(_Strict):
+    regex: str
+    unless: str | None = Field(None, description="a line that also matches this is not counted")
+    source: str = Field(description="where the string comes from (SGLang file and versions)")
+    examples: list[str] = Field(default_factory=list, description="real lines it must match")
+
+
+class PatternFile(_Strict):
+    patterns: dict[str, PatternSpec]
+
+    @field_validator("patterns")
+    @classmethod
+    def _names(cls, v: dict[str, PatternSpec]) -> dict[str, PatternSpec]:
+        for name in v:
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+                raise ValueError(f"pattern name {name!r}: use lower-case letters, digits and '_'")
+        return v
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    regex: re.Pattern[str]
+    unless: re.Pattern[str] | None
+
+    def matches(self, line: str) -> bool:
+        return self.regex.search(line) is not None and (self.unless is None or self.unless.search(line) is None)
+
+
+_TEMPLATES = jinja2.sandbox.ImmutableSandboxedEnvironment(
+    undefined=jinja2.ChainableUndefined,
+    autoescape=False,
+    finalize=lambda v: "n/a" if isinstance(v, jinja2.Undefined) or v is None else _fmt(v),
+)
+
+
+def _fmt(v: object) -> object:
+    if isinstance(v, float):
+        return int(v) if v.is_integer() and abs(v) < 1e15 else float(f"{v:.4g}")
+    return v
+
+
+@dataclass(frozen=True)
+class Runbook:
+    """A runbook whose condition and templates are compiled, ready to evaluate."""
+
+    spec: RunbookSpec
+    path: Path
+    condition: Condition
+    summary: jinja2.Template
+    evidence: tuple[jinja2.Template, ...]
+    remedy_texts: tuple[jinja2.Template, ...]
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+@dataclass
+class RunbookSet:
+    runbooks: list[Runbook] = field(default_factory=list)
+    patterns: list[Pattern] = field(default_factory=list)
+    problems: list[ConfigProblem] = field(default_factory=list)
+
+    def ids(self) -> list[str]:
+        return [r.id for r in self.runbooks]
+
+
+def _line(lines, *loc: str | int) -> int | None:  # noqa: ANN001
+    return lines.line_of(tuple(loc))
+
+
+def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:
+    """Compile the named log patterns; a bad regex is refused with its line, the others kept."""
+    try:
+        data, lines = read_yaml(path)
+        spec = PatternFile.model_validate(data)
+    except ConfigError as exc:
+        return [], exc.problems
+    except ValidationError as exc:
+        return [], problems_from(exc, path, lines)
+    out, problems = [], []
+    for name, p in spec.patterns.items():
+        try:
+            out.append(Pattern(name, re.compile(p.regex), re.compile(p.unless) if p.unless else None))
+        except re.error as exc:
+            problems.append(ConfigProblem(str(path), _line(lines, "patterns", name), f"patterns.{name}", f"bad regex: {exc}"))
+    return out, problems
+
+
+def compile_runbook(path: Path, pattern_names: set[str]) -> Runbook:
+    """Load, validate and compile one runbook file, or raise ``ConfigError`` naming file and line."""
+    data, lines = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError([ConfigProblem(str(path), 1, "", "expected a mapping at the top level")])
+    try:
+        spec = RunbookSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(problems_from(exc, path, lines)) from exc
+    problems: list[ConfigProblem] = []
+    if path.stem != spec.id:
+        problems.append(ConfigProblem(str(path), _line(lines, "id"), "id", f"the file of runbook {spec.id!r} is named {spec.id}.yaml"))
+    condition = None
+    try:
+        condition = Condition(spec.when)
+    except ConditionError as exc:
+        problems.append(ConfigProblem(str(path), _line(lines, "when"), "when", str(exc)))
+    if condition is not None:
+        for fact in sorted(set(condition.facts) | set(spec.needs)):
+            why = unknown_fact(fact, pattern_names)
+            if why:
+                where = "needs" if fact in spec.needs and fact not in condition.facts else "when"
+                problems.append(ConfigProblem(str(path), _line(lines, where), where, why))
+    templates = []
+    for key, items in (("summary", [spec.summary]), ("evidence", spec.evidence), ("remedies", [r.text for r in spec.remedies])):
+        compiled = []
+        for i, text in enumerate(items):
+            try:
+                compiled.append(_TEMPLATES.from_string(text))
+            except jinja2.TemplateSyntaxError as exc:
+                loc = (key,) if key == "summary" else (key, i)
+                problems.append(ConfigProblem(str(path), _line(lines, *loc), ".".join(map(str, loc)), f"template: {exc.message}"))
+        templates.append(tuple(compiled))
+    if problems:
+        raise ConfigError(problems)
+    assert condition is not None
+    return Runbook(spec, path, condition, templates[0][0], templates[1], templates[2])
+
+
+def load_runbooks(directory: Path = Path("runbooks")) -> RunbookSet:
+    """Every runbook in ``directory`` that loads; the refused ones are listed in ``problems``."""
+    rs = RunbookSet()
+    if not directory.is_dir():
+        rs.problems.append(ConfigProblem(str(directory), None, "", "no runbook directory here; pass the path to runbooks/"))
+        return rs
+    patterns_path = directory / PATTERNS_FILE
+    if patterns_path.exists():
+        rs.patterns, rs.problems = load_patterns(patterns_path)
+    names = {p.name for p in rs.patterns}
+    seen: dict[str, Path] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        if path.name == PATTERNS_FILE:
+            continue
+        try:
+            rb = compile_runbook(path, names)
+        except ConfigError as exc:
+            rs.problems.extend(exc.problems)
+            continue
+        if rb.id in seen:
+            rs.problems.append(ConfigProblem(str(path), 1, "id", f"runbook {rb.id!r} is already defined in {seen[rb.id]}"))
+            continue
+        seen[rb.id] = path
+        rs.runbooks.append(rb)
+    return rs

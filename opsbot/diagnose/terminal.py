@@ -1,0 +1,52 @@
+"""Render a diagnosis for the terminal with rich (pure: returns renderables)."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from opsbot.diagnose.findings import Diagnosis, Finding
+
+_COLOURS = {"critical": "bold red", "high": "red", "warning": "yellow", "info": "cyan"}
+_REMEDY_MARK = {"restart": "↻ restart", "config": "⚙ config", "no-restart": "✋ no restart", "manual": "✎ manual"}
+
+
+def _finding(i: int, f: Finding) -> Panel:
+    body = Table.grid(padding=(0, 1))
+    body.add_column(style="dim", no_wrap=True)
+    body.add_column()
+    body.add_row("what", Text(f.summary, style="bold"))
+    for line in f.evidence:
+        body.add_row("evidence", line)
+    body.add_row("why", f.explain)
+    for r in f.remedies:
+        approval = " (needs approval)" if r.approval == "required" else ""
+        body.add_row(_REMEDY_MARK[r.kind], f"{r.text}{approval}")
+    if f.explains:
+        body.add_row("explains", ", ".join(f.explains))
+    if f.missing_facts:
+        body.add_row("not collected", ", ".join(f.missing_facts))
+    title = Text.assemble((f"{i}. {f.incident}", _COLOURS.get(f.severity, "")), f"  {f.title}  ",
+                          (f"[{f.severity}, {', '.join(f.roles)}, confidence {f.confidence:.0%}]", "dim"))
+    return Panel(body, title=title, title_align="left", border_style=_COLOURS.get(f.severity, "white"))
+
+
+def render(d: Diagnosis) -> RenderableType:
+    """Findings most likely first; 'healthy' when none; then what could not be decided."""
+    parts: list[RenderableType] = []
+    if d.healthy:
+        parts.append(Panel(Text("healthy: no runbook matched", style="bold green"), title=f"bundle {d.bundle}", title_align="left"))
+    parts += [_finding(i, f) for i, f in enumerate(d.findings, start=1)]
+    if d.undetermined:
+        t = Table(title="undetermined (facts not collected)", title_justify="left", show_edge=False)
+        t.add_column("incident")
+        t.add_column("role")
+        t.add_column("missing facts / error")
+        for u in d.undetermined:
+            t.add_row(u.incident, u.role, ", ".join(u.missing_facts) or (u.error or ""))
+        parts.append(t)
+    for p in d.problems:
+        parts.append(Text(f"! {p}", style="yellow"))
+    return Group(*parts)

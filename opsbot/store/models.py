@@ -1,0 +1,232 @@
+"""Every table opsbot keeps, as SQLAlchemy 2 typed models; the alembic chain in migrations/ mirrors them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+ACTION_STATES = ("planned", "approved", "executing", "succeeded", "failed", "refused", "expired")
+NOTE_KINDS = ("done", "doing", "blocked", "next")
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use timezone-aware UTC")
+        return value.astimezone(timezone.utc)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {datetime: UtcDateTime, dict[str, Any]: JSON, list[Any]: JSON, list[str]: JSON}
+
+
+class Probe(Base):
+    """One probe: its bundle (zlib-compressed JSON) plus the columns people query by."""
+
+    __tablename__ = "probes"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(64), index=True)
+    roles: Mapped[list[str]] = mapped_column(JSON)
+    started_at: Mapped[datetime] = mapped_column(index=True)
+    finished_at: Mapped[datetime | None]
+    trigger_kind: Mapped[str] = mapped_column(String(16))
+    trigger_user: Mapped[str | None] = mapped_column(String(128))
+    top_incident: Mapped[str | None] = mapped_column(String(64), index=True)
+    ok_axes: Mapped[dict[str, Any]] = mapped_column(JSON)
+    bundle: Mapped[bytes] = mapped_column(LargeBinary)
+    stored_at: Mapped[datetime] = mapped_column(default=now)
+
+
+class Finding(Base):
+    __tablename__ = "findings"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    probe_id: Mapped[str] = mapped_column(ForeignKey("probes.id", ondelete="CASCADE"), index=True)
+    cluster: Mapped[str] = mapped_column(String(64))
+    incident: Mapped[str] = mapped_column(String(64), index=True)
+    severity: Mapped[str] = mapped_column(String(16))
+    roles: Mapped[list[str]] = mapped_column(JSON)
+    title: Mapped[str | None] = mapped_column(Text)
+    summary: Mapped[str | None] = mapped_column(Text)
+    evidence: Mapped[list[Any]] = mapped_column(JSON)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+    at: Mapped[datetime] = mapped_column(index=True)
+
+
+class Alert(Base):
+    """An Alertmanager alert as received; ``dedup_key`` (fingerprint + status + startsAt) is unique."""
+
+    __tablename__ = "alerts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dedup_key: Mapped[str] = mapped_column(String(200), unique=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), index=True)
+    status: Mapped[str] = mapped_column(String(16))
+    alertname: Mapped[str | None] = mapped_column(String(200))
+    cluster: Mapped[str | None] = mapped_column(String(64))
+    role: Mapped[str | None] = mapped_column(String(64))
+    group_key: Mapped[str | None] = mapped_column(Text, index=True)
+    labels: Mapped[dict[str, Any]] = mapped_column(JSON)
+    annotations: Mapped[dict[str, Any]] = mapped_column(JSON)
+    starts_at: Mapped[datetime | None]
+    ends_at: Mapped[datetime | None]
+    received_at: Mapped[datetime] = mapped_column(default=now, index=True)
+    probe_id: Mapped[str | None] = mapped_column(ForeignKey("probes.id", ondelete="SET NULL"))
+
+
+class Action(Base):
+    """A guarded action (a restart) through its life: plan, approval, execution, verification, outcome."""
+
+    __tablename__ = "actions"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    cluster: Mapped[str] = mapped_column(String(64), index=True)
+    role: Mapped[str] = mapped_column(String(64), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    reason: Mapped[str | None] = mapped_column(Text)
+    requested_by: Mapped[str] = mapped_column(String(128))
+    surface: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(default=now)
+    expires_at: Mapped[datetime]
+    approved_by: Mapped[str | None] = mapped_column(String(128))
+    approved_surface: Mapped[str | None] = mapped_column(String(16))
+    approved_at: Mapped[datetime | None]
+    started_at: Mapped[datetime | None] = mapped_column(index=True)
+    finished_at: Mapped[datetime | None]
+    execution: Mapped[list[Any] | None] = mapped_column(JSON)
+    verification: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    outcome: Mapped[str | None] = mapped_column(Text)
+    evidence_probe_id: Mapped[str | None] = mapped_column(ForeignKey("probes.id", ondelete="SET NULL"))
+
+
+class Approval(Base):
+    __tablename__ = "approvals"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    action_id: Mapped[str] = mapped_column(ForeignKey("actions.id", ondelete="CASCADE"), index=True)
+    approver: Mapped[str] = mapped_column(String(128))
+    surface: Mapped[str] = mapped_column(String(16))
+    at: Mapped[datetime] = mapped_column(default=now)
+    expires_at: Mapped[datetime]
+
+
+class RoleLock(Base):
+    """At most one row per (cluster, role): inserting it is taking the lock; stale rows expire."""
+
+    __tablename__ = "role_locks"
+    cluster: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(64), primary_key=True)
+    action_id: Mapped[str] = mapped_column(String(32))
+    holder: Mapped[str] = mapped_column(String(128))
+    acquired_at: Mapped[datetime] = mapped_column(default=now)
+    expires_at: Mapped[datetime]
+
+
+class AuditEntry(Base):
+    """Append-only: the Store has no update or delete for it, and a trigger forbids both."""
+
+    __tablename__ = "audit"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(default=now, index=True)
+    actor: Mapped[str] = mapped_column(String(128))
+    surface: Mapped[str] = mapped_column(String(16))
+    what: Mapped[str] = mapped_column(String(200))
+    cluster: Mapped[str | None] = mapped_column(String(64))
+    role: Mapped[str | None] = mapped_column(String(64))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class Report(Base):
+    __tablename__ = "reports"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(32), index=True)
+    period: Mapped[str] = mapped_column(String(64))
+    format: Mapped[str] = mapped_column(String(16))
+    body: Mapped[str] = mapped_column(Text)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
+
+
+class Note(Base):
+    __tablename__ = "notes"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16), index=True)
+    text: Mapped[str] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
+
+
+class Decision(Base):
+    __tablename__ = "decisions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    text: Mapped[str] = mapped_column(Text)
+    why: Mapped[str] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
+
+
+class JobRun(Base):
+    """A claim on (job, period): the unique pair makes a scheduled job run once across instances."""
+
+    __tablename__ = "job_runs"
+    __table_args__ = (UniqueConstraint("job", "period", name="uq_job_runs_job_period"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job: Mapped[str] = mapped_column(String(64))
+    period: Mapped[str] = mapped_column(String(64))
+    claimed_by: Mapped[str] = mapped_column(String(128))
+    claimed_at: Mapped[datetime] = mapped_column(default=now)
+    finished_at: Mapped[datetime | None]
+    result: Mapped[str | None] = mapped_column(Text)
+
+
+class ApiToken(Base):
+    """A bearer token, kept as its SHA-256 hash only."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=now)
+    last_used_at: Mapped[datetime | None]
+
+
+Index("ix_actions_cluster_started", Action.cluster, Action.started_at)

@@ -1,0 +1,535 @@
+"""``Store``: every write opsbot makes, one transaction per logical write, retried while the database is busy."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import uuid
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from opsbot.bundle import Bundle, parse_bundle
+from opsbot.store.database import StoreError, make_engine, retrying, upgrade
+from opsbot.store.models import (
+    NOTE_KINDS,
+    Action,
+    Alert,
+    ApiToken,
+    Approval,
+    AuditEntry,
+    Decision,
+    Finding,
+    JobRun,
+    Note,
+    Probe,
+    Report,
+    RoleLock,
+    now,
+)
+
+T = TypeVar("T")
+SCOPES = ("read", "probe", "act")
+
+
+def parse_ts(value: str | None) -> datetime | None:
+    """RFC 3339 (``...Z`` too) to an aware UTC datetime; None stays None."""
+    if not value:
+        return None
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+
+
+def compress_bundle(bundle: Bundle) -> bytes:
+    return zlib.compress(bundle.to_json(indent=None).encode(), 6)
+
+
+def decompress_bundle(blob: bytes, source: str = "stored bundle") -> Bundle:
+    return parse_bundle(zlib.decompress(blob).decode(), source)
+
+
+def ok_axes(bundle: Bundle) -> dict[str, dict[str, bool]]:
+    """Which evidence axes came back, per role and node: the probe's health at a glance."""
+    out: dict[str, dict[str, bool]] = {}
+    for r in bundle.roles:
+        out[r.key] = {"systemd": r.systemd.ok, "metrics": r.metrics.ok, "health": r.health.ok, "logs": r.logs.ok}
+    for n in bundle.nodes:
+        out[f"node:{n.node}"] = {"gpu": n.gpu.ok}
+    return out
+
+
+def _severity_rank(sev: str) -> int:
+    return {"critical": 0, "high": 1, "warning": 2, "medium": 2, "low": 3, "info": 4}.get(sev, 5)
+
+
+@dataclass(frozen=True)
+class HistoryItem:
+    """One line of ``opsbot history``: a probe, finding, action or audit entry."""
+
+    at: datetime
+    kind: str
+    cluster: str | None
+    roles: list[str]
+    what: str
+    detail: str = ""
+    ref: str = ""
+
+
+@dataclass(frozen=True)
+class LockHeld:
+    """Why a lock could not be taken: who holds it and until when."""
+
+    holder: str
+    action_id: str
+    expires_at: datetime
+
+
+@dataclass
+class AlertIn:
+    """One alert to keep; ``dedup_key`` is fingerprint, status and start time."""
+
+    fingerprint: str
+    status: str
+    labels: dict[str, Any]
+    annotations: dict[str, Any] = field(default_factory=dict)
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    group_key: str | None = None
+    cluster: str | None = None
+    role: str | None = None
+
+    @property
+    def dedup_key(self) -> str:
+        start = self.starts_at.isoformat() if self.starts_at else ""
+        return f"{self.fingerprint}:{self.status}:{start}"
+
+
+class Store:
+    """The one gateway to the database. ``Store(url)`` connects and upgrades the schema to head."""
+
+    def __init__(self, url: str, *, busy_timeout_ms: int = 5000, attempts: int = 6, migrate: bool = True):
+        self.url = url
+        self.engine = make_engine(url, busy_timeout_ms=busy_timeout_ms)
+        self.attempts = attempts
+        self.revision = upgrade(self.engine) if migrate else None
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def write(self, fn: Callable[[Session], T], what: str = "write") -> T:
+        """Run ``fn`` in one transaction: all of it commits or none; retried while busy."""
+
+        def _once() -> T:
+            with self._sessions.begin() as session:
+                return fn(session)
+
+        return retrying(_once, attempts=self.attempts, first_delay_s=0.05, what=what)
+
+    def read(self, fn: Callable[[Session], T]) -> T:
+        return self.write(fn, "read")
+
+    # -- probes and findings ------------------------------------------------------------------
+
+    def save_probe(self, bundle: Bundle, diagnosis: Any | None = None) -> str:
+        """Keep a bundle (compressed) and its findings; saving the same bundle twice is a no-op."""
+        findings = list(getattr(diagnosis, "findings", None) or [])
+        findings.sort(key=lambda f: _severity_rank(str(getattr(f, "severity", ""))))
+        started = parse_ts(bundle.started_at) or now()
+
+        def _save(s: Session) -> str:
+            if s.get(Probe, bundle.id) is not None:
+                return bundle.id
+            s.add(Probe(
+                id=bundle.id, cluster=bundle.cluster, roles=[r.key for r in bundle.roles], started_at=started,
+                finished_at=parse_ts(bundle.finished_at), trigger_kind=bundle.trigger.kind,
+                trigger_user=bundle.trigger.user, top_incident=findings[0].incident if findings else None,
+                ok_axes=ok_axes(bundle), bundle=compress_bundle(bundle),
+            ))
+            s.flush()
+            for f in findings:
+                data = f.model_dump(mode="json") if hasattr(f, "model_dump") else dict(vars(f))
+                s.add(Finding(
+                    probe_id=bundle.id, cluster=bundle.cluster, incident=f.incident, severity=str(f.severity),
+                    roles=list(f.roles), title=getattr(f, "title", None), summary=getattr(f, "summary", None),
+                    evidence=list(getattr(f, "evidence", []) or []), detail=data, at=started,
+                ))
+            return bundle.id
+
+        return self.write(_save, "save probe")
+
+    def load_bundle(self, probe_id: str) -> Bundle:
+        row = self.read(lambda s: s.get(Probe, probe_id))
+        if row is None:
+            raise KeyError(f"no probe {probe_id!r} in the store")
+        return decompress_bundle(row.bundle, f"probe {probe_id}")
+
+    def probes(self, *, cluster: str | None = None, role: str | None = None, since: datetime | None = None,
+               incident: str | None = None, limit: int = 100) -> list[Probe]:
+        q = select(Probe).order_by(Probe.started_at.desc()).limit(limit)
+        if cluster:
+            q = q.where(Probe.cluster == cluster)
+        if since:
+            q = q.where(Probe.started_at >= since)
+        if incident:
+            q = q.where(Probe.top_incident == incident)
+        rows = list(self.read(lambda s: s.scalars(q).all()))
+        return [p for p in rows if role is None or role in p.roles]
+
+    def findings(self, *, since: datetime | None = None, until: datetime | None = None,
+                 cluster: str | None = None, role: str | None = None) -> list[Finding]:
+        q = select(Finding).order_by(Finding.at.desc())
+        if since:
+            q = q.where(Finding.at >= since)
+        if until:
+            q = q.where(Finding.at < until)
+        if cluster:
+            q = q.where(Finding.cluster == cluster)
+        rows = list(self.read(lambda s: s.scalars(q).all()))
+        return [f for f in rows if role is None or role in f.roles]
+
+    # -- alerts -----------------------------------------------------------------------------
+
+    def save_alert(self, alert: AlertIn) -> tuple[int, bool]:
+        """Keep an alert; (row id, True) when new, (existing id, False) when a duplicate."""
+        values = dict(
+            dedup_key=alert.dedup_key, fingerprint=alert.fingerprint, status=alert.status,
+            alertname=alert.labels.get("alertname"), cluster=alert.cluster, role=alert.role,
+            group_key=alert.group_key, labels=alert.labels, annotations=alert.annotations,
+            starts_at=alert.starts_at, ends_at=alert.ends_at, received_at=now(),
+        )
+        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        stmt = insert(Alert).values(**values).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Alert.id)
+
+        def _save(s: Session) -> tuple[int, bool]:
+            new_id = s.scalar(stmt)
+            if new_id is not None:
+                return new_id, True
+            existing = s.scalar(select(Alert.id).where(Alert.dedup_key == alert.dedup_key))
+            assert existing is not None
+            return existing, False
+
+        return self.write(_save, "save alert")
+
+    def save_alerts(self, alerts: Iterable[AlertIn]) -> list[tuple[int, bool]]:
+        return [self.save_alert(a) for a in alerts]
+
+    def link_alert_probe(self, alert_ids: list[int], probe_id: str) -> None:
+        self.write(lambda s: s.execute(update(Alert).where(Alert.id.in_(alert_ids)).values(probe_id=probe_id)))
+
+    def alerts(self, *, since: datetime | None = None, limit: int = 1000) -> list[Alert]:
+        q = select(Alert).order_by(Alert.received_at.desc()).limit(limit)
+        if since:
+            q = q.where(Alert.received_at >= since)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    def count_alerts(self) -> int:
+        return self.read(lambda s: s.scalar(select(func.count()).select_from(Alert)) or 0)
+
+    # -- audit (append-only) -----------------------------------------------------------------
+
+    def audit(self, actor: str, surface: str, what: str, detail: dict[str, Any] | None = None, *,
+              cluster: str | None = None, role: str | None = None) -> int:
+        def _add(s: Session) -> int:
+            row = _audit_row(actor, surface, what, detail, cluster, role)
+            s.add(row)
+            s.flush()
+            return row.id
+
+        return self.write(_add, "audit")
+
+    def audit_log(self, *, since: datetime | None = None, role: str | None = None, limit: int = 500) -> list[AuditEntry]:
+        q = select(AuditEntry).order_by(AuditEntry.id.desc()).limit(limit)
+        if since:
+            q = q.where(AuditEntry.at >= since)
+        if role:
+            q = q.where(AuditEntry.role == role)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    # -- reports, notes, decisions -----------------------------------------------------------
+
+    def save_report(self, kind: str, period: str, fmt: str, body: str, meta: dict[str, Any] | None = None) -> int:
+        def _add(s: Session) -> int:
+            row = Report(kind=kind, period=period, format=fmt, body=body, meta=meta or {})
+            s.add(row)
+            s.flush()
+            return row.id
+
+        return self.write(_add, "save report")
+
+    def latest_report(self, kind: str, fmt: str | None = None) -> Report | None:
+        q = select(Report).where(Report.kind == kind).order_by(Report.created_at.desc(), Report.id.desc()).limit(1)
+        if fmt:
+            q = q.where(Report.format == fmt)
+        return self.read(lambda s: s.scalar(q))
+
+    def report(self, report_id: int) -> Report | None:
+        return self.read(lambda s: s.get(Report, report_id))
+
+    def reports(self, *, kind: str | None = None, limit: int = 50) -> list[Report]:
+        q = select(Report).order_by(Report.created_at.desc(), Report.id.desc()).limit(limit)
+        if kind:
+            q = q.where(Report.kind == kind)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    def add_note(self, kind: str, text: str, actor: str) -> int:
+        if kind not in NOTE_KINDS:
+            raise ValueError(f"note kind {kind!r}: use one of {', '.join(NOTE_KINDS)}")
+        if not text.strip():
+            raise ValueError("a note needs text")
+
+        def _add(s: Session) -> int:
+            row = Note(kind=kind, text=text, actor=actor)
+            s.add(row)
+            s.add(_audit_row(actor, "cli", f"note {kind}", {"text": text}))
+            s.flush()
+            return row.id
+
+        return self.write(_add, "add note")
+
+    def notes(self, *, since: datetime | None = None, kind: str | None = None) -> list[Note]:
+        q = select(Note).order_by(Note.created_at.desc(), Note.id.desc())
+        if since:
+            q = q.where(Note.created_at >= since)
+        if kind:
+            q = q.where(Note.kind == kind)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    def add_decision(self, text: str, why: str, actor: str) -> int:
+        if not text.strip() or not why.strip():
+            raise ValueError("a decision needs its text and why it was taken")
+
+        def _add(s: Session) -> int:
+            row = Decision(text=text, why=why, actor=actor)
+            s.add(row)
+            s.add(_audit_row(actor, "cli", "decision", {"text": text, "why": why}))
+            s.flush()
+            return row.id
+
+        return self.write(_add, "add decision")
+
+    def decisions(self, *, since: datetime | None = None) -> list[Decision]:
+        q = select(Decision).order_by(Decision.created_at.desc(), Decision.id.desc())
+        if since:
+            q = q.where(Decision.created_at >= since)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    # -- scheduled jobs ----------------------------------------------------------------------
+
+    def claim_period(self, job: str, period: str, claimer: str = "") -> bool:
+        """True for exactly one caller per (job, period), across processes and hosts."""
+        claimer = claimer or f"pid-{uuid.uuid4().hex[:8]}"
+        try:
+            self.write(lambda s: s.add(JobRun(job=job, period=period, claimed_by=claimer)), "claim job")
+        except IntegrityError:
+            return False
+        return True
+
+    def finish_period(self, job: str, period: str, result: str) -> None:
+        self.write(lambda s: s.execute(
+            update(JobRun).where(JobRun.job == job, JobRun.period == period).values(finished_at=now(), result=result)
+        ))
+
+    # -- API tokens --------------------------------------------------------------------------
+
+    def create_token(self, name: str, scopes: list[str]) -> str:
+        """A new bearer token; only its SHA-256 is stored, the secret is returned once."""
+        bad = [sc for sc in scopes if sc not in SCOPES]
+        if bad or not scopes:
+            raise ValueError(f"scopes {bad or '(none)'}: choose from {', '.join(SCOPES)}")
+        secret = "opsbot_" + secrets.token_urlsafe(32)
+
+        def _add(s: Session) -> None:
+            s.add(ApiToken(name=name, token_hash=_sha256(secret), scopes=sorted(set(scopes))))
+            s.add(_audit_row("cli", "cli", "token created", {"name": name, "scopes": scopes}))
+
+        try:
+            self.write(_add, "create token")
+        except IntegrityError as exc:
+            raise ValueError(f"a token named {name!r} exists; choose another name") from exc
+        return secret
+
+    def check_token(self, secret: str) -> list[str] | None:
+        """The token's scopes, or None when unknown; records its last use."""
+        digest = _sha256(secret)
+
+        def _check(s: Session) -> list[str] | None:
+            row = s.scalar(select(ApiToken).where(ApiToken.token_hash == digest))
+            if row is None or not secrets.compare_digest(row.token_hash, digest):
+                return None
+            row.last_used_at = now()
+            return list(row.scopes)
+
+        return self.write(_check, "check token")
+
+    def tokens(self) -> list[ApiToken]:
+        return list(self.read(lambda s: s.scalars(select(ApiToken).order_by(ApiToken.id)).all()))
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def create_action(self, *, kind: str, cluster: str, role: str, plan: dict[str, Any], reason: str | None,
+                      requested_by: str, surface: str, ttl: timedelta) -> Action:
+        def _add(s: Session) -> Action:
+            row = Action(id=uuid.uuid4().hex[:12], kind=kind, cluster=cluster, role=role, state="planned",
+                         plan=plan, reason=reason, requested_by=requested_by, surface=surface,
+                         expires_at=now() + ttl)
+            s.add(row)
+            s.add(_audit_row(requested_by, surface, f"{kind} planned", {"action": row.id, "reason": reason},
+                             cluster, role))
+            return row
+
+        return self.write(_add, "create action")
+
+    def action(self, action_id: str) -> Action:
+        row = self.read(lambda s: s.get(Action, action_id))
+        if row is None:
+            raise KeyError(f"no action {action_id!r}; see `opsbot actions list`")
+        return row
+
+    def actions(self, *, state: str | None = None, cluster: str | None = None, role: str | None = None,
+                since: datetime | None = None, limit: int = 100) -> list[Action]:
+        q = select(Action).order_by(Action.created_at.desc()).limit(limit)
+        if state:
+            q = q.where(Action.state == state)
+        if cluster:
+            q = q.where(Action.cluster == cluster)
+        if role:
+            q = q.where(Action.role == role)
+        if since:
+            q = q.where(Action.created_at >= since)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    def transition(self, action_id: str, from_states: tuple[str, ...], to_state: str, *, actor: str, surface: str,
+                   what: str, audit_detail: dict[str, Any] | None = None, **values: Any) -> Action | None:
+        """Compare-and-set the action's state (and other columns) with its audit entry; None if the state moved."""
+
+        def _go(s: Session) -> Action | None:
+            res = s.execute(update(Action).where(Action.id == action_id, Action.state.in_(from_states))
+                            .values(state=to_state, **values))
+            if res.rowcount != 1:  # type: ignore[attr-defined]
+                return None
+            row = s.get(Action, action_id)
+            assert row is not None
+            s.refresh(row)
+            s.add(_audit_row(actor, surface, what, {"action": action_id, **(audit_detail or {})}, row.cluster, row.role))
+            return row
+
+        return self.write(_go, f"action {to_state}")
+
+    def approve_action(self, action_id: str, approver: str, surface: str, ttl: timedelta) -> Action | None:
+        """planned → approved with an approval row, if still planned and not expired; None otherwise."""
+        at = now()
+
+        def _go(s: Session) -> Action | None:
+            res = s.execute(update(Action).where(Action.id == action_id, Action.state == "planned",
+                                                 Action.expires_at > at)
+                            .values(state="approved", approved_by=approver, approved_surface=surface,
+                                    approved_at=at, expires_at=at + ttl))
+            if res.rowcount != 1:  # type: ignore[attr-defined]
+                return None
+            row = s.get(Action, action_id)
+            assert row is not None
+            s.refresh(row)
+            s.add(Approval(action_id=action_id, approver=approver, surface=surface, at=at, expires_at=at + ttl))
+            s.add(_audit_row(approver, surface, f"{row.kind} approved", {"action": action_id}, row.cluster, row.role))
+            return row
+
+        return self.write(_go, "approve action")
+
+    def approvals(self, action_id: str) -> list[Approval]:
+        return list(self.read(lambda s: s.scalars(select(Approval).where(Approval.action_id == action_id)).all()))
+
+    def restarts_since(self, cluster: str, since: datetime, role: str | None = None) -> list[Action]:
+        """Restarts that were executed (whatever their outcome) since ``since``: the cooldown and budget."""
+        q = (select(Action).where(Action.cluster == cluster, Action.kind == "restart",
+                                  Action.state.in_(("executing", "succeeded", "failed")), Action.started_at >= since)
+             .order_by(Action.started_at))
+        if role:
+            q = q.where(Action.role == role)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    # -- role locks ---------------------------------------------------------------------------
+
+    def take_lock(self, cluster: str, role: str, action_id: str, holder: str, ttl: timedelta) -> LockHeld | None:
+        """Take the role's lock (None) or say who holds it; an expired lock is taken over."""
+        at = now()
+
+        def _take(s: Session) -> None:
+            s.execute(delete(RoleLock).where(RoleLock.cluster == cluster, RoleLock.role == role,
+                                             RoleLock.expires_at < at))
+            s.add(RoleLock(cluster=cluster, role=role, action_id=action_id, holder=holder, acquired_at=at,
+                           expires_at=at + ttl))
+
+        try:
+            self.write(_take, "take lock")
+            return None
+        except IntegrityError:
+            held = self.read(lambda s: s.get(RoleLock, (cluster, role)))
+            if held is None:  # released between our insert and this read: try once more
+                return self.take_lock(cluster, role, action_id, holder, ttl)
+            return LockHeld(held.holder, held.action_id, held.expires_at)
+
+    def release_lock(self, cluster: str, role: str, action_id: str) -> None:
+        self.write(lambda s: s.execute(delete(RoleLock).where(
+            RoleLock.cluster == cluster, RoleLock.role == role, RoleLock.action_id == action_id)), "release lock")
+
+    def locks(self, cluster: str) -> list[RoleLock]:
+        return list(self.read(lambda s: s.scalars(select(RoleLock).where(RoleLock.cluster == cluster)).all()))
+
+    # -- history ------------------------------------------------------------------------------
+
+    def history(self, role: str | None = None, since: datetime | None = None, cluster: str | None = None,
+                limit: int = 200) -> list[HistoryItem]:
+        """Probes, findings, actions and audit entries, newest first."""
+        items: list[HistoryItem] = []
+        for p in self.probes(cluster=cluster, role=role, since=since, limit=limit):
+            bad = sorted(k for k, axes in p.ok_axes.items() for ax, ok in axes.items() if not ok)
+            items.append(HistoryItem(p.started_at, "probe", p.cluster, list(p.roles),
+                                     p.top_incident or "no incident", f"trigger {p.trigger_kind}"
+                                     + (f"; failed axes: {', '.join(bad)}" if bad else ""), p.id))
+        for f in self.findings(since=since, cluster=cluster, role=role)[:limit]:
+            items.append(HistoryItem(f.at, "finding", f.cluster, list(f.roles), f.incident,
+                                     f"{f.severity}: {f.summary or f.title or ''}", f.probe_id))
+        for a in self.actions(cluster=cluster, role=role, since=since, limit=limit):
+            who = a.approved_by and f", approved by {a.approved_by} via {a.approved_surface}"
+            items.append(HistoryItem(a.created_at, "action", a.cluster, [a.role], f"{a.kind} {a.state}",
+                                     f"by {a.requested_by} via {a.surface}{who or ''}"
+                                     + (f"; {a.outcome}" if a.outcome else ""), a.id))
+        for e in self.audit_log(since=since, role=role, limit=limit):
+            if cluster and e.cluster not in (None, cluster):
+                continue
+            items.append(HistoryItem(e.at, "audit", e.cluster, [e.role] if e.role else [], e.what,
+                                     f"{e.actor} via {e.surface}", str(e.id)))
+        items.sort(key=lambda i: i.at, reverse=True)
+        return items[:limit]
+
+
+def _audit_row(actor: str, surface: str, what: str, detail: dict[str, Any] | None,
+               cluster: str | None = None, role: str | None = None) -> AuditEntry:
+    json.dumps(detail or {})  # refuse what cannot be kept before the transaction starts
+    return AuditEntry(actor=actor, surface=surface, what=what, detail=detail or {}, cluster=cluster, role=role,
+                      at=now())
+
+
+def _sha256(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+__all__ = ["AlertIn", "HistoryItem", "LockHeld", "Store", "StoreError", "compress_bundle", "decompress_bundle"]

@@ -1,0 +1,207 @@
+"""Compose probe bundles from a compact description: the raw text SGLang, systemd and
+nvidia-smi would print, so the real parsers read them exactly as they read a live probe.
+
+Used to write the corpus bundles taken from public SGLang issue threads (``written.py``) and
+by unit tests that need a bundle with one fact changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from opsbot.bundle import GPU_QUERY, SCHEMA, Bundle
+
+T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc)
+MODEL = "deepseek-ai/DeepSeek-V4-Flash"
+UNITS = {"prefill": "sglang-dsv4-prefill.service", "decode": "sglang-dsv4-decode.service", "router": "sglang-router.service"}
+NODES = {"prefill": "node1", "router": "node1", "decode": "node2"}
+
+
+def iso(t: datetime) -> str:
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class RoleSpec:
+    """One role as the probe would see it. Counters are given as (first value, delta)."""
+
+    role: str
+    active: str = "active"
+    sub: str = "running"
+    result: str = "success"
+    restarts: int = 0
+    exit_status: int = 0
+    gauges: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, tuple[float, float]] = field(default_factory=dict)
+    logs: list[str] = field(default_factory=list)
+    health: int | None = 200
+    health_error: str | None = None
+    metrics_error: str | None = None
+    systemd_error: str | None = None
+    logs_error: str | None = None
+    gpus: tuple[int, ...] | None = None  # default: 0-3 for prefill/decode, none for the router
+
+
+def _labels(role: str, extra: dict[str, str] | None = None) -> str:
+    if role == "router":
+        base: dict[str, str] = {}
+    else:
+        base = {"engine_type": role, "model_name": MODEL, "moe_ep_rank": "0", "pp_rank": "0", "tp_rank": "0"}
+    base.update(extra or {})
+    return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(base.items())) + "}" if base else ""
+
+
+def _metric_name(role: str, name: str) -> str:
+    return name if name.startswith("smg_") else f"sglang:{name}"
+
+
+def exposition(spec: RoleSpec, second: bool) -> str:
+    """The /metrics body; counter names may carry one label as ``name{label=value}``."""
+    lines: list[str] = []
+    for name, value in spec.gauges.items():
+        full = _metric_name(spec.role, name)
+        lines += [f"# TYPE {full} gauge", f"{full}{_labels(spec.role)} {float(value)}"]
+    typed: set[str] = set()
+    for key, (first, delta) in spec.counters.items():
+        name, _, label = key.partition("{")
+        extra = dict([label.rstrip("}").split("=", 1)]) if label else None
+        full = _metric_name(spec.role, name)
+        if full not in typed:
+            lines.append(f"# TYPE {full} counter")
+            typed.add(full)
+        lines.append(f"{full}_total{_labels(spec.role, extra)} {float(first + (delta if second else 0))}")
+    return "\n".join(lines) + "\n"
+
+
+def systemd_raw(spec: RoleSpec) -> str:
+    running = spec.active == "active"
+    return "\n".join(
+        [
+            f"Id={UNITS[spec.role]}",
+            "LoadState=loaded",
+            f"ActiveState={spec.active}",
+            f"SubState={spec.sub}",
+            f"Result={spec.result}",
+            f"NRestarts={spec.restarts}",
+            f"ExecMainStatus={spec.exit_status}",
+            f"ExecMainCode={1 if running else 2}",
+            "ExecMainStartTimestamp=Sun 2026-11-29 09:40:00 UTC",
+            "ActiveEnterTimestamp=Sun 2026-11-29 09:40:01 UTC",
+            "StateChangeTimestamp=Sun 2026-11-29 09:40:01 UTC",
+            f"MainPID={4242 if running else 0}",
+            f"MemoryCurrent={8_000_000_000 if running else '[not set]'}",
+        ]
+    ) + "\n"
+
+
+def journal(spec: RoleSpec) -> str:
+    out = []
+    for i, line in enumerate(spec.logs):
+        t = T0 - timedelta(seconds=60 - i)
+        if line.startswith("systemd:"):
+            out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}+0000 {NODES[spec.role]} systemd[1]: {line[8:].strip()}")
+        else:
+            stamp = t.strftime("%Y-%m-%d %H:%M:%S")
+            out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}+0000 {NODES[spec.role]} python3[4242]: [{stamp} TP0] {line}")
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def env(ok_error: str | None, **fields: Any) -> dict[str, Any]:
+    return {"ok": ok_error is None, "error": ok_error, "elapsed_ms": 12.0, **fields}
+
+
+def role_evidence(spec: RoleSpec, window_s: float = 3.0) -> dict[str, Any]:
+    samples = [] if spec.metrics_error else [
+        {"at": iso(T0), "raw": exposition(spec, second=False)},
+        {"at": iso(T0 + timedelta(seconds=window_s)), "raw": exposition(spec, second=True)},
+    ]
+    health = env(spec.health_error, endpoint="/health", status=spec.health,
+                 body="" if spec.health is None else ("OK" if spec.health == 200 else "Service Unavailable"))
+    return {
+        "role": spec.role,
+        "node": NODES[spec.role],
+        "unit": UNITS[spec.role],
+        "gpus": list(spec.gpus if spec.gpus is not None else (() if spec.role == "router" else (0, 1, 2, 3))),
+        "systemd": env(spec.systemd_error, raw="" if spec.systemd_error else systemd_raw(spec)),
+        "metrics": env(spec.metrics_error, samples=samples),
+        "health": health,
+        "logs": env(spec.logs_error, since=iso(T0 - timedelta(minutes=15)), raw="" if spec.logs_error else journal(spec), truncated=False),
+    }
+
+
+def gpu_csv(n: int, used_mib: float = 120000.0, lost: tuple[int, ...] = ()) -> str:
+    rows = []
+    for i in range(n):
+        if i in lost:
+            rows.append(f"{i}, GPU-0000{i}, NVIDIA H200, [GPU is lost], [GPU is lost], [GPU is lost], [GPU is lost], [GPU is lost]")
+        else:
+            rows.append(f"{i}, GPU-0000{i}-aaaa, NVIDIA H200, {used_mib:.0f}, 143771, 87, 54, 412.5")
+    return "\n".join(rows) + "\n"
+
+
+def compose(
+    roles: list[RoleSpec],
+    *,
+    gpus: dict[str, str] | None = None,
+    kernel: dict[str, str] | None = None,
+    gpu_error: dict[str, str] | None = None,
+    bundle_id: str = "composed",
+    text: str | None = None,
+    window_s: float = 3.0,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A bundle (as JSON data) holding ``roles`` and one node entry per node they run on."""
+    nodes = []
+    for node in dict.fromkeys(NODES[r.role] for r in roles):
+        err = (gpu_error or {}).get(node)
+        raw = (gpus or {}).get(node, gpu_csv(4))
+        k = (kernel or {}).get(node, "")
+        nodes.append({"node": node, "gpu": env(err, query=GPU_QUERY, raw="" if err else raw),
+                      "kernel_log": env(None, raw=k)})
+    data = {
+        "schema": SCHEMA,
+        "id": bundle_id,
+        "cluster": "lab",
+        "trigger": {"kind": "cli", "text": text, "user": None, "alerts": []},
+        "started_at": iso(T0),
+        "finished_at": iso(T0 + timedelta(seconds=window_s + 1)),
+        "roles": [role_evidence(r, window_s) for r in roles],
+        "nodes": nodes,
+        "recall": None,
+    }
+    data.update(extra or {})
+    return data
+
+
+def bundle(roles: list[RoleSpec], **kw: Any) -> Bundle:
+    return Bundle.model_validate(compose(roles, **kw))
+
+
+def healthy_roles() -> list[RoleSpec]:
+    """A PD pair and router under light load: counters moving, nothing in the logs but batches."""
+    prefill = RoleSpec(
+        "prefill",
+        gauges={"num_running_reqs": 2, "num_queue_reqs": 1, "token_usage": 0.21, "num_prefill_bootstrap_queue_reqs": 0},
+        counters={"realtime_tokens{mode=prefill_compute}": (1_200_000, 36_000), "realtime_tokens{mode=prefill_cache}": (300_000, 9_000),
+                  "num_aborted_requests": (2, 0), "num_transfer_failed_reqs": (0, 0), "num_bootstrap_failed_reqs": (0, 0)},
+        logs=["Prefill batch, #new-seq: 2, #new-token: 8192, #cached-token: 512, full token usage: 0.21, swa token usage: 0.10, "
+              "#running-req: 2, #queue-req: 1, #pending-token: 4096, #bootstrap-req: 0, #inflight-req: 1, cuda graph: False, "
+              "input throughput (token/s): 12000.00"],
+    )
+    decode = RoleSpec(
+        "decode",
+        gauges={"num_running_reqs": 24, "num_queue_reqs": 0, "token_usage": 0.34, "num_decode_transfer_queue_reqs": 1},
+        counters={"realtime_tokens{mode=decode}": (5_000_000, 2_400), "num_retracted_requests": (0, 0),
+                  "num_transfer_failed_reqs": (0, 0), "num_bootstrap_failed_reqs": (0, 0), "num_aborted_requests": (1, 0)},
+        logs=["Decode batch, #running-req: 24, #full token: 41000, full token usage: 0.34, #swa token: 3000, swa token usage: 0.12, "
+              "pre-allocated usage: 0.01, #prealloc-req: 0, #transfer-req: 1, #retracted-req: 0, cuda graph: True, "
+              "gen throughput (token/s): 800.00, #queue-req: 0"],
+    )
+    router = RoleSpec(
+        "router",
+        gauges={"smg_worker_health": 1, "smg_worker_pool_size": 2},
+        counters={"smg_router_requests": (5000, 30), "smg_router_request_errors{error_type=no_workers}": (0, 0)},
+    )
+    return [prefill, decode, router]

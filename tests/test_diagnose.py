@@ -1,0 +1,259 @@
+"""diagnose(): unknown facts, ordering rules, findings, the JSON contract and bad bundles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cel
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from opsbot.cli import app
+from opsbot.diagnose import default_runbooks, diagnose, interpret
+from opsbot.diagnose.conditions import Condition, fact_paths
+from tests.scenarios.compose import RoleSpec, bundle, compose, gpu_csv, healthy_roles
+
+
+def _diag(roles: list[RoleSpec], **kw):
+    return diagnose(bundle(roles, **kw), default_runbooks())
+
+
+def _wedged() -> list[RoleSpec]:
+    roles = healthy_roles()
+    roles[1].counters["realtime_tokens{mode=decode}"] = (1000, 0)
+    return roles
+
+
+# --- CEL and unknown facts --------------------------------------------------------------
+
+def test_fact_paths_skip_strings_calls_and_macro_variables():
+    expr = 'unit.active_state == "metrics.fake" && has(gpu.expected) && failed.exists(a, a == "logs") && logs.x.size() > 0'
+    assert fact_paths(expr) == ("unit.active_state", "gpu.expected", "failed", "logs.x")
+
+
+def _outcome(expr: str, facts: dict, needs: tuple[str, ...] = ()):
+    c = Condition(expr)
+    return c.evaluate(cel.Context(variables=facts), facts, needs)
+
+
+def test_missing_fact_makes_the_condition_unknown_and_names_it():
+    out = _outcome("metrics.num_running_reqs > 0 && unit.active_state == 'active'", {"metrics": {}, "unit": {"active_state": "active"}})
+    assert out.value is None and out.missing == ("metrics.num_running_reqs",) and out.error is None
+
+
+def test_false_conjunct_decides_despite_a_missing_fact():
+    out = _outcome("metrics.num_running_reqs > 0 && unit.active_state == 'active'", {"metrics": {}, "unit": {"active_state": "failed"}})
+    assert out.value is False and out.missing == ("metrics.num_running_reqs",)
+
+
+def test_true_disjunct_decides_and_reports_what_was_missing():
+    out = _outcome("logs.watchdog > 0 || delta.x > 0", {"logs": {"watchdog": 2}, "delta": {}})
+    assert out.value is True and out.missing == ("delta.x",)
+
+
+def test_needs_forces_unknown():
+    out = _outcome("logs.watchdog > 0", {"logs": {"watchdog": 1}, "window_s": 3.0}, needs=("gpu.count",))
+    assert out.value is None and out.missing == ("gpu.count",)
+
+
+def test_type_error_is_reported_not_raised():
+    out = _outcome("unit.active_state > 3", {"unit": {"active_state": "active"}})
+    assert out.value is None and out.missing == () and out.error
+
+
+def test_ints_and_floats_compare():
+    assert _outcome("metrics.a == 0 && metrics.b > 1", {"metrics": {"a": 0.0, "b": 2}}).value is True
+
+
+def test_failed_metrics_axis_gives_undetermined_with_missing_facts():
+    roles = _wedged()
+    roles[1].metrics_error = "timeout after 5.0 s"
+    d = _diag(roles)
+    assert "decode-wedged" not in [f.incident for f in d.findings]
+    (u,) = [u for u in d.undetermined if u.incident == "decode-wedged"]
+    assert u.role == "decode" and "metrics.num_running_reqs" in u.missing_facts and "delta.realtime_tokens_decode" in u.missing_facts
+
+
+def test_a_dead_node_never_raises():
+    roles = healthy_roles()
+    for axis in ("systemd_error", "metrics_error", "health_error", "logs_error"):
+        setattr(roles[1], axis, "ssh: connection refused")
+    roles[1].health = None
+    d = _diag(roles, gpu_error={"node2": "ssh: connection refused"})
+    assert d.findings == []
+    assert {u.incident for u in d.undetermined if u.role == "decode"} >= {"decode-wedged", "role-down", "cuda-oom"}
+
+
+def test_finding_has_values_remedies_and_confidence():
+    (f,) = _diag(_wedged()).findings
+    assert f.incident == "decode-wedged" and f.severity == "critical" and f.roles == ["decode"]
+    assert "running requests: 24" in f.evidence[1] and "0" in f.evidence[2]
+    assert f.summary.startswith("decode holds 24 running requests")
+    restart = [r for r in f.remedies if r.kind == "restart"]
+    assert restart and restart[0].approval == "required" and restart[0].role == "decode"
+    assert 0 < f.confidence <= 1 and f.missing_facts == []
+    assert f.facts["delta.realtime_tokens_decode"] == 0
+
+
+def test_missing_facts_lower_confidence():
+    roles = healthy_roles()
+    roles[1].logs = ["Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)"]
+    full = _diag(roles).findings[0]
+    roles[1].systemd_error = "timeout"
+    partial = _diag(roles).findings[0]
+    assert full.incident == partial.incident == "scheduler-watchdog"
+    assert partial.confidence == full.confidence  # watchdog reads logs only
+    roles = healthy_roles()
+    roles[2].gauges["smg_worker_health"] = 0
+    roles[2].logs_error = "timeout"
+    f = _diag(roles).findings[0]
+    assert f.incident == "router-no-healthy-workers" and f.missing_facts == ["logs.router_no_workers"] and f.confidence < 0.85
+
+
+# --- ordering rules of incidents.md ---------------------------------------------------------
+
+def test_config_crashloop_explains_role_down():
+    roles = healthy_roles()
+    p = roles[0]
+    p.active, p.sub, p.restarts = "activating", "auto-restart", 6
+    p.metrics_error = "connection refused"
+    p.logs = ["ValueError: DeepSeek V4 HiCache currently does not support --hicache-size; use --hicache-ratio instead."]
+    d = _diag(roles)
+    assert [f.incident for f in d.findings] == ["config-crashloop"]
+    assert d.findings[0].explains == ["role-down on prefill"]
+    assert [r.kind for r in d.findings[0].remedies][:1] == ["no-restart"]
+
+
+def test_same_crash_without_config_error_is_role_down():
+    roles = healthy_roles()
+    roles[0].active, roles[0].sub, roles[0].restarts = "activating", "auto-restart", 6
+    assert [f.incident for f in _diag(roles).findings] == ["role-down"]
+
+
+def test_saturation_explains_kv_transfer_errors_on_decode():
+    roles = healthy_roles()
+    roles[0].gauges["num_queue_reqs"] = 80
+    roles[1].logs = ["Decode transfer failed for request rank=0 decode_req.req.rid='a' decode_req.req.bootstrap_room=5 "
+                     "with exception KVTransferError(bootstrap_room=5): Request 5 timed out after 300.0s in KVPoll.WaitingForInput"]
+    d = _diag(roles)
+    assert [f.incident for f in d.findings] == ["prefill-queue-saturation"]
+    assert d.findings[0].roles == ["prefill", "decode", "router"]
+    assert d.findings[0].explains == ["kv-transfer-failure on decode"]
+
+
+def test_same_transfer_errors_with_a_normal_queue_are_kv_transfer_failure():
+    roles = healthy_roles()
+    roles[1].logs = ["Decode transfer failed for request rank=0 decode_req.req.rid='a' decode_req.req.bootstrap_room=5 "
+                     "with exception KVTransferError(bootstrap_room=5): Request 5 timed out after 300.0s in KVPoll.WaitingForInput"]
+    assert [f.incident for f in _diag(roles).findings] == ["kv-transfer-failure"]
+
+
+def test_client_abort_alone_is_benign():
+    roles = healthy_roles()
+    roles[1].logs = ["Decode transfer failed for request rank=0 decode_req.req.rid='a' decode_req.req.bootstrap_room=5 "
+                     "with exception KVTransferError(bootstrap_room=5): Aborted by AbortReq."] * 3
+    assert _diag(roles).findings == []
+
+
+@pytest.mark.parametrize("status,error", [(503, None), (None, "timeout after 5.0 s"), (200, None)])
+def test_health_alone_proves_nothing(status, error):
+    roles = healthy_roles()
+    roles[1].health, roles[1].health_error = status, error
+    assert _diag(roles).findings == []
+    wedged = _wedged()
+    wedged[1].health, wedged[1].health_error = status, error
+    assert [f.incident for f in _diag(wedged).findings] == ["decode-wedged"]
+
+
+def test_findings_are_ordered_most_severe_first():
+    roles = _wedged()
+    roles[1].gauges["token_usage"] = 0.95
+    roles[1].counters["num_retracted_requests"] = (0, 3)
+    roles[2].gauges["smg_worker_health"] = 0
+    severities = [f.severity for f in _diag(roles).findings]
+    assert severities == sorted(severities, key=["critical", "high", "warning", "info"].index)
+    assert [f.incident for f in _diag(roles).findings][-1] == "kv-cache-exhausted"
+
+
+# --- the CLI surface and the JSON contract --------------------------------------------------
+
+def _write(tmp_path: Path, data: dict | str, name: str = "b.json") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+def test_diagnose_json_contract(tmp_path: Path):
+    res = CliRunner().invoke(app, ["diagnose", "--json", str(_write(tmp_path, compose(_wedged(), bundle_id="b-1")))])
+    assert res.exit_code == 1, res.output
+    out = json.loads(res.output)
+    assert out["bundle"] == "b-1"
+    (f,) = out["findings"]
+    assert {"incident", "severity", "roles", "evidence", "summary", "remedies"} <= set(f)
+    assert f["incident"] == "decode-wedged" and f["remedies"][1] == {
+        "kind": "restart", "role": "decode", "approval": "required", "text": "Restart decode (its running requests are lost; clients retry)."}
+
+
+def test_diagnose_healthy_is_an_empty_list_and_exit_0(tmp_path: Path):
+    res = CliRunner().invoke(app, ["diagnose", "--json", str(_write(tmp_path, compose(healthy_roles())))])
+    assert res.exit_code == 0 and json.loads(res.output)["findings"] == []
+    res = CliRunner().invoke(app, ["diagnose", str(_write(tmp_path, compose(_wedged()), "w.json"))])
+    assert "decode-wedged" in res.output and "needs approval" in res.output
+
+
+def test_bundle_of_another_schema_version_is_refused(tmp_path: Path):
+    data = compose(healthy_roles())
+    data["schema"] = "opsbot/probe-bundle@2"
+    res = CliRunner().invoke(app, ["diagnose", str(_write(tmp_path, data))])
+    assert res.exit_code == 2
+    assert "schema is 'opsbot/probe-bundle@2'; this opsbot reads 'opsbot/probe-bundle@1'" in res.output
+
+
+def test_truncated_bundle_is_refused(tmp_path: Path):
+    text = json.dumps(compose(healthy_roles()))
+    res = CliRunner().invoke(app, ["diagnose", str(_write(tmp_path, text[: len(text) // 2]))])
+    assert res.exit_code == 2 and "not valid JSON (truncated?)" in res.output
+
+
+def test_missing_file_is_refused(tmp_path: Path):
+    res = CliRunner().invoke(app, ["diagnose", str(tmp_path / "nope.json")])
+    assert res.exit_code == 2 and "cannot read" in res.output
+
+
+# --- interpret ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,roles", [
+    ("decode is stuck", ["decode"]),
+    ("TTFT is minutes", ["prefill"]),
+    ("router gives 503s to clients", ["router"]),
+    ("prefill and decode both look slow", ["prefill", "decode"]),
+    ("everything is broken", []),
+    ("is a decoder-only model fine?", []),
+    ("the decoder hangs", ["decode"]),
+])
+def test_interpret(text, roles):
+    assert interpret(text) == roles
+
+
+def test_interpret_instance_names():
+    assert interpret("decode-b is stuck", ["decode-a", "decode-b"]) == ["decode-b"]
+
+
+@given(st.text())
+def test_interpret_never_raises(text):
+    assert set(interpret(text)) <= {"prefill", "decode", "router"}
+
+
+def test_gpu_dropped_from_nvidia_smi_is_a_gpu_fault():
+    """The role's GPU 3 is not listed (no Xid needed): gpu.missing counts it."""
+    roles = _wedged()
+    rows = "".join(line + "\n" for line in gpu_csv(4).splitlines()[:3])
+    d = _diag(roles, gpus={"node2": rows})
+    assert [f.incident for f in d.findings] == ["gpu-fault"]
+    assert d.findings[0].facts["gpu.missing"] == 1 and d.findings[0].explains == ["decode-wedged on decode"]
+    other = healthy_roles()
+    other[1].gpus = (0, 1, 2)
+    assert _diag(other, gpus={"node2": rows}).findings == [], "a GPU the role does not use is not its fault"

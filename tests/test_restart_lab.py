@@ -1,0 +1,187 @@
+"""Guarded restarts against the lab nodes: real sshd, systemd units and the SGLang emulator.
+
+The emulator's injected states persist across restarts (the lab's control file is read at start
+and watched while running). A wedged decode is a state a restart clears in production, so the
+test's "operator fixed it" step rewrites the control file to healthy *without* changing its mtime:
+the running, wedged process does not notice (it watches the mtime), and only the restarted process
+reads the healthy state. The restart is therefore what brings the role back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from opsbot.act import approve, execute, reconcile, request_restart
+from opsbot.collect.probe import probe
+from opsbot.parse.metrics import parse_samples
+from opsbot.settings import Settings
+from opsbot.store import Store
+
+pytestmark = pytest.mark.lab
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def settings(lab, tmp_path) -> Settings:
+    return Settings(data_dir=tmp_path, inventory=lab.inventory_path, metrics_window_s=2.0, verify_deadline_s=60,
+                    gpu_release_timeout_s=30)
+
+
+@pytest.fixture
+def store(settings):
+    s = Store(settings.db_url())
+    yield s
+    s.close()
+
+
+@pytest.fixture(autouse=True)
+def healthy_lab(lab):
+    """Every test starts and ends with healthy roles."""
+    lab.reset()
+    yield
+    lab.reset()
+
+
+def _env(settings: Settings, **extra: str) -> dict[str, str]:
+    return {**os.environ, "OPSBOT_DATA_DIR": str(settings.data_dir), "OPSBOT_INVENTORY": str(settings.inventory),
+            "OPSBOT_METRICS_WINDOW_S": "2", "OPSBOT_VERIFY_DEADLINE_S": "60", "PYTHONPATH": str(REPO),
+            "COLUMNS": "250", **extra}
+
+
+def _cli(settings: Settings, *args: str, **extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "opsbot", *args], env=_env(settings, **extra), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _restart(store, inventory, settings, role="decode", actor="alice"):
+    action, _ = request_restart(store, inventory, [role], actor=actor, surface="cli", reason="test", settings=settings)
+    approve(store, action.id, actor, "cli", settings)
+    return asyncio.run(execute(store, inventory, action.id, actor=actor, surface="cli", settings=settings))
+
+
+def _main_pid(lab, unit: str) -> str:
+    return lab.ssh("node2", ["systemctl", "show", unit, "--property=MainPID", "--value"]).stdout.strip()
+
+
+def _operator_fix_effective_at_restart(lab, role: str) -> None:
+    """Write healthy into the role's control file keeping its mtime: only a restarted emulator reads it."""
+    plan = lab.plan()
+    spec = plan.role(role)
+    path = lab.node_dir(plan.node(spec.node)) / "state/control" / f"{spec.key}.json"
+    st = path.stat()
+    path.write_text(json.dumps({"state": "healthy", "message": None, "load": True}))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_wedged_decode_is_restarted_and_verified_then_cooldown_refuses(lab, settings, store):
+    lab.inject("decode", "wedged")
+    wedged = asyncio.run(probe(lab.inventory, roles=["decode"], settings=settings))
+    before = parse_samples(wedged.role("decode").metrics.samples)
+    assert before.deltas.get("realtime_tokens", 0) == 0, "the injected wedge should stop token progress"
+    _operator_fix_effective_at_restart(lab, "decode")
+    time.sleep(2.5)
+    still = parse_samples(asyncio.run(probe(lab.inventory, roles=["decode"], settings=settings))
+                          .role("decode").metrics.samples)
+    assert still.deltas.get("realtime_tokens", 0) == 0, "without a restart the decode stays wedged"
+    pid_before = _main_pid(lab, "sglang-dsv4-decode.service")
+
+    out = _restart(store, lab.inventory, settings)
+
+    assert out.state == "succeeded", out.message
+    pid_after = _main_pid(lab, "sglang-dsv4-decode.service")
+    assert pid_after != pid_before
+    (decode,) = out.verification["roles"]
+    assert decode["active_state"] == "active" and decode["health_status"] == 200 and decode["tokens_delta"] > 0
+    assert [s["kind"] for s in out.execution] == ["stop", "wait-gpu-release", "start"]
+    assert out.execution[1]["ok"] and "released" in out.execution[1]["detail"]
+    evidence = store.load_bundle(out.evidence_probe_id)  # the pre-restart probe shows the wedge
+    assert parse_samples(evidence.role("decode").metrics.samples).deltas.get("realtime_tokens", 0) == 0
+    row = store.action(out.action_id)
+    assert (row.state, row.approved_by, row.evidence_probe_id) == ("succeeded", "alice", out.evidence_probe_id)
+    whats = [e.what for e in reversed(store.audit_log(role="decode"))]
+    assert whats == ["restart planned", "restart approved", "restart executing", "restart succeeded"]
+
+    again = _restart(store, lab.inventory, settings)
+    assert again.state == "refused" and again.message.startswith("cooldown: decode was restarted")
+    assert again.allowed_at is not None and f"{again.allowed_at:%H:%M:%S} UTC" in again.message
+    assert _main_pid(lab, "sglang-dsv4-decode.service") == pid_after  # refused: nothing was touched
+
+
+def test_two_concurrent_restarts_one_wins_the_other_is_refused_by_the_lock(lab, settings, store):
+    procs = [_cli(settings, "restart", "decode", "--approve", "--reason", f"operator {i}") for i in range(2)]
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 1], outs
+    loser = outs[[p.returncode for p in procs].index(1)]
+    assert "lock: decode is being restarted by action" in loser, loser
+    states = sorted(a.state for a in store.actions())
+    assert states == ["refused", "succeeded"]
+
+
+def test_budget_holds_across_a_restart_of_the_process(lab, settings, store):
+    env = {"OPSBOT_RESTART_BUDGET": "1", "OPSBOT_RESTART_COOLDOWN_S": "0"}
+    first = _cli(settings, "restart", "decode", "--approve", **env)
+    out1 = first.communicate(timeout=180)[0]
+    assert first.returncode == 0, out1
+    second = _cli(settings, "restart", "decode", "--approve", **env)  # a new process, the same database
+    out2 = second.communicate(timeout=180)[0]
+    assert second.returncode == 1 and "budget: cluster" in out2 and "had 1 restarts" in out2, out2
+    assert "the next restart is allowed at" in out2
+    assert [a.state for a in store.actions()] == ["refused", "succeeded"]
+
+
+def test_unknown_role_refused_before_any_ssh_connection(lab, settings):
+    def accepted() -> int:
+        res = lab.ssh("node2", ["journalctl", "-u", "ssh.service", "--no-pager", "-o", "cat", "-g", "Accepted"])
+        return len(res.stdout.splitlines())
+
+    before = accepted()
+    cli = _cli(settings, "restart", "decoder", "--approve")
+    out = cli.communicate(timeout=60)[0]
+    assert cli.returncode == 2 and "unknown role 'decoder'" in out
+    assert accepted() == before + 1  # only the counting call itself logged in
+
+
+def test_a_role_that_never_comes_back_is_recorded_failed_with_evidence(lab, settings, store):
+    lab.inject("decode", "crash", message="ValueError: opsbot test crash at start-up")
+    quick = settings.model_copy(update={"verify_deadline_s": 20})
+    out = _restart(store, lab.inventory, quick)
+    assert out.state == "failed", out.message
+    assert "did not come back healthy within 20" in out.message and "sglang-dsv4-decode.service" in out.message
+    row = store.action(out.action_id)
+    assert row.state == "failed" and row.outcome == out.message and row.evidence_probe_id
+    after = store.load_bundle(out.after_probe_id)
+    assert "opsbot test crash at start-up" in after.role("decode").logs.raw
+    assert store.probes(role="decode")  # both probes are in the history
+
+
+def test_an_interrupted_restart_is_reconciled_not_repeated(lab, settings, store):
+    proc = _cli(settings, "restart", "decode", "--approve", OPSBOT_VERIFY_DEADLINE_S="60")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not store.actions(state="executing"):
+        time.sleep(0.05)
+    (action,) = store.actions(state="executing")
+    proc.send_signal(signal.SIGKILL)  # opsbot dies between execute and record
+    proc.wait(timeout=10)
+    assert store.action(action.id).state == "executing" and store.locks("lab")
+    time.sleep(8)  # let the unit settle whichever way the interrupted run left it
+
+    settled = asyncio.run(reconcile(store, lab.inventory, settings))
+
+    assert [o.action_id for o in settled] == [action.id]
+    row = store.action(action.id)
+    assert row.state in ("succeeded", "failed") and row.outcome.startswith("interrupted while executing")
+    assert store.locks("lab") == []
+    whats = [e.what for e in store.audit_log() if e.detail.get("action") == action.id]
+    assert whats.count("restart executing") == 1 and len([w for w in whats if "reconciled" in w]) == 1
+    assert asyncio.run(reconcile(store, lab.inventory, settings)) == []  # nothing settled twice
+    assert len(store.actions()) == 1
