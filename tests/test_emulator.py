@@ -319,3 +319,35 @@ def test_load_snapshot_goes_stale_while_wedged(tmp_path) -> None:
     _run(s, 3.0)
     assert s.load_snapshot()["timestamp"] == time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s.published)) + "Z"
     assert s.load_snapshot()["timestamp"] < time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 30))
+
+
+# ---- the lab's command line and helpers (no nodes needed) --------------------------------------------
+
+def test_parse_show_reads_one_block_per_unit() -> None:
+    from opsbot.lab.nodes import _parse_show
+
+    roles = plan_lab(Settings(), 2).node("node1").roles
+    out = ("Id=sglang-dsv4-prefill.service\nActiveState=active\nSubState=running\nNRestarts=3\n\n"
+           "Id=sglang-router.service\nActiveState=failed\nSubState=failed\nNRestarts=\n")
+    rows = _parse_show(out, roles)
+    assert [(r.role, r.active_state, r.n_restarts) for r in rows] == [("prefill", "active", 3), ("router", "failed", None)]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["inject", "decode", "melted"], "unknown state 'melted'"),
+    (["inject", "decode", "no-healthy-workers"], "applies to router, not to decode"),
+    (["inject", "janitor", "wedged"], "no role 'janitor' in this lab"),
+])
+def test_inject_refuses_bad_roles_and_states_before_touching_a_node(tmp_path, monkeypatch, argv, message) -> None:
+    from typer.testing import CliRunner
+
+    from opsbot.cli import app
+    from opsbot.settings import get_settings
+
+    monkeypatch.setenv("OPSBOT_DATA_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    result = CliRunner().invoke(app, ["lab", *argv])
+    get_settings.cache_clear()
+    assert result.exit_code == 1
+    assert message in " ".join(result.output.split())
+    assert not (tmp_path / "lab").exists() or not list((tmp_path / "lab").rglob("*.json"))

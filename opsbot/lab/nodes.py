@@ -144,6 +144,12 @@ class Lab:
                     return load_inventory(self.inventory_path)
                 raise LabError(f"a lab of another size is running in {self.dir}: run `opsbot lab down` first")
             plan = plan_lab(self.settings, nodes)
+            busy = [p for p in _ports(plan) if not _port_free(p)]
+            if busy:
+                raise LabError(
+                    f"port(s) {', '.join(map(str, busy))} on 127.0.0.1 are in use (another lab?): choose other "
+                    "bases with OPSBOT_LAB_SSH_PORT_BASE / OPSBOT_LAB_SERVICE_PORT_BASE (and OPSBOT_LAB_PREFIX)"
+                )
             step(f"root file system ({self.settings.lab_cache_dir})")
             rootfs = ensure_rootfs(self.settings.lab_cache_dir, step)
             step("keys: one client key, one host key per node")
@@ -383,6 +389,14 @@ def isolated_settings(data_dir: Path, base: Settings | None = None) -> Settings:
             })
         lock.close()
     raise LabError("no free port range for another lab on this machine")
+
+
+def _ports(plan: LabPlan) -> list[int]:
+    """Every port the lab will listen on (sshd, servers, bootstrap, router, its Prometheus)."""
+    ports = {n.ssh_port for n in plan.nodes}
+    for r in plan.roles:
+        ports |= {p for p in (r.port, r.bootstrap_port if r.kind == "prefill" else None, r.prometheus_port) if p}
+    return sorted(ports)
 
 
 def _port_free(port: int) -> bool:
