@@ -148,7 +148,8 @@ def test_unapproved_and_expired_actions_do_not_run(inventory, settings, store, c
     with pytest.raises(ApprovalRefused, match="expired .* request the restart again"):
         approve(store, stale.id, "bob", "slack", short)
     assert store.action(stale.id).state == "expired"
-    approved_then_stale, _ = request_restart(store, inventory, ["decode"], actor="alice", surface="cli", settings=short)
+    approved_then_stale, _ = request_restart(store, inventory, ["decode"], actor="alice", surface="cli",
+                                             settings=settings)
     approved = approve(store, approved_then_stale.id, "bob", "slack", settings)  # approved with 15 min ...
     assert (approved.approved_by, approved.approved_surface) == ("bob", "slack")
     assert store.approvals(approved.id)[0].approver == "bob"
