@@ -189,3 +189,17 @@ def test_an_interrupted_restart_is_reconciled_not_repeated(lab, settings, store)
     assert whats.count("restart executing") == 1 and len([w for w in whats if "reconciled" in w]) == 1
     assert asyncio.run(reconcile(store, lab.inventory, settings)) == []  # nothing settled twice
     assert len(store.actions()) == 1
+
+
+def test_node_unreachable_is_recorded_failed_and_nothing_is_started(lab, settings, store):
+    quick = settings.model_copy(update={"ssh_connect_timeout_s": 3.0, "probe_deadline_s": 10})
+    lab.stop_sshd("node2")
+    try:
+        out = _restart(store, lab.inventory, quick)
+    finally:
+        lab.start_sshd("node2")
+    assert out.state == "failed" and out.message.startswith("stop decode failed"), out.message
+    assert [s["kind"] for s in out.execution] == ["stop"]  # no start after a failed stop
+    evidence = store.load_bundle(out.evidence_probe_id)
+    assert not evidence.role("decode").systemd.ok  # the evidence shows the node was unreachable
+    assert store.action(out.action_id).state == "failed" and store.locks("lab") == []
