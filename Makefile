@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEB_PACKAGES := openssh-server openssh-client systemd-container debootstrap iproute2 \
+DEB_PACKAGES := openssh-server openssh-client procps systemd-container debootstrap iproute2 \
 	prometheus prometheus-alertmanager postgresql chromium fonts-dejavu-core
 STAMP_DEB := $(VENV)/.deb-installed
 STAMP_PY := $(VENV)/.py-installed
@@ -32,9 +32,13 @@ $(STAMP_PY): pyproject.toml
 	@touch $@
 
 run: setup
+	@echo "==> booting the lab: Debian nodes under systemd-nspawn (real systemd + sshd) running the SGLang emulator"
+	@echo "    (the first run builds the node root file system with debootstrap: about 90 s, cached after)"
 	@$(BIN)/opsbot lab up
+	@$(BIN)/opsbot lab status
 	@echo
-	@echo "The lab is up. Next:  $(BIN)/opsbot probe"
+	@echo "The lab is up (stop it with: make lab-down). Next:"
+	@echo "    $(BIN)/opsbot probe"
 
 test: setup
 	@$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)

@@ -48,6 +48,9 @@ class Settings(BaseSettings):
         30000, ge=1024, le=65000, description="emulator ports: prefill base, decode base+1, router base+2 ..."
     )
     lab_gpus_per_node: int = Field(4, ge=1, le=8, description="GPUs the stand-in nvidia-smi shows per node")
+    lab_health_check_timeout_s: int = Field(
+        20, ge=1, description="SGLANG_HEALTH_CHECK_TIMEOUT in the lab units: a wedged role's /health 503s after it"
+    )
 
     def inventory_path(self) -> Path:
         return self.inventory or self.data_dir / "inventory.yaml"

@@ -226,3 +226,62 @@ def test_stopped_sshd_refuses_and_comes_back(healthy: Lab) -> None:
     finally:
         lab.start_sshd("node2")
     wait_for(lambda: lab.ssh("node2", ["true"], timeout=5).returncode == 0, 15, "sshd back")
+
+
+@pytest.mark.parametrize("state,line", [
+    ("oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"),
+    ("watchdog", "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)"),
+    ("nccl-timeout", "Triggering SIGQUIT for cleanup..."),
+])
+def test_runtime_deaths_log_and_restart(healthy: Lab, state: str, line: str) -> None:
+    lab = healthy
+    unit = "sglang-dsv4-decode.service"
+    before = int(unit_show(lab, "node2", unit)["NRestarts"])
+    lab.inject("decode", state)
+    wait_for(lambda: int(unit_show(lab, "node2", unit)["NRestarts"]) > before, 30, f"{state} to kill the server")
+    log = lab.ssh("node2", ["journalctl", "-u", unit, "--no-pager", "-n", "80"]).stdout
+    assert line in log
+    assert "SIGQUIT received. signum=" in log and "It usually means one child failed." in log
+
+
+def test_a_request_through_the_router_reaches_prefill_and_decode(healthy: Lab) -> None:
+    lab = healthy
+    wait_for(lambda: get(lab.url("router", "/readiness"))[0] == 200, 30, "the router to be ready")
+    chat = ("endpoint", "/v1/chat/completions")
+
+    def served(role: str) -> float:
+        return sum(v for (n, ls), v in samples(lab, role).items() if n == "sglang:http_requests_total" and chat in ls)
+
+    before = {r: served(r) for r in ("prefill", "decode")}
+    body = b'{"model": "deepseek-ai/DeepSeek-V4-Flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}'
+    req = urllib.request.Request(lab.url("router", "/v1/chat/completions"), data=body,
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.status == 200 and b'"chat.completion"' in resp.read()
+    for role in ("prefill", "decode"):
+        assert served(role) == before[role] + 1, role
+    assert get(lab.url("router", "/health_generate"), timeout=30)[0] == 200
+
+
+def test_wedged_health_answers_503_after_the_health_check_timeout(healthy: Lab) -> None:
+    lab = healthy
+    assert get(lab.url("decode", "/health"))[0] == 200
+    lab.inject("decode", "wedged")
+    time.sleep(0.6)
+    t = time.monotonic()
+    assert get(lab.url("decode", "/health"), timeout=15)[0] == 503
+    assert time.monotonic() - t >= 2.5  # it waited for progress first, as SGLang does
+    log = lab.ssh("node2", ["journalctl", "-u", "sglang-dsv4-decode.service", "--no-pager", "-n", "20"]).stdout
+    assert "Health check failed. Server couldn't get a response from detokenizer for last 3 seconds." in log
+    with pytest.raises(OSError):  # /server_info round-trips to the wedged scheduler: it hangs
+        urllib.request.urlopen(lab.url("decode", "/server_info"), timeout=2)
+
+
+def test_stopping_prefill_makes_decode_lose_it(healthy: Lab) -> None:
+    lab = healthy
+    time.sleep(5.5)  # one heartbeat after start: the decode has connected to the prefill bootstrap server
+    lab.ssh("node1", ["systemctl", "stop", "sglang-dsv4-prefill.service"], 20)
+    wait_for(
+        lambda: "Lost connection with prefill instance (bootstrap_addr: 127.0.0.1:"
+        in lab.ssh("node2", ["journalctl", "-u", "sglang-dsv4-decode.service", "--no-pager", "-n", "40"]).stdout,
+        25, "the decode to notice", every=1.0)

@@ -281,3 +281,51 @@ def test_xid_lines():
 @given(st.text())
 def test_xid_never_crashes(raw):
     parse_xid(raw)
+
+
+def test_router_gauges_per_worker_type_and_health_by_min():
+    body = (
+        'smg_worker_health{worker="http://p:1",worker_type="prefill"} 1\n'
+        'smg_worker_health{worker="http://d:1",worker_type="decode"} 0\n'
+        'smg_worker_pool_size{worker_type="decode",model="default"} 1\n'
+        'smg_worker_pool_size{worker_type="prefill",model="default"} 2\n'
+    )
+    g = parse_samples(_samples(body, body)).gauges
+    assert g["smg_worker_health"] == 0 and g["smg_worker_health_prefill"] == 1 and g["smg_worker_health_decode"] == 0
+    assert g["smg_worker_pool_size"] == 3 and g["smg_worker_pool_size_prefill"] == 2
+    assert not any(k.startswith("smg_worker_health_http") for k in g)
+
+
+def test_batch_lines_give_their_figures():
+    from opsbot.parse.logs import parse_batch
+
+    d = parse_batch(
+        "Decode batch, #running-req: 8, #full token: 60065, full token usage: 0.06, #swa token: 44032, "
+        "swa token usage: 0.45, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, "
+        "cuda graph: True, gen throughput (token/s): 317.49, #queue-req: 0"
+    )
+    assert d.phase == "decode"
+    assert d.fields["running-req"] == 8 and d.fields["swa token usage"] == 0.45
+    assert d.fields["gen throughput (token/s)"] == 317.49 and d.fields["queue-req"] == 0
+    p = parse_batch("Prefill batch [12], #new-seq: 1, #new-token: 3421, #cached-token: 1280, "
+                    "input throughput (token/s): 1360.28")
+    assert p.phase == "prefill" and p.fields["new-token"] == 3421
+    assert parse_batch("Scheduler hit an exception") is None
+
+
+@given(st.text())
+def test_batch_never_crashes(raw):
+    from opsbot.parse.logs import parse_batch
+
+    parse_batch("Decode batch, " + raw)
+    parse_batch(raw)
+
+
+def test_batch_lines_in_lab_fixture():
+    from opsbot.bundle import read_bundle
+    from opsbot.parse.logs import parse_batch
+
+    b = read_bundle(FIXTURES / "lab" / "healthy.json")
+    lines = [parse_batch(e.message) for e in parse_log_lines(b.role("decode").logs.raw) if e.kind == "batch"]
+    assert lines and all(x is not None and x.phase == "decode" and x.fields["running-req"] >= 0 for x in lines)
+    assert all(x.fields["gen throughput (token/s)"] > 0 for x in lines)

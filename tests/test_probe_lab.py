@@ -102,7 +102,7 @@ async def test_killed_process_shows_restarts_climbing(lab, settings):
     before, _ = await restarts()
     async with TransportPool(settings) as pool:
         t = await pool.get(cl.node(role.node))
-        r = await t.run(["systemctl", "kill", "--signal=SIGKILL", role.unit], timeout=10)
+        r = await t.run(["systemctl", "kill", "--kill-who=main", "--signal=SIGKILL", role.unit], timeout=10)
         assert r.ok, r
 
     async def climbed():
@@ -152,3 +152,42 @@ async def test_tofu_records_the_lab_key(lab, settings, tmp_path):
     assert bundle.role("decode").systemd.ok
     recorded = kh.read_text().split()
     assert " ".join(recorded[1:3]) == " ".join(pinned.split()[:2])
+
+
+def test_cli_probe_and_inventory_check_on_the_lab(lab, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from opsbot.cli import app
+    from opsbot.settings import get_settings
+
+    monkeypatch.setenv("OPSBOT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("OPSBOT_INVENTORY", str(lab.inventory_path))
+    get_settings.cache_clear()
+    try:
+        runner = CliRunner()
+        checked = runner.invoke(app, ["inventory", "check"], env={"COLUMNS": "200"})
+        assert checked.exit_code == 0, checked.output
+        assert checked.stdout.count("host key verified") == 2 and "FAIL" not in checked.stdout
+        probed = runner.invoke(app, ["probe", "decode", "prefill"], env={"COLUMNS": "250"})
+        assert probed.exit_code == 0, probed.output
+        assert probed.stdout.count("active/running") == 2 and "tok/s" in probed.stdout
+        assert len(list((tmp_path / "bundles").glob("*.json"))) == 1
+    finally:
+        get_settings.cache_clear()
+
+
+async def test_missing_unit_and_wrong_key_fail_the_inventory_check(lab, settings, tmp_path):
+    from opsbot.collect.check import check_inventory
+
+    data = lab.inventory.model_dump(mode="json")
+    cl = next(iter(data["clusters"].values()))
+    cl["roles"].append({"role": "decode", "name": "ghost", "node": "node2", "unit": "sglang-ghost.service"})
+    next(n for n in cl["nodes"] if n["name"] == "node1")["host_key"] = WRONG_KEY
+    rows = await check_inventory(Inventory.model_validate(data), settings)
+    bad = {(r.node, r.subject): r.detail for r in rows if not r.ok}
+    assert "host key refused" in bad[("node1", "ssh")]
+    assert "LoadState=not-found" in bad[("node2", "sglang-ghost.service")]
+    assert [r.ok for r in rows if r.subject == "sglang-dsv4-decode.service"] == [True]
+    bundle = await probe(Inventory.model_validate(data), roles=["ghost"], settings=settings.model_copy(
+        update={"metrics_window_s": 0.0}))
+    assert not parse_unit(bundle.role("ghost").systemd.raw).exists

@@ -33,6 +33,9 @@ def server():
                     "# TYPE sglang:realtime_tokens_total counter\n"
                     f'sglang:realtime_tokens_total{{mode="decode",tp_rank="0"}} {state["tokens"]}\n'
                 ).encode()
+            elif self.path == "/slow":
+                time.sleep(4)
+                body = b"late"
             else:
                 body = b""
             self.send_response(200)
@@ -49,7 +52,7 @@ def server():
     srv.shutdown()
 
 
-def _inventory(url: str, dead_port: int) -> Inventory:
+def _inventory(url: str, dead_port: int, health: str = "/health") -> Inventory:
     return Inventory.model_validate(
         {
             "clusters": {
@@ -60,7 +63,7 @@ def _inventory(url: str, dead_port: int) -> Inventory:
                     ],
                     "roles": [
                         {"role": "decode", "node": "self", "unit": "sglang-dsv4-decode.service",
-                         "metrics_url": f"{url}/metrics", "health_url": f"{url}/health", "http_via_ssh": False},
+                         "metrics_url": f"{url}/metrics", "health_url": f"{url}{health}", "http_via_ssh": False},
                         {"role": "prefill", "node": "gone", "unit": "sglang-dsv4-prefill.service",
                          "metrics_url": "http://127.0.0.1:30000/metrics", "health_url": "http://127.0.0.1:30000/health"},
                     ],
@@ -93,6 +96,16 @@ async def test_probe_collects_what_it_can_and_marks_the_rest(server, tmp_path):
     # the bundle round-trips through the public parser
     again = parse_bundle(bundle.to_json())
     assert again.role("decode").metrics.samples[1].raw == decode.metrics.samples[1].raw
+
+
+async def test_a_slow_axis_costs_at_most_its_deadline(server, tmp_path):
+    s = Settings(data_dir=tmp_path, metrics_window_s=0.2, http_timeout_s=1.0, ssh_connect_timeout_s=1.0)
+    t0 = time.monotonic()
+    bundle = await probe(_inventory(server, free_port(), health="/slow"), roles=["decode"], settings=s)
+    assert time.monotonic() - t0 < 2.5
+    decode = bundle.role("decode")
+    assert not decode.health.ok and "no answer within 1 s" in decode.health.error
+    assert decode.metrics.ok and decode.logs.ok
 
 
 async def test_unknown_role_is_refused_before_any_connection(server, tmp_path):

@@ -99,7 +99,7 @@ async def test_tofu_records_the_key_then_pins_it(sshd, settings, tmp_path):
     finally:
         await t.close()
     line = kh.read_text().strip()
-    assert line == f"[127.0.0.1]:{sshd.port} {sshd.host_key}"
+    assert line == f"[127.0.0.1]:{sshd.port} {sshd.host_key}" and t.recorded_key
     # A recorded entry is never replaced: a different key is refused even with TOFU on.
     kh.write_text(f"[127.0.0.1]:{sshd.port} {WRONG_KEY}\n")
     t = SshTransport(node, settings)
@@ -206,3 +206,15 @@ async def test_inventory_check_reports_keys_and_units(sshd, settings):
     assert rows[0].subject == "ssh" and rows[0].ok and "host key verified" in rows[0].detail
     unit = rows[1]
     assert unit.subject == "sglang-nope.service" and not unit.ok  # not-found (or no systemd on this host)
+
+
+async def test_reconnects_after_the_connection_drops(sshd, settings):
+    t = SshTransport(sshd.node(), settings)
+    try:
+        first = await t.connect()
+        first.close()
+        await first.wait_closed()
+        r = await t.run(["echo", "again"], timeout=5)
+        assert r.ok and r.stdout == "again\n" and t._conn is not first
+    finally:
+        await t.close()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from opsbot import __version__
-from opsbot.cli import lab
+from opsbot.cli import inventory, lab
+from opsbot.cli.probe import probe_command
 
 app = typer.Typer(
     name="opsbot",
@@ -15,6 +16,13 @@ app = typer.Typer(
 )
 
 app.add_typer(lab.app, name="lab")
+app.add_typer(inventory.app, name="inventory")
+app.command("probe")(probe_command)
+
+
+from opsbot.cli import deploy as _deploy  # noqa: E402
+
+app.add_typer(_deploy.app, name="deploy")
 
 
 @app.command()
@@ -25,12 +33,8 @@ def version() -> None:
 from opsbot.cli import db as _db  # noqa: E402
 from opsbot.cli import diagnose as _diagnose  # noqa: E402
 from opsbot.cli import history as _history  # noqa: E402
-from opsbot.cli import inventory as _inventory  # noqa: E402
 from opsbot.cli import restart as _restart  # noqa: E402
-from opsbot.cli.probe import probe_command  # noqa: E402
 
-app.add_typer(_inventory.app, name="inventory")
-app.command("probe")(probe_command)
 app.command("diagnose")(_diagnose.diagnose_cmd)
 app.command()(_diagnose.ask)
 app.add_typer(_diagnose.runbooks_app, name="runbooks")

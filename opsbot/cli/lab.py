@@ -51,16 +51,16 @@ def down() -> None:
 @app.command()
 def status() -> None:
     """Each node (process, sshd) and each unit (state, restarts)."""
-    table = Table("node", "machine", "ssh", "process", "unit", "role", "state", "restarts")
+    table = Table("node", "sshd", "unit", "role", "state", "restarts")
     for node in _lab().status():
-        proc = f"pid {node.pid}" if node.running else "[red]stopped[/red]"
-        sshd = "[green]up[/green]" if node.sshd else "[red]down[/red]"
+        where = node.name if node.running else f"{node.name} [red]stopped[/red]"
+        sshd = f"{node.ssh_port} " + ("[green]up[/green]" if node.sshd else "[red]down[/red]")
         if not node.units:
-            table.add_row(node.name, node.machine, f"{node.ssh_port} {sshd}", proc, "-", "-", "-", "-")
+            table.add_row(where, sshd, "-", "-", "-", "-")
         for u in node.units:
             colour = "green" if u.active_state == "active" else "red"
-            table.add_row(node.name, node.machine, f"{node.ssh_port} {sshd}", proc, u.unit, u.role,
-                          f"[{colour}]{u.active_state}/{u.sub_state}[/{colour}]", str(u.n_restarts))
+            table.add_row(where, sshd, u.unit, u.role, f"[{colour}]{u.active_state}/{u.sub_state}[/{colour}]",
+                          str(u.n_restarts))
     console.print(table)
 
 

@@ -60,6 +60,7 @@ def probe_command(
     inventory: Path | None = typer.Option(None, "--inventory", "-i", help="inventory YAML (default: settings)"),
     save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
     as_json: bool = typer.Option(False, "--json", help="print the bundle as JSON instead of tables"),
+    spec: Path | None = typer.Option(None, "--spec", help="deployment spec: also report roles drifted from it"),
 ) -> None:
     """Probe roles on four axes (systemd, metrics, GPU, logs) and save the evidence bundle."""
     s = get_settings()
@@ -83,3 +84,7 @@ def probe_command(
     if failed is not None:
         out.print(failed)
     err.print(f"bundle saved: {kept}" + (f" and {save}" if save else ""), highlight=False)
+    if spec is not None:
+        from opsbot.cli.deploy import show_drift
+
+        show_drift(spec, s)

@@ -24,8 +24,18 @@ HEALTH_BODY_CAP = 2048
 KERNEL_FILTER = r"NVRM|Xid"
 _LOG_RE = re.compile(LOG_FILTER)
 _KERNEL_RE = re.compile(KERNEL_FILTER)
+_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\S*")  # journald short-iso prefix
 # journalctl exits 1 when --grep matched nothing; these stderr lines are not failures either.
 _JOURNAL_QUIET = ("No journal files were found.", "-- No entries --")
+_SECRET = re.compile(
+    r"(?i)(\b(?:admin_api_key|api_key|hf_token|access_token|auth_token|password|passwd|secret)['\"]?\s*[=:]\s*['\"]?"
+    r"|--(?:admin-api-key|api-key|hf-token)[= ]+['\"]?|\bBearer\s+)(?!None\b)[^'\"\s,)]+"
+)
+
+
+def redact(text: str) -> str:
+    """Blank out API keys, tokens and passwords that a server may print (SGLang logs its args)."""
+    return _SECRET.sub(lambda m: m.group(1) + "***", text)
 
 
 def _failure(r: CommandResult) -> str | None:
@@ -56,12 +66,6 @@ async def collect_systemd(t: Transport, role: Role, s: Settings) -> SystemdEvide
     return SystemdEvidence(ok=error is None, error=error, elapsed_ms=r.elapsed_ms, raw=r.stdout)
 
 
-async def _get(t: Transport, url: str, timeout: float, cap: int | None, direct: bool) -> HttpResult:
-    if direct:
-        return await t.http_get(url, timeout, cap, direct=True)  # type: ignore[call-arg]
-    return await t.http_get(url, timeout, cap)
-
-
 async def collect_metrics(t: Transport, role: Role, s: Settings) -> MetricsEvidence:
     """Two samples ``metrics_window_s`` apart, so counters give deltas and rates."""
     if not role.metrics_url:
@@ -72,7 +76,7 @@ async def collect_metrics(t: Transport, role: Role, s: Settings) -> MetricsEvide
         if samples:
             await asyncio.sleep(max(0.0, s.metrics_window_s - (time.monotonic() - sent)))
         sent, at = time.monotonic(), utcnow()
-        r = await _get(t, role.metrics_url, s.http_timeout_s, s.output_cap_bytes, not role.http_via_ssh)
+        r = await t.http_get(role.metrics_url, s.http_timeout_s, s.output_cap_bytes, direct=not role.http_via_ssh)
         error = _http_failure(r, "metrics")
         if error:
             return MetricsEvidence(ok=False, error=f"{which} sample: {error}", elapsed_ms=_ms(t0), samples=samples)
@@ -86,19 +90,27 @@ async def collect_health(t: Transport, role: Role, s: Settings) -> HealthEvidenc
     if not role.health_url:
         return HealthEvidence(ok=False, error=f"the inventory gives role {role.key} no health_url")
     endpoint = "/" + role.health_url.split("://", 1)[-1].partition("/")[2]
-    r = await _get(t, role.health_url, s.http_timeout_s, HEALTH_BODY_CAP, not role.http_via_ssh)
+    r = await t.http_get(role.health_url, s.http_timeout_s, HEALTH_BODY_CAP, direct=not role.http_via_ssh)
     return HealthEvidence(
-        ok=r.error is None, error=r.error, elapsed_ms=r.elapsed_ms, endpoint=endpoint, status=r.status, body=r.body
+        ok=r.error is None, error=r.error, elapsed_ms=r.elapsed_ms, endpoint=endpoint, status=r.status,
+        body=redact(r.body),
     )
 
 
 def _filter_lines(raw: str, pattern: re.Pattern[str], cap: int) -> tuple[str, bool]:
-    """Keep matching lines (the journald prefix is not matched), newest ``cap`` of them."""
+    """Matching lines (the journald prefix is not matched), oldest first, the newest ``cap`` of them.
+
+    journalctl 252 prints ``--grep`` results newest first; the order is put back by timestamps.
+    """
     kept = []
     for line in raw.splitlines():
-        message = line.split(": ", 1)[1] if re.match(r"^\d{4}-\d{2}-\d{2}T", line) and ": " in line else line
+        stamped = _STAMP.match(line)
+        message = line.split(": ", 1)[1] if stamped and ": " in line else line
         if pattern.search(message):
             kept.append(line)
+    stamps = [m.group(0) for line in kept if (m := _STAMP.match(line))]
+    if len(stamps) >= 2 and stamps[0] > stamps[-1]:
+        kept.reverse()
     return "\n".join(kept[-cap:]) + ("\n" if kept else ""), len(kept) > cap
 
 
@@ -123,7 +135,7 @@ async def _journal(t: Transport, args: list[str], pattern: str, s: Settings) -> 
 async def collect_logs(t: Transport, role: Role, since: str, s: Settings) -> LogsEvidence:
     r = await _journal(t, ["-u", role.unit, "--since", since], LOG_FILTER, s)
     error = _journal_failure(r)
-    raw, over = _filter_lines(r.stdout, _LOG_RE, s.log_lines_cap)
+    raw, over = _filter_lines(redact(r.stdout), _LOG_RE, s.log_lines_cap)
     return LogsEvidence(
         ok=error is None, error=error, elapsed_ms=r.elapsed_ms, since=since, raw=raw, truncated=over or r.truncated
     )
@@ -138,5 +150,5 @@ async def collect_gpu(t: Transport, s: Settings) -> GpuEvidence:
 async def collect_kernel_log(t: Transport, since: str, s: Settings) -> KernelLogEvidence:
     r = await _journal(t, ["-k", "--since", since], KERNEL_FILTER, s)
     error = _journal_failure(r)
-    raw, _over = _filter_lines(r.stdout, _KERNEL_RE, s.log_lines_cap)
+    raw, _over = _filter_lines(redact(r.stdout), _KERNEL_RE, s.log_lines_cap)
     return KernelLogEvidence(ok=error is None, error=error, elapsed_ms=r.elapsed_ms, raw=raw)

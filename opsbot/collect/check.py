@@ -28,6 +28,8 @@ async def _check_node(pool: TransportPool, cluster: str, cl: Cluster, node: Node
     except ConnectionError as exc:
         return [CheckRow(cluster, node.name, "ssh", False, str(exc))]
     how = "local" if node.transport == "local" else f"{node.user}@{node.address}:{node.port}, host key verified"
+    if getattr(t.inner, "recorded_key", False):
+        how += f" (first use: key recorded in {node.known_hosts})"
     rows = [CheckRow(cluster, node.name, "ssh", True, how)]
     for role in (r for r in cl.roles if r.node == node.name):
         r = await t.run(["systemctl", "show", "-p", "LoadState", "--value", role.unit], s.command_timeout_s)

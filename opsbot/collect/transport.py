@@ -67,7 +67,9 @@ class HttpResult:
 class Transport(Protocol):
     async def run(self, argv: Sequence[str], timeout: float, cap: int | None = None) -> CommandResult: ...
 
-    async def http_get(self, url: str, timeout: float, cap: int | None = None) -> HttpResult: ...
+    async def http_get(
+        self, url: str, timeout: float, cap: int | None = None, *, direct: bool = False
+    ) -> HttpResult: ...
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
 
@@ -104,9 +106,12 @@ def _timeout_error(argv: Sequence[str], timeout: float) -> str:
     return f"timed out after {timeout:g} s: {shlex.join(argv)[:200]}"
 
 
-async def _http_get(client: httpx.AsyncClient, url: str, timeout: float, cap: int) -> HttpResult:
-    """GET ``url`` reading at most ``cap`` bytes of body; never raises."""
+async def _http_get(
+    client: httpx.AsyncClient, url: str, timeout: float, cap: int, deadline: float | None = None
+) -> HttpResult:
+    """GET ``url`` reading at most ``cap`` bytes of body; never raises. ``deadline`` names the budget."""
     t0 = time.monotonic()
+    deadline = deadline or timeout
     try:
         async with asyncio.timeout(timeout):
             async with client.stream("GET", url, timeout=timeout) as resp:
@@ -120,7 +125,7 @@ async def _http_get(client: httpx.AsyncClient, url: str, timeout: float, cap: in
                         break
                 return HttpResult(resp.status_code, _decode(bytes(buf)), _ms(t0), truncated=truncated)
     except TimeoutError:
-        return HttpResult(None, "", _ms(t0), error=f"GET {url}: no answer within {timeout:g} s")
+        return HttpResult(None, "", _ms(t0), error=f"GET {url}: no answer within {deadline:g} s")
     except httpx.HTTPError as exc:
         return HttpResult(None, "", _ms(t0), error=f"GET {url}: {type(exc).__name__}: {exc}".rstrip(": "))
 
@@ -170,7 +175,8 @@ class LocalTransport:
             argv, None if truncated else status, _decode(out), _decode(err), _ms(t0), truncated=truncated
         )
 
-    async def http_get(self, url: str, timeout: float, cap: int | None = None) -> HttpResult:
+    async def http_get(self, url: str, timeout: float, cap: int | None = None, *, direct: bool = False) -> HttpResult:
+        """GET ``url`` from here (on the node itself every request is direct)."""
         return await _http_get(self._client, url, timeout, cap or self.settings.output_cap_bytes)
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
@@ -251,12 +257,15 @@ class SshTransport:
         self._forwards: dict[tuple[str, int], _Forward] = {}
         self._client = client or _http_client()
         self._own_client = client is None
+        self.recorded_key = False  # True once trust-on-first-use wrote this node's key
 
     async def connect(self) -> asyncssh.SSHClientConnection:
         """The shared connection; a failure is remembered so the rest of the probe fails fast."""
         async with self._lock:
             if self._conn is not None:
-                return self._conn
+                if not self._conn.is_closed():
+                    return self._conn
+                self._conn, self._forwards = None, {}  # dropped (node rebooted?): open a new one
             if self._error is not None:
                 raise ConnectionError(self._error)
             try:
@@ -272,7 +281,7 @@ class SshTransport:
     async def _open(self) -> asyncssh.SSHClientConnection:
         node, s = self.node, self.settings
         if node.trust_on_first_use and not node.host_key:
-            await trust_on_first_use(node, s)
+            self.recorded_key = await trust_on_first_use(node, s)
         try:
             return await asyncio.wait_for(
                 asyncssh.connect(
@@ -357,7 +366,7 @@ class SshTransport:
         except (asyncssh.Error, OSError) as exc:
             return HttpResult(None, "", _ms(t0), error=f"GET {url}: port forward failed: {exc}")
         tunneled = urlunsplit((parts.scheme, f"127.0.0.1:{local}", parts.path, parts.query, ""))
-        result = await _http_get(self._client, tunneled, timeout - (time.monotonic() - t0), cap)
+        result = await _http_get(self._client, tunneled, timeout - (time.monotonic() - t0), cap, timeout)
         if result.error:
             result.error = result.error.replace(tunneled, f"{url} (via SSH to {self.node.name})")
         result.elapsed_ms = _ms(t0)
@@ -386,7 +395,7 @@ class SshTransport:
 
 
 @dataclass
-class _Bounded:
+class PooledTransport:
     """A transport whose commands and requests share the pool's fan-out limit."""
 
     inner: SshTransport | LocalTransport
@@ -402,9 +411,7 @@ class _Bounded:
 
     async def http_get(self, url: str, timeout: float, cap: int | None = None, *, direct: bool = False) -> HttpResult:
         async with self.limit:
-            if isinstance(self.inner, SshTransport):
-                return await self.inner.http_get(url, timeout, cap, direct=direct)
-            return await self.inner.http_get(url, timeout, cap)
+            return await self.inner.http_get(url, timeout, cap, direct=direct)
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         async with self.limit:
@@ -421,10 +428,10 @@ class TransportPool:
     def __init__(self, settings: Settings | None = None):
         self.settings = settings or get_settings()
         self._limit = asyncio.Semaphore(self.settings.max_fanout)
-        self._transports: dict[str, _Bounded] = {}
+        self._transports: dict[str, PooledTransport] = {}
         self._client = _http_client()
 
-    async def get(self, node: Node) -> _Bounded:
+    async def get(self, node: Node) -> PooledTransport:
         t = self._transports.get(node.name)
         if t is None:
             inner = (
@@ -432,7 +439,7 @@ class TransportPool:
                 if node.transport == "local"
                 else SshTransport(node, self.settings, self._client)
             )
-            t = self._transports[node.name] = _Bounded(inner, self._limit)
+            t = self._transports[node.name] = PooledTransport(inner, self._limit)
         return t
 
     async def close(self) -> None:

@@ -144,7 +144,7 @@ def _with_argv(role: RoleSpec, argv: tuple[str, ...]) -> RoleSpec:
     return RoleSpec(role.key, role.kind, role.node, role.port, role.gpus, role.bootstrap_port, role.prometheus_port, argv)
 
 
-def unit_text(role: RoleSpec) -> str:
+def unit_text(role: RoleSpec, health_check_timeout: int = 20) -> str:
     """The systemd unit that runs one role's emulator, restarting it the way production does."""
     module = "launch_router" if role.kind == "router" else "launch_server"
     what = {"prefill": "prefill server", "decode": "decode server", "router": "PD router"}[role.kind]
@@ -153,6 +153,7 @@ def unit_text(role: RoleSpec) -> str:
         "PYTHONUNBUFFERED": "1",
         "SGLANG_EMULATOR_ROLE": role.key,
         "SGLANG_EMULATOR_STATE_DIR": NODE_STATE_DIR,
+        "SGLANG_HEALTH_CHECK_TIMEOUT": str(health_check_timeout),
     }
     if role.gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in role.gpus)

@@ -144,16 +144,12 @@ class Lab:
             for node in plan.nodes:
                 self._write_node_files(node)
             (self.dir / "lab.json").write_text(json.dumps({"nodes": nodes}))
-            for node in plan.nodes:
-                step(f"boot {node.machine} (sshd on 127.0.0.1:{node.ssh_port})")
-                self._boot(node, rootfs)
-            deadline = time.monotonic() + timeout
-            for node in plan.nodes:
-                step(f"wait for sshd on {node.name}")
-                self._wait(lambda n=node: self.ssh(n.name, ["true"], timeout=5).returncode == 0, deadline, node)
-            for role in plan.roles:
-                step(f"wait for {role.unit} ({role.key}) on {role.node}")
-                self._wait(lambda r=role: _http_ok(r.health_url, 3), deadline, role)
+            try:
+                self._boot_and_wait(plan, rootfs, step, timeout)
+            except BaseException:
+                step("start-up failed: halting the nodes already started")
+                self._halt(plan, step, 30.0)
+                raise
             self._write_inventory(plan, host_keys)
             step(f"inventory written to {self.inventory_path}")
             return load_inventory(self.inventory_path)
@@ -161,22 +157,36 @@ class Lab:
     def down(self, step: Step = lambda _: None, timeout: float = 30.0) -> None:
         """Shut every node down cleanly (SIGTERM → orderly halt), then make sure nothing is left."""
         with self._locked():
-            plan = self.plan()
-            pids = {n.name: p for n in plan.nodes if (p := self._pid(n))}
-            for node in plan.nodes:
-                if node.name in pids:
-                    step(f"halt {node.machine}")
-                    os.kill(pids[node.name], signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            for node in plan.nodes:
-                pid = pids.get(node.name)
-                while pid and _alive(pid) and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                if pid and _alive(pid):
-                    step(f"{node.machine} did not halt in {timeout:.0f} s: killing it")
-                    os.killpg(pid, signal.SIGKILL)
-                (self.node_dir(node) / "nspawn.pid").unlink(missing_ok=True)
+            self._halt(self.plan(), step, timeout)
             step("lab is down")
+
+    def _boot_and_wait(self, plan: LabPlan, rootfs: Path, step: Step, timeout: float) -> None:
+        for node in plan.nodes:
+            step(f"boot {node.machine} (sshd on 127.0.0.1:{node.ssh_port})")
+            self._boot(node, rootfs)
+        deadline = time.monotonic() + timeout
+        for node in plan.nodes:
+            step(f"wait for sshd on {node.name}")
+            self._wait(lambda n=node: self.ssh(n.name, ["true"], timeout=5).returncode == 0, deadline, node)
+        for role in plan.roles:
+            step(f"wait for {role.unit} ({role.key}) on {role.node}")
+            self._wait(lambda r=role: _http_ok(r.health_url, 3), deadline, role)
+
+    def _halt(self, plan: LabPlan, step: Step, timeout: float) -> None:
+        pids = {n.name: p for n in plan.nodes if (p := self._pid(n))}
+        for node in plan.nodes:
+            if node.name in pids:
+                step(f"halt {node.machine}")
+                os.kill(pids[node.name], signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for node in plan.nodes:
+            pid = pids.get(node.name)
+            while pid and _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if pid and _alive(pid):
+                step(f"{node.machine} did not halt in {timeout:.0f} s: killing it")
+                os.killpg(pid, signal.SIGKILL)
+            (self.node_dir(node) / "nspawn.pid").unlink(missing_ok=True)
 
     def status(self) -> list[NodeStatus]:
         plan = self.plan()
@@ -210,8 +220,7 @@ class Lab:
         for target in targets:
             node = plan.node(target.node)
             write_control(self.node_dir(node) / "state/control" / f"{target.key}.json", Control(state, message, load))
-        restart = state == "crash" or (state == "healthy" and not self._active(spec))
-        if restart:
+        if state == "crash" or not self._active(spec):  # start-up states need a start; so does a failed unit
             self.ssh(spec.node, ["systemctl", "reset-failed", spec.unit], 10)
             self.ssh(spec.node, ["systemctl", "restart", "--no-block", spec.unit], 10)
         return [t.key for t in targets]
@@ -295,7 +304,7 @@ class Lab:
         for held in (d / "state/gpu").glob("*.json"):
             held.unlink()
         for role in node.roles:
-            (d / "units" / role.unit).write_text(unit_text(role))
+            (d / "units" / role.unit).write_text(unit_text(role, self.settings.lab_health_check_timeout_s))
             write_control(d / "state/control" / f"{role.key}.json", Control())
         (d / "console.log").unlink(missing_ok=True)
 
@@ -342,16 +351,29 @@ class Lab:
         path.write_text(header + yaml.safe_dump(inventory_data(plan, host_keys, self.key_file), sort_keys=False))
 
 
+_SLOT_LOCKS: dict[int, object] = {}  # held for the life of the process: our slot stays ours
+
+
 def isolated_settings(data_dir: Path, base: Settings | None = None) -> Settings:
     """Settings for a lab of its own (tests): a machine prefix and ports no other lab here is using."""
     base = base or Settings()
-    for slot in range(os.getpid() % 50, os.getpid() % 50 + 50):
-        ssh_base, svc_base = 22000 + (slot % 50) * 10, 40000 + (slot % 50) * 40
+    start = os.getpid() % 50
+    for slot in (n % 50 for n in range(start, start + 50)):
+        ssh_base, svc_base = 22000 + slot * 10, 40000 + slot * 40
+        lock = open(f"/tmp/.opsbot-lab-slot-{slot}.lock", "w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            continue
         if all(_port_free(p) for p in [*range(ssh_base, ssh_base + 8), *range(svc_base, svc_base + 20)]):
+            _SLOT_LOCKS[slot] = lock
             return base.model_copy(update={
-                "data_dir": data_dir, "lab_dir": None, "inventory": None, "lab_prefix": f"opsbot-t{slot % 50}",
+                "data_dir": data_dir, "lab_dir": None, "inventory": None, "lab_prefix": f"opsbot-t{slot}",
                 "lab_ssh_port_base": ssh_base, "lab_service_port_base": svc_base,
+                "lab_health_check_timeout_s": 3,  # a wedged role's /health 503s inside a probe's deadline
             })
+        lock.close()
     raise LabError("no free port range for another lab on this machine")
 
 

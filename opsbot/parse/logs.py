@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from typing import Literal
+
 from pydantic import BaseModel
 
 LOG_KINDS: tuple[tuple[str, str], ...] = (
@@ -99,6 +101,30 @@ def parse_log_line(line: str) -> LogEntry:
 def parse_log_lines(raw: str) -> list[LogEntry]:
     """Every non-empty line becomes an entry; garbage and binary bytes never raise."""
     return [parse_log_line(line) for line in raw.splitlines() if line.strip() and line.strip() != "-- No entries --"]
+
+
+_BATCH = re.compile(r"^(?P<phase>Prefill|Decode) batch(?: \[\d+\])?, (?P<rest>.*)$")
+_FIELD = re.compile(r"(#?[A-Za-z][\w ()/-]*?): (-?\d+(?:\.\d+)?)(?=,|$)")
+
+
+class BatchLine(BaseModel):
+    """The figures of one periodic ``Prefill batch`` / ``Decode batch`` line (reference §4.5)."""
+
+    phase: Literal["prefill", "decode"]
+    fields: dict[str, float]
+
+
+def parse_batch(message: str) -> BatchLine | None:
+    """``Decode batch, #running-req: 8, ... gen throughput (token/s): 317.49`` → its numbers.
+
+    Field names are as printed without ``#``: ``running-req``, ``queue-req``, ``full token usage``,
+    ``gen throughput (token/s)``. These are the evidence when ``/metrics`` is not enabled.
+    """
+    m = _BATCH.match(message.strip())
+    if not m:
+        return None
+    fields = {k.strip().lstrip("#"): float(v) for k, v in _FIELD.findall(m["rest"])}
+    return BatchLine(phase=m["phase"].lower(), fields=fields)
 
 
 def count_kinds(entries: list[LogEntry]) -> dict[str, int]:

@@ -29,11 +29,12 @@ IDENTITY_LABELS = frozenset(
     {
         "model_name", "engine_type", "tp_rank", "dp_rank", "pp_rank", "pp_size", "moe_ep_rank",
         "attn_cp_rank", "attn_cp_size", "pid", "is_streaming", "priority", "cache_type",
-        "storage_backend", "worker_addr", "le", "quantile", "gt",
+        "storage_backend", "worker_addr", "model", "connection_mode", "le", "quantile", "gt",
     }
 )
 
 Series = tuple[str, frozenset[tuple[str, str]]]
+_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
 
 
 class RoleMetrics(BaseModel):
@@ -55,7 +56,7 @@ def fact_name(metric: str) -> str:
 
 def _is_count(name: str) -> bool:
     """Gauges that count things add up across DP ranks; ratios and levels do not."""
-    return name.startswith("num_") or name.endswith(("_tokens", "_reqs")) or name == "decode_sum_seq_lens"
+    return name.startswith("num_") or name.endswith(("_tokens", "_reqs", "_size")) or name == "decode_sum_seq_lens"
 
 
 def _counter_base(sample_name: str, family_type: str) -> str | None:
@@ -97,24 +98,29 @@ def _collapse(series: dict[Series, float], label: str, how) -> dict[Series, floa
     return {key: how(key[0], values) for key, values in groups.items()}
 
 
+def _fold(name: str, values: list[float]) -> float:
+    if "health" in name:
+        return min(values)  # one unhealthy worker is the news
+    return sum(values) if _is_count(name) else max(values)
+
+
 def _combine_gauges(series: dict[Series, float]) -> dict[str, float]:
-    """Apply the pid/tp_rank/dp_rank rules, then fold remaining labels into one figure per name."""
+    """Apply the pid/tp_rank/dp_rank rules, then fold remaining labels into one figure per name.
+
+    A remaining label whose values are plain words (``worker_type="decode"``) also gets one
+    figure per value: ``smg_worker_pool_size_decode``.
+    """
     totals = {k: v for k, v in series.items() if dict(k[1]).get("priority", "") == ""}
     totals = _collapse(totals, "pid", lambda n, vs: max(vs))
     totals = _collapse(totals, "tp_rank", lambda n, vs: max(vs))
     totals = _collapse(totals, "dp_rank", lambda n, vs: sum(vs) if _is_count(n) else max(vs))
     folded: dict[str, list[float]] = defaultdict(list)
-    for (name, _labels), value in totals.items():
+    for (name, labels), value in totals.items():
         folded[name].append(value)
-    out: dict[str, float] = {}
-    for name, values in folded.items():
-        if "health" in name:
-            out[name] = min(values)  # one unhealthy worker is the news
-        elif _is_count(name):
-            out[name] = sum(values)
-        else:
-            out[name] = max(values)
-    return out
+        for key, label_value in labels:
+            if key not in IDENTITY_LABELS and _WORD.match(label_value):
+                folded[f"{name}_{label_value}"].append(value)
+    return {name: _fold(name, values) for name, values in folded.items()}
 
 
 def _label_key(value: str) -> str:

@@ -101,6 +101,8 @@ def router_parser() -> argparse.ArgumentParser:
     p.add_argument("--worker-startup-check-interval", type=int, default=30)
     p.add_argument("--request-timeout-secs", type=int, default=1800)
     p.add_argument("--max-concurrent-requests", type=int, default=-1)
+    p.add_argument("--queue-size", type=int, default=100)
+    p.add_argument("--queue-timeout-secs", type=int, default=60)
     p.add_argument("--health-failure-threshold", type=int, default=3)
     p.add_argument("--health-success-threshold", type=int, default=2)
     p.add_argument("--health-check-timeout-secs", type=int, default=5)

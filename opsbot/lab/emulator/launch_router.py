@@ -17,14 +17,14 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlparse
 
 from . import logfmt
 from .control import DEFAULT_CRASH_MESSAGE, control_path, read_control
 from .exposition import Registry
 from .flags import parse_router
-from .launch_server import crash_text, serve
+from .launch_server import QuietHTTPServer, crash_text, serve
 
 SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(.*)$")
 
@@ -251,15 +251,14 @@ def main(argv: list[str] | None = None) -> None:
     control_file = control_path()
     control = read_control(control_file)
     if control.state == "crash":
-        logfmt.log("Router hit an exception: " + crash_text(control.message or DEFAULT_CRASH_MESSAGE))
+        logfmt.log(crash_text(control.message or DEFAULT_CRASH_MESSAGE))
         sys.exit(1)
     router = Router(args, control_file)
-    serve(ThreadingHTTPServer((args.prometheus_host, args.prometheus_port), prometheus_handler(router)))
+    serve(QuietHTTPServer((args.prometheus_host, args.prometheus_port), prometheus_handler(router)))
     logfmt.log(f"Starting router on {args.host}:{args.port} | mode: PD | policy: {args.policy} | "
                f"prefill: {[u for u, _ in args.prefill]} | decode: {args.decode}")
     threading.Thread(target=router.checker, daemon=True).start()
-    httpd = ThreadingHTTPServer((args.host, args.port), api_handler(router))
-    httpd.daemon_threads = True
+    httpd = QuietHTTPServer((args.host, args.port), api_handler(router))
     httpd.serve_forever()
 
 

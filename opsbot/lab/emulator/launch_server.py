@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import traceback
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
@@ -36,6 +37,20 @@ def is_dsv4(args) -> bool:
     return "deepseek-v4" in args.model_path.lower() or "deepseek_v4" in args.model_path.lower()
 
 
+RUNTIME_FRAME = (
+    f'  File "{SITE}/managers/scheduler.py", line 6350, in run_scheduler_process\n    scheduler.run_event_loop()'
+)
+
+
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A client that hangs up early (a probe deadline) is normal here, not a traceback on stderr."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        return
+
+
 def crash_text(message: str, frame: str | None = None) -> str:
     """A traceback ending in ``message``; a bare message becomes a RuntimeError, as SGLang raises."""
     head, _, _ = message.partition(":")
@@ -55,7 +70,7 @@ def die_running(sched: Scheduler, role: str) -> None:
     """The runtime deaths: log what SGLang logs, then the process tree is killed (SIGKILL)."""
     state = sched.state
     if state == "oom":
-        logfmt.tp0("Scheduler hit an exception: " + crash_text(OOM_MESSAGE))
+        logfmt.tp0("Scheduler hit an exception: " + crash_text(OOM_MESSAGE, RUNTIME_FRAME))
     elif state == "watchdog":
         logfmt.tp0(f"Scheduler debug info:\n#running-req: {len(sched.running)}, #queue-req: {len(sched.queue)}")
         logfmt.tp0("No sglang scheduler processes found for py-spy dump.")
@@ -229,8 +244,21 @@ class _Bootstrap(BaseHTTPRequestHandler):
     do_POST = do_GET
 
 
+def heartbeat(sched: Scheduler, url: str) -> None:
+    """Decode side: ping the prefill bootstrap server like SGLang's KV receiver does."""
+    interval = float(os.getenv("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", 5.0))
+    max_failures = int(os.getenv("SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", 2))
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                ok = resp.status == 200
+        except OSError:
+            ok = False
+        sched.heartbeat(ok, max_failures)
+        time.sleep(interval)
+
+
 def serve(server: ThreadingHTTPServer) -> None:
-    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
@@ -268,14 +296,17 @@ def main(argv: list[str] | None = None) -> None:
 
     signal.signal(signal.SIGTERM, on_term)
     try:
-        httpd = ThreadingHTTPServer((args.host, args.port), make_handler(app))
+        httpd = QuietHTTPServer((args.host, args.port), make_handler(app))
         if args.disaggregation_mode == "prefill":
-            serve(ThreadingHTTPServer((args.host, args.disaggregation_bootstrap_port), _Bootstrap))
+            serve(QuietHTTPServer((args.host, args.disaggregation_bootstrap_port), _Bootstrap))
     except OSError as e:
         gpu.release(role)
         logfmt.log("Initialization failed. warmup error: " + "".join(traceback.format_exception_only(e)).strip())
         sys.exit(1)
     serve(httpd)
+    if args.disaggregation_mode == "decode":
+        url = f"http://{sched.bootstrap_addr}/health"
+        threading.Thread(target=heartbeat, args=(sched, url), daemon=True).start()
     if args.disaggregation_mode in ("prefill", "decode"):
         logfmt.log("Start of pd disaggregation warmup ...")
         time.sleep(0.5)

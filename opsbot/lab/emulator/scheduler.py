@@ -10,10 +10,11 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import logfmt
-from .control import Control, read_control
+from .control import read_control
 from .exposition import Registry
 
 VERSION = "0.5.23"
@@ -135,7 +136,9 @@ class Scheduler:
     """One PD role's scheduler (the stats-logging rank TP0) and the tokenizer's request counters."""
 
     def __init__(self, mode: str, model_name: str, control_file: str, tp_size: int = 1,
-                 bootstrap_addr: str = "127.0.0.1:8998", decode_log_interval: int = 40):
+                 bootstrap_addr: str = "127.0.0.1:8998", decode_log_interval: int = 40,
+                 clock: Callable[[], float] = time.monotonic):
+        self.clock = clock  # injectable, so tests run minutes of simulation in milliseconds
         self.mode = mode  # prefill | decode | null
         self.engine_type = mode if mode in ("prefill", "decode") else "unified"
         self.tp_size = tp_size
@@ -146,7 +149,7 @@ class Scheduler:
         self.control_file = control_file
         self.control = read_control(control_file)
         self._mtime = self._control_mtime()
-        self.state_since = time.monotonic()
+        self.state_since = self.clock()
         self.lock = threading.Lock()
         self.running: list[Req] = []
         self.queue: list[Req] = []
@@ -157,13 +160,15 @@ class Scheduler:
         self.retracted_now = 0
         self.steps = 0.0
         self.flush_tokens = 0
-        self.last_flush = time.monotonic()
-        self.last_batch = time.monotonic()
-        self.last_event = time.monotonic()
+        self.last_flush = self.clock()
+        self.last_batch = self.clock()
+        self.last_event = self.clock()
         self.last_progress = time.time()  # wall clock: last output seen by the "tokenizer"
         self.new_token_ratio = 0.7
         self.warned: set[str] = set()
-        self._rid = random.randrange(1 << 30)
+        self.connected = False  # decode: has reached the prefill bootstrap server at least once
+        self.heartbeat_failures = 0
+        self.prefill_lost = False
         self.pid = str(os.getpid())
         self._static_gauges()
 
@@ -182,7 +187,7 @@ class Scheduler:
         self._mtime = mtime
         new = read_control(self.control_file)
         if new.state != self.control.state:
-            self.state_since = time.monotonic()
+            self.state_since = self.clock()
             self.warned.clear()
         self.control = new
 
@@ -196,16 +201,15 @@ class Scheduler:
 
     def fatal_due(self) -> bool:
         after = FATAL_AFTER_S.get(self.state)
-        return after is not None and time.monotonic() - self.state_since >= after
+        return after is not None and self.clock() - self.state_since >= after
 
     # ---- requests --------------------------------------------------------------------------------
 
     def _new_req(self, input_len: int | None = None, output_len: int | None = None) -> Req:
-        self._rid += 1
         return Req(
-            rid=f"{self._rid:032x}"[-32:], room=random.randrange(1 << 62),
+            rid=os.urandom(16).hex(), room=random.randrange(1 << 62),
             input_len=input_len or random.randint(1500, 12000), output_len=output_len or random.randint(150, 900),
-            arrived=time.monotonic(),
+            arrived=self.clock(),
         )
 
     def submit(self, input_len: int, output_len: int) -> Req:
@@ -220,7 +224,7 @@ class Scheduler:
         self.reg.inc("sglang:prompt_tokens_total", req.input_len, labels, base=False)
         self.reg.inc("sglang:generation_tokens_total", generated, labels, base=False)
         self.reg.inc("sglang:num_requests_total", 1, labels, base=False)
-        e2e = time.monotonic() - req.arrived
+        e2e = self.clock() - req.arrived
         self.reg.observe("sglang:e2e_request_latency_seconds", e2e, labels, base=False)
         self.reg.observe("sglang:time_to_first_token_seconds", min(e2e, random.uniform(0.3, 1.5)), labels, base=False)
 
@@ -241,7 +245,7 @@ class Scheduler:
     # prefill --------------------------------------------------------------------------------------
 
     def _prefill_tick(self, dt: float) -> None:
-        now = time.monotonic()
+        now = self.clock()
         state = self.state
         rate = {"prefill-saturated": 6.0, "pd-desync": 1.0}.get(state, 1.5) if self.control.load else 0.0
         arrivals = 1 if random.random() < rate * dt else 0
@@ -338,24 +342,44 @@ class Scheduler:
 
     # decode ---------------------------------------------------------------------------------------
 
+    def heartbeat(self, ok: bool, max_failures: int = 2) -> None:
+        """Decode's heartbeat to the prefill bootstrap server's /health (common/conn.py)."""
+        with self.lock:
+            if ok:
+                self.connected, self.heartbeat_failures, self.prefill_lost = True, 0, False
+                return
+            if not self.connected or self.prefill_lost:
+                return
+            self.heartbeat_failures += 1
+            logfmt.tp0(f"Attempting to reconnect to {self.bootstrap_addr}...")
+            if self.heartbeat_failures < max_failures:
+                return
+            self.prefill_lost = True
+            affected = self.running[: max(1, len(self.running) // 2)]
+            logfmt.tp0(f"Lost connection with prefill instance (bootstrap_addr: {self.bootstrap_addr}), "
+                       f"{len(affected)} requests affected")
+            self._transfer_failures(len(affected), f"Lost connection with prefill instance (bootstrap_addr: "
+                                                   f"{self.bootstrap_addr})")
+            del self.running[: len(affected)]
+
     def _decode_tick(self, dt: float) -> None:
-        now = time.monotonic()
+        now = self.clock()
         state = self.state
         target = {"retract-storm": 48, "prefill-saturated": 2, "kv-transfer-fail": 1, "pd-desync": 0}.get(state, 8)
-        if not self.control.load:
+        if not self.control.load or self.prefill_lost:
             target = 0
         while len(self.running) < target:
             req = self._new_req()
             self.reg.observe("sglang:kv_transfer_bootstrap_ms", random.uniform(1, 8))
             self.reg.observe("sglang:kv_transfer_alloc_ms", random.uniform(0.5, 4))
             self.running.append(req)
-        if state == "pd-desync":
-            self.running.clear()
+        if state in ("prefill-saturated", "kv-transfer-fail", "pd-desync"):
+            del self.running[target:]  # the rest failed their transfer or handshake
         self.prealloc_q = {"prefill-saturated": 6, "pd-desync": 10, "kv-transfer-fail": 2}.get(state, 0)
         self.transfer_q = {"prefill-saturated": 3, "kv-transfer-fail": 4}.get(state, 0)
-        slow = 4 if state == "retract-storm" else 1
+        slow = 2 if state == "retract-storm" else 1
         steps = dt / STEP_S / slow
-        self.steps += steps
+        self.steps += steps if self.running else 0.0
         for req in list(self.running):
             req.done += int(steps)
             self.flush_tokens += int(steps)
@@ -377,13 +401,10 @@ class Scheduler:
         if state == "prefill-saturated":
             self._transfer_failures(random.randint(1, 3), "Aborted by AbortReq.", aborted=True)
         elif state == "kv-transfer-fail":
-            room = random.randrange(1 << 62)
-            reasons = [
-                "Failed to get kvcache from prefill instance, it might be dead",
-                f"Prefill server with bootstrap_addr: {self.bootstrap_addr} is healthy before, but now it is down. "
-                f"Request (bootstrap_room: {room}) has been marked as failed.",
-            ]
-            self._transfer_failures(random.randint(1, 3), random.choice(reasons))
+            down = (f"Prefill server with bootstrap_addr: {self.bootstrap_addr} is healthy before, but now it is "
+                    "down. Request (bootstrap_room: {room}) has been marked as failed.")
+            reason = random.choice(["Failed to get kvcache from prefill instance, it might be dead", down])
+            self._transfer_failures(random.randint(1, 3), reason)
         elif state == "pd-desync":
             for _ in range(random.randint(1, 3)):
                 req = self._new_req()
@@ -415,7 +436,7 @@ class Scheduler:
             logfmt.tp0(
                 f"Decode transfer failed for request rank=0 decode_req.req.rid={req.rid!r} "
                 f"decode_req.req.bootstrap_room={req.room} with exception "
-                f"KVTransferError(bootstrap_room={req.room}): {reason}"
+                f"KVTransferError(bootstrap_room={req.room}): {reason.format(room=req.room)}"
             )
             self.reg.inc("sglang:num_transfer_failed_reqs_total")
             if aborted:

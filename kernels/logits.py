@@ -1,0 +1,281 @@
+"""Indexer logits I[t, s] = sum_h w[t, h] * ReLU(q[t, h] . k[s]) over a paged (decode) or ragged (prefill) cache.
+
+fp8 keys carry one positive scale per token, applied after the head sum (dsa-indexer.md §2.1);
+an fp8 q's per-head scale is expected folded into w. Entries a row may not see are -inf.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.layout import (
+    FP8_PAGE_BYTES,
+    FP8_VALUE_BYTES,
+    HEAD_DIM,
+    HEADS,
+    PAGE,
+    KernelInputError,
+    cache_kind,
+    dequantize_fp8_pages,
+    require,
+    require_same_device,
+)
+
+Q_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
+# Triton's CPU interpreter gets bf16 tl.dot wrong (seen with triton 3.9): there the operands are
+# upcast to fp32 first, which is exact (a bf16 x bf16 product fits fp32; the GPU accumulates in fp32).
+UPCAST = os.environ.get("TRITON_INTERPRET") == "1"
+OUT_DTYPES = (torch.float32, torch.bfloat16)
+
+
+@triton.jit
+def _paged_logits_kernel(
+    q_ptr, w_ptr, kv_ptr, scale_ptr, bt_ptr, seqlen_ptr, out_ptr,
+    bt_stride, out_stride, num_pages, max_ctx,
+    NEXT_N: tl.constexpr, H: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    PAGE_ELEMS: tl.constexpr, SCALE_OFF: tl.constexpr, SCALE_STRIDE: tl.constexpr,
+    PAGES_PER_PROG: tl.constexpr, KV_FP8: tl.constexpr, Q_FP8: tl.constexpr, UPCAST: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    chunk = tl.program_id(1)
+    M: tl.constexpr = NEXT_N * H
+    m = tl.arange(0, M)
+    d = tl.arange(0, D)
+    j = tl.arange(0, PAGE_SIZE)
+    rows = tl.arange(0, NEXT_N)
+    seq_len = tl.load(seqlen_ptr + b)
+    q = tl.load(q_ptr + b * M * D + m[:, None] * D + d[None, :])
+    if UPCAST:
+        q = q.to(tl.float32)
+    w = tl.load(w_ptr + b * M + m)
+    # row i of this request sees tokens s < seq_len - NEXT_N + 1 + i
+    visible = seq_len - NEXT_N + 1 + rows
+    out_rows = out_ptr + (b * NEXT_N + rows)[:, None].to(tl.int64) * out_stride
+    n_pages = tl.minimum(tl.cdiv(seq_len, PAGE_SIZE), bt_stride)
+    p_lo = chunk * PAGES_PER_PROG
+    p_hi = tl.minimum(p_lo + PAGES_PER_PROG, n_pages)
+    for p in range(p_lo, p_hi):
+        page = tl.load(bt_ptr + b * bt_stride + p).to(tl.int64)
+        ok = (page >= 0) & (page < num_pages)
+        page = tl.where(ok, page, 0)
+        k = tl.load(kv_ptr + page * PAGE_ELEMS + j[:, None] * D + d[None, :])
+        if UPCAST:
+            k = k.to(tl.float32)
+        elif KV_FP8 and not Q_FP8:
+            k = k.to(tl.bfloat16)
+        s = tl.dot(q, tl.trans(k))  # [M, PAGE] fp32
+        s = tl.maximum(s, 0.0, propagate_nan=tl.PropagateNan.ALL) * w[:, None]
+        logits = tl.sum(tl.reshape(s, (NEXT_N, H, PAGE_SIZE)), axis=1)  # [NEXT_N, PAGE]
+        if KV_FP8:
+            logits = logits * tl.load(scale_ptr + page * SCALE_STRIDE + SCALE_OFF + j)[None, :]
+        tok = p * PAGE_SIZE + j
+        logits = tl.where((tok[None, :] < visible[:, None]) & ok, logits, float("-inf"))
+        tl.store(out_rows + tok[None, :], logits.to(out_ptr.dtype.element_ty), mask=tok[None, :] < max_ctx)
+    for p in range(tl.maximum(p_hi, p_lo), p_lo + PAGES_PER_PROG):
+        tok = p * PAGE_SIZE + j
+        ninf = tl.full((NEXT_N, PAGE_SIZE), float("-inf"), out_ptr.dtype.element_ty)
+        tl.store(out_rows + tok[None, :], ninf, mask=tok[None, :] < max_ctx)
+
+
+def paged_logits(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    max_context_len: int | None = None,
+    out_dtype: torch.dtype = torch.float32,
+    pages_per_program: int = 8,
+    num_warps: int = 4,
+    num_stages: int = 3,
+) -> torch.Tensor:
+    """Decode logits: q [B, next_n, 64, 128], weights [B, next_n, 64] fp32, cache bf16 or fp8 pages,
+    block_table [B, max_pages] int32, seq_lens [B] int32 → [B * next_n, max_context_len].
+
+    Row b * next_n + i sees tokens s < seq_lens[b] - next_n + 1 + i; the rest of the row is -inf.
+    q is bf16 (either cache) or e4m3 (fp8 cache only, its scale folded into weights).
+    """
+    kind = cache_kind(cache)
+    require("q", q, Q_DTYPES, (None, None, HEADS, HEAD_DIM))
+    batch, next_n = q.shape[:2]
+    if next_n not in (1, 2, 4):
+        raise KernelInputError(f"next_n (q.shape[1]) must be 1, 2 or 4; got {next_n}")
+    if q.dtype == torch.float8_e4m3fn and kind != "fp8":
+        raise KernelInputError("an fp8 q needs the fp8 cache; give a bf16 q for the bf16 cache")
+    require("weights", weights, (torch.float32,), (batch, next_n, HEADS))
+    require("block_table", block_table, (torch.int32,), (batch, None))
+    require("seq_lens", seq_lens, (torch.int32,), (batch,))
+    require_same_device(q=q, weights=weights, cache=cache, block_table=block_table, seq_lens=seq_lens)
+    if out_dtype not in OUT_DTYPES:
+        raise KernelInputError(f"out_dtype must be float32 or bfloat16; got {out_dtype}")
+    width = block_table.shape[1] * PAGE if max_context_len is None else int(max_context_len)
+    if width < 0:
+        raise KernelInputError(f"max_context_len must be >= 0; got {width}")
+    out = torch.empty(batch * next_n, width, dtype=out_dtype, device=q.device)
+    if batch == 0 or width == 0:
+        return out
+    if kind == "fp8":
+        kv, scales, page_elems = cache.view(torch.float8_e4m3fn), cache.view(torch.float32), FP8_PAGE_BYTES
+    else:
+        kv, scales, page_elems = cache, cache, PAGE * HEAD_DIM
+    grid = (batch, triton.cdiv(triton.cdiv(width, PAGE), pages_per_program))
+    _paged_logits_kernel[grid](
+        q, weights, kv, scales, block_table, seq_lens, out,
+        block_table.shape[1], width, cache.shape[0], width,
+        NEXT_N=next_n, H=HEADS, D=HEAD_DIM, PAGE_SIZE=PAGE, PAGE_ELEMS=page_elems,
+        SCALE_OFF=FP8_VALUE_BYTES // 4, SCALE_STRIDE=FP8_PAGE_BYTES // 4,
+        PAGES_PER_PROG=pages_per_program, KV_FP8=kind == "fp8", Q_FP8=q.dtype == torch.float8_e4m3fn,
+        UPCAST=UPCAST,
+        num_warps=num_warps, num_stages=num_stages,
+    )
+    return out
+
+
+def row_lengths(seq_lens: torch.Tensor, next_n: int) -> torch.Tensor:
+    """Visible length of each logits row, [B * next_n] int32: seq_len - next_n + 1 + i, at least 0."""
+    i = torch.arange(next_n, device=seq_lens.device, dtype=torch.int32)
+    return (seq_lens[:, None] - next_n + 1 + i).clamp_min(0).reshape(-1).to(torch.int32)
+
+
+@triton.jit
+def _ragged_logits_kernel(
+    q_ptr, w_ptr, kv_ptr, scale_ptr, ks_ptr, ke_ptr, out_ptr, T, S,
+    H: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_S: tl.constexpr,
+    KV_FP8: tl.constexpr, Q_FP8: tl.constexpr, UPCAST: tl.constexpr,
+):
+    t0 = tl.program_id(0) * BLOCK_T
+    s0 = tl.program_id(1) * BLOCK_S
+    h = tl.arange(0, H)
+    d = tl.arange(0, D)
+    cols = s0 + tl.arange(0, BLOCK_S)
+    in_s = cols < S
+    k = tl.load(kv_ptr + cols[:, None].to(tl.int64) * D + d[None, :], mask=in_s[:, None], other=0.0)
+    if UPCAST:
+        k = k.to(tl.float32)
+    elif KV_FP8 and not Q_FP8:
+        k = k.to(tl.bfloat16)
+    if KV_FP8:
+        k_scale = tl.load(scale_ptr + cols, mask=in_s, other=0.0)
+    for i in range(0, BLOCK_T):
+        t = t0 + i
+        if t < T:
+            ks = tl.load(ks_ptr + t)
+            ke = tl.load(ke_ptr + t)
+            row = out_ptr + t.to(tl.int64) * S + cols
+            if (ke > s0) & (ks < s0 + BLOCK_S) & (ks < ke):
+                q = tl.load(q_ptr + t.to(tl.int64) * H * D + h[:, None] * D + d[None, :])
+                if UPCAST:
+                    q = q.to(tl.float32)
+                w = tl.load(w_ptr + t.to(tl.int64) * H + h)
+                s = tl.maximum(tl.dot(q, tl.trans(k)), 0.0, propagate_nan=tl.PropagateNan.ALL) * w[:, None]
+                logits = tl.sum(s, axis=0)
+                if KV_FP8:
+                    logits = logits * k_scale
+                logits = tl.where((cols >= ks) & (cols < ke), logits, float("-inf"))
+                tl.store(row, logits.to(out_ptr.dtype.element_ty), mask=in_s)
+            else:
+                tl.store(row, tl.full((BLOCK_S,), float("-inf"), out_ptr.dtype.element_ty), mask=in_s)
+
+
+def ragged_logits(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    kv: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
+    ks: torch.Tensor,
+    ke: torch.Tensor,
+    out_dtype: torch.dtype = torch.float32,
+    block_t: int = 16,
+    block_s: int = 64,
+    num_warps: int = 4,
+) -> torch.Tensor:
+    """Prefill logits over gathered keys: q [T, 64, 128], weights [T, 64] fp32, kv bf16 [S, 128] or
+    (e4m3 [S, 128], fp32 scales [S]), ks/ke [T] int32 → [T, S]; row t sees [ks[t], ke[t]), else -inf.
+    """
+    require("q", q, Q_DTYPES, (None, HEADS, HEAD_DIM))
+    n_q = q.shape[0]
+    require("weights", weights, (torch.float32,), (n_q, HEADS))
+    if isinstance(kv, tuple):
+        values, scales = kv
+        require("kv values", values, (torch.float8_e4m3fn,), (None, HEAD_DIM))
+        require("kv scales", scales, (torch.float32,), (values.shape[0],))
+    else:
+        require("kv", kv, (torch.bfloat16,), (None, HEAD_DIM))
+        values, scales = kv, kv
+        if q.dtype == torch.float8_e4m3fn:
+            raise KernelInputError("an fp8 q needs fp8 keys (values, scales); give a bf16 q for bf16 keys")
+    require("ks", ks, (torch.int32,), (n_q,))
+    require("ke", ke, (torch.int32,), (n_q,))
+    require_same_device(q=q, weights=weights, kv=values, scales=scales, ks=ks, ke=ke)
+    if out_dtype not in OUT_DTYPES:
+        raise KernelInputError(f"out_dtype must be float32 or bfloat16; got {out_dtype}")
+    n_kv = values.shape[0]
+    out = torch.empty(n_q, n_kv, dtype=out_dtype, device=q.device)
+    if n_q == 0 or n_kv == 0:
+        return out
+    grid = (triton.cdiv(n_q, block_t), triton.cdiv(n_kv, block_s))
+    _ragged_logits_kernel[grid](
+        q, weights, values, scales, ks, ke, out, n_q, n_kv,
+        H=HEADS, D=HEAD_DIM, BLOCK_T=block_t, BLOCK_S=block_s,
+        KV_FP8=isinstance(kv, tuple), Q_FP8=q.dtype == torch.float8_e4m3fn, UPCAST=UPCAST,
+        num_warps=num_warps,
+    )
+    return out
+
+
+def causal_bounds(q_lens: torch.Tensor, kv_lens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """ks/ke for requests packed one after another: request r's q_lens[r] tokens are the last of its
+    kv_lens[r] keys, and its token i sees its own keys up to and including itself."""
+    if (q_lens > kv_lens).any():
+        raise KernelInputError("each request needs q_len <= kv_len (its queries are its last keys)")
+    kv_start = torch.cumsum(kv_lens, 0) - kv_lens
+    req = torch.repeat_interleave(torch.arange(len(q_lens), device=q_lens.device), q_lens)
+    i = torch.arange(int(q_lens.sum()), device=q_lens.device) - (torch.cumsum(q_lens, 0) - q_lens)[req]
+    ks = kv_start[req]
+    ke = ks + kv_lens[req] - q_lens[req] + i + 1
+    return ks.to(torch.int32), ke.to(torch.int32)
+
+
+# ---- torch references -------------------------------------------------------------------------
+
+
+def _score(q: torch.Tensor, w: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """sum_h w * relu(q . k) in fp32: q [R, H, D], w [R, H], k [R, C, D] → [R, C]."""
+    s = torch.einsum("rhd,rcd->rhc", q.float(), k.float()).clamp_min(0)
+    return (s * w.float()[:, :, None]).sum(1)
+
+
+def paged_logits_ref(q, weights, cache, block_table, seq_lens, max_context_len=None, chunk=4096):
+    """fp32 torch reference of `paged_logits` (gathers keys per chunk of the context)."""
+    kind = cache_kind(cache)
+    keys = dequantize_fp8_pages(cache) if kind == "fp8" else cache.float()
+    batch, next_n = q.shape[:2]
+    width = block_table.shape[1] * PAGE if max_context_len is None else max_context_len
+    out = torch.full((batch, next_n, width), float("-inf"), device=q.device)
+    qr = q.float().reshape(batch * next_n, HEADS, HEAD_DIM)
+    wr = weights.reshape(batch * next_n, HEADS)
+    vis = row_lengths(seq_lens, next_n).reshape(batch, next_n)
+    cap = block_table.shape[1] * PAGE
+    for c0 in range(0, min(width, cap), chunk):
+        pos = torch.arange(c0, min(c0 + chunk, width, cap), device=q.device)
+        pages = block_table[:, pos // PAGE].long()  # [B, C]
+        ok = (pages >= 0) & (pages < cache.shape[0])
+        k = keys[pages.clamp(0, cache.shape[0] - 1), pos % PAGE]  # [B, C, D]
+        k = k[:, None].expand(batch, next_n, -1, -1).reshape(batch * next_n, len(pos), HEAD_DIM)
+        s = _score(qr, wr, k).reshape(batch, next_n, -1)
+        seen = (pos[None, None, :] < vis[:, :, None]) & ok[:, None, :]
+        out[:, :, pos] = torch.where(seen, s, float("-inf"))
+    return out.reshape(batch * next_n, width)
+
+
+def ragged_logits_ref(q, weights, kv, ks, ke):
+    """fp32 torch reference of `ragged_logits`."""
+    k = kv[0].float() * kv[1][:, None] if isinstance(kv, tuple) else kv.float()
+    s = torch.einsum("thd,sd->ths", q.float(), k).clamp_min(0)
+    s = (s * weights[:, :, None]).sum(1)
+    cols = torch.arange(k.shape[0], device=q.device)
+    seen = (cols[None, :] >= ks[:, None]) & (cols[None, :] < ke[:, None])
+    return torch.where(seen, s, float("-inf"))

@@ -1,0 +1,133 @@
+"""``opsbot deploy``: check, render, diff and apply a PD deployment spec (thin over ``serving``)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from opsbot.collect.transport import TransportPool
+from opsbot.settings import Settings, get_settings
+from opsbot.yamlsource import ConfigError
+from serving.checked import load_checked
+from serving.render import render as render_spec
+from serving.render import write
+from serving.rollout import apply, diff, drift
+
+app = typer.Typer(help="Check, render, diff and apply a deployment spec.", no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+SpecArg = typer.Argument(..., exists=False, help="deployment spec YAML, e.g. serving/examples/dsv4-flash-1node.yaml")
+
+
+def _refuse(exc: ConfigError) -> typer.Exit:
+    err.print(f"[bold red]spec refused[/] ({len(exc.problems)} problem(s)); nothing was rendered or touched:")
+    for p in exc.problems:
+        err.print(f"  {p}", markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+@app.command()
+def check(spec: Path = SpecArg) -> None:
+    """Validate SPEC: schema, then every deployment rule (id, reason, fix)."""
+    try:
+        s = load_checked(spec)
+    except ConfigError as exc:
+        raise _refuse(exc) from None
+    out.print(f"[green]ok[/]: {spec} ({s.name}: prefill on {s.prefill.node}, decode on {s.decode.node}, "
+              f"router on {s.router.node}) passes every rule")
+
+
+@app.command()
+def render(spec: Path = SpecArg, directory: Path = typer.Argument(..., help="output directory")) -> None:
+    """Render serve scripts, units, Prometheus, Alertmanager, Grafana and the inventory into DIRECTORY."""
+    try:
+        s = load_checked(spec)
+    except ConfigError as exc:
+        raise _refuse(exc) from None
+    files = write(render_spec(s), directory)
+    for f in files:
+        out.print(str(f), highlight=False)
+    out.print(f"[green]{len(files)} files[/] rendered from {spec}")
+
+
+def _status_style(status: str) -> str:
+    return {"same": "green", "changed": "yellow", "missing": "cyan"}.get(status, "red")
+
+
+def file_states_table(states, title: str) -> Table:
+    table = Table(title=title)
+    for col in ("node", "role", "file", "status", "on node", "spec"):
+        table.add_column(col)
+    for s in states:
+        table.add_row(s.node, s.role or "-", s.path, f"[{_status_style(s.status)}]{s.status}[/]",
+                      (s.found or s.detail or "-")[:12], s.expected[:12])
+    return table
+
+
+def show_drift(spec_path: Path, settings: Settings) -> int:
+    """Print roles whose unit or serve script differs from what SPEC renders; the number of such files."""
+    try:
+        spec = load_checked(spec_path)
+    except ConfigError as exc:
+        raise _refuse(exc) from None
+
+    async def go():
+        async with TransportPool(settings) as pool:
+            return await drift(spec, pool)
+
+    states = asyncio.run(go())
+    if states:
+        out.print(file_states_table(states, f"drift from {spec_path}"))
+    else:
+        out.print(f"[green]no drift[/]: every role's unit and serve script match {spec_path}")
+    return len(states)
+
+
+@app.command("diff")
+def diff_command(spec: Path = SpecArg) -> None:
+    """Show what `apply` would change on each node (SHA-256 of each rendered file, read over SSH)."""
+    try:
+        s = load_checked(spec)
+    except ConfigError as exc:
+        raise _refuse(exc) from None
+
+    async def go():
+        async with TransportPool(get_settings()) as pool:
+            return await diff(s, pool)
+
+    states = asyncio.run(go())
+    out.print(file_states_table(states, f"{spec} against its nodes"))
+    pending = [x for x in states if x.status != "same"]
+    out.print(f"{len(pending)} of {len(states)} files would change" if pending else "[green]nothing to change[/]")
+
+
+@app.command("apply")
+def apply_command(
+    spec: Path = SpecArg,
+    restart_all: bool = typer.Option(False, "--restart-all", help="restart every role, changed or not"),
+) -> None:
+    """Upload changed files, daemon-reload, restart prefill, decode, router in order with health checks."""
+    try:
+        s = load_checked(spec)
+    except ConfigError as exc:
+        raise _refuse(exc) from None
+
+    async def go():
+        async with TransportPool(get_settings()) as pool:
+            with err.status("applying") as status:
+                return await apply(s, pool, progress=lambda msg: (status.update(msg), err.print(msg, highlight=False)),
+                                   restart_all=restart_all)
+
+    outcome = asyncio.run(go())
+    out.print(f"uploaded {len(outcome.uploaded)} file(s); restarted: {', '.join(outcome.restarted) or 'nothing'}")
+    if not outcome.ok:
+        err.print(f"[bold red]apply stopped at {outcome.failed_step}[/]; later steps were not run. Evidence:")
+        for line in outcome.evidence:
+            err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    out.print("[green]applied[/]")

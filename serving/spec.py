@@ -1,0 +1,188 @@
+"""DeploymentSpec: one YAML file describing a PD deployment, from which everything is rendered.
+
+Loaded with ``opsbot.yamlsource.load_model`` so a malformed file is refused with file and line;
+the deployment rules that need the whole spec (GPU overlap, NUMA budgets, flags) live in
+``serving.rules``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from opsbot.inventory import NAME_RE, UNIT_RE, Node
+from opsbot.yamlsource import load_model
+
+GIB = 1024**3
+ArgValue = str | int | float | bool | list[str] | None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(_Strict):
+    path: str = Field(description="model path on the node (--model-path)")
+    served_name: str = Field(description="--served-model-name; the model_name metric label")
+    family: Literal["deepseek-v4", "other"] = "deepseek-v4"
+    kv_bytes_per_token: int = Field(
+        gt=0,
+        description="device KV bytes per token per TP rank, all layers (DSV4: 584 B/token per layer in the V4 "
+        "layout plus 132 B per C4 index key, 256 B with bf16 index keys; sglang.md §5.2)",
+    )
+    weights_gib: float = Field(gt=0, description="weights of the whole model in GiB (split over TP ranks)")
+
+
+class NodeSpec(Node):
+    """An inventory node plus the hardware figures the rules need."""
+
+    gpu_count: int = Field(8, ge=1)
+    gpu_memory_gib: float = Field(140.0, gt=0, description="usable memory of one GPU")
+    numa_memory_gib: dict[int, float] = Field(description="memory per NUMA node in GiB, e.g. {0: 1024, 1: 1024}")
+
+
+class ServerSpec(_Strict):
+    """One SGLang server (prefill or decode) of the PD pair."""
+
+    node: str
+    gpus: list[int] = Field(min_length=1)
+    tp: int = Field(ge=1)
+    numa_node: int = Field(ge=0)
+    host: str = "0.0.0.0"
+    port: int = Field(30000, ge=1, le=65535)
+    mem_fraction_static: float = Field(gt=0, lt=1)
+    context_length: int | None = Field(None, gt=0)
+    hicache_ratio: float | None = Field(None, gt=0, description="enables HiCache; host pool = device pool x ratio")
+    kv_pool_tokens: int | None = Field(
+        None, gt=0, description="device KV pool per rank in tokens (sglang:max_total_num_tokens); estimated if unset"
+    )
+    transfer_backend: Literal["mooncake", "nixl"] = "mooncake"
+    bootstrap_port: int = Field(8998, ge=1, le=65535, description="--disaggregation-bootstrap-port")
+    environment: dict[str, str] = Field(default_factory=dict)
+    args: dict[str, ArgValue] = Field(default_factory=dict, description="further flags, e.g. {'--page-size': 256}")
+    unit: str | None = None
+
+    @field_validator("environment")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for k in v:
+            if not k.replace("_", "a").isalnum() or k[0].isdigit():
+                raise ValueError(f"environment name {k!r}: use letters, digits and '_'")
+        return v
+
+
+class RouterSpec(_Strict):
+    node: str
+    launcher: list[str] = Field(default_factory=lambda: ["python3", "-m", "sglang_router.launch_router"], min_length=1)
+    host: str = "0.0.0.0"
+    port: int = Field(30000, ge=1, le=65535, description="sglang-router's default is 30000, like the server's")
+    policy: Literal["cache_aware", "round_robin", "random", "power_of_two"] = "cache_aware"
+    prometheus_port: int = Field(29000, ge=1, le=65535)
+    prefill_bootstrap_port: int | None = Field(
+        None, description="bootstrap port given after --prefill URL; default: the prefill server's bootstrap_port"
+    )
+    max_concurrent_requests: int = Field(-1, description="router admission control; -1 = off")
+    queue_size: int = Field(100, ge=0)
+    queue_timeout_secs: int = Field(60, ge=1)
+    environment: dict[str, str] = Field(default_factory=dict)
+    args: dict[str, ArgValue] = Field(default_factory=dict)
+    unit: str = "sglang-router.service"
+    ready_timeout_s: int = Field(
+        180, ge=5, description="apply waits this long for /readiness (workers are checked every "
+        "--health-check-interval-secs, 60 by default)")
+
+
+class ExporterSpec(_Strict):
+    enabled: bool = Field(True, description="install the GPU exporter on every node (needs NVML there)")
+    port: int = Field(9101, ge=1, le=65535)
+    python: str = "python3"
+    unit: str = "opsbot-gpu-exporter.service"
+
+
+class PrometheusSpec(_Strict):
+    jobs: dict[Literal["prefill", "decode", "router", "exporter"], str] = Field(
+        default_factory=lambda: {
+            "prefill": "sglang-prefill",
+            "decode": "sglang-decode",
+            "router": "sglang-router",
+            "exporter": "gpu-exporter",
+        }
+    )
+    scrape_interval: str = "15s"
+
+
+class GrafanaSpec(_Strict):
+    folder_uid: str = Field("sglang-pd", pattern=r"^[A-Za-z0-9_-]{1,40}$")
+    dashboard_uid: str = Field("sglang-pd-overview", pattern=r"^[A-Za-z0-9_-]{1,40}$")
+    datasource_uid: str = "prometheus"
+
+
+class AlertmanagerSpec(_Strict):
+    opsbot_url: str = Field("http://127.0.0.1:8080/alerts", description="opsbot's POST /alerts")
+    token_file: str = Field("/etc/alertmanager/opsbot-token", description="bearer token file (credentials_file)")
+
+
+class AlertSpec(_Strict):
+    prefill_queue_max: int = Field(32, ge=1, description="prefill queue (waiting + bootstrap) that counts as saturated")
+    kv_usage_max: float = Field(0.95, gt=0, le=1)
+    gpu_memory_max: float = Field(0.98, gt=0, le=1, description="SGLang preallocates mem_fraction_static; alert above it")
+    transfer_failures_per_5m: int = Field(5, ge=1)
+
+
+class DeploymentSpec(_Strict):
+    name: str = Field(description="deployment name: cluster name in the inventory and part of unit names")
+    model: ModelSpec
+    launcher: list[str] = Field(
+        default_factory=lambda: ["python3", "-m", "sglang.launch_server"],
+        min_length=1,
+        description="argv that starts a server; the lab puts the SGLang emulator here",
+    )
+    install_dir: str = Field("/opt/sglang", pattern=r"^/[A-Za-z0-9._/-]+$")
+    unit_dir: str = Field("/etc/systemd/system", pattern=r"^/[A-Za-z0-9._/-]+$")
+    numa_pinning: bool = Field(True, description="wrap servers in numactl --cpunodebind/--membind")
+    hicache_numa_margin: float = Field(0.8, gt=0, le=1, description="share of a NUMA node HiCache may take")
+    start_timeout_s: int = Field(1800, ge=60, description="TimeoutStartSec: model load plus warm-up")
+    nodes: list[NodeSpec] = Field(min_length=1)
+    prefill: ServerSpec
+    decode: ServerSpec
+    router: RouterSpec
+    exporter: ExporterSpec = ExporterSpec()
+    prometheus: PrometheusSpec = PrometheusSpec()
+    grafana: GrafanaSpec = GrafanaSpec()
+    alertmanager: AlertmanagerSpec = AlertmanagerSpec()
+    alerts: AlertSpec = AlertSpec()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("use lower-case letters, digits and '-', e.g. 'dsv4'")
+        return v
+
+    def node(self, name: str) -> NodeSpec:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def servers(self) -> dict[str, ServerSpec]:
+        return {"prefill": self.prefill, "decode": self.decode}
+
+    def unit_of(self, role: str) -> str:
+        """The systemd unit of ``role`` (prefill, decode, router, exporter)."""
+        if role == "router":
+            unit = self.router.unit
+        elif role == "exporter":
+            unit = self.exporter.unit
+        else:
+            unit = self.servers()[role].unit or f"sglang-{self.name}-{role}.service"
+        if not UNIT_RE.match(unit):
+            raise ValueError(f"unit {unit!r} is not a systemd service name")
+        return unit
+
+
+def load_spec(path: Path) -> DeploymentSpec:
+    """Load a deployment spec, or raise ``ConfigError`` naming file and line."""
+    return load_model(path, DeploymentSpec)

@@ -1,0 +1,53 @@
+"""Alert rules: promtool accepts them, promtool unit tests fire and stay quiet where they should."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from serving.alerts import alert_rules, alert_rules_yaml
+from serving.metricnames import known_metric_names, promql_metrics
+from tests.realparts import need_binary
+
+HERE = Path(__file__).parent
+# spec/incidents.md: the public incident ids
+INCIDENTS = {
+    "decode-wedged", "prefill-wedged", "prefill-queue-saturation", "kv-transfer-failure", "config-crashloop",
+    "role-down", "cuda-oom", "kv-cache-exhausted", "scheduler-watchdog", "nccl-failure", "gpu-fault",
+    "router-no-healthy-workers", "long-context-recall-regression", "healthy",
+}
+
+
+def test_promtool_check_and_unit_tests(example, tmp_path):
+    promtool = need_binary("promtool")
+    rules = tmp_path / "sglang-pd.rules.yml"
+    rules.write_text(alert_rules_yaml(example))
+    shutil.copy(HERE / "alerts" / "sglang-pd.test.yml", tmp_path)
+    check = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True)
+    assert check.returncode == 0 and "SUCCESS: 8 rules found" in check.stdout, check.stdout + check.stderr
+    test = subprocess.run([promtool, "test", "rules", str(tmp_path / "sglang-pd.test.yml")],
+                          capture_output=True, text=True)
+    assert test.returncode == 0, test.stdout + test.stderr
+
+
+def test_every_rule_names_an_incident_and_known_metrics(example):
+    rules = alert_rules(example)["groups"][0]["rules"]
+    assert {r["alert"] for r in rules} >= {
+        "SGLangPrefillQueueSaturated", "SGLangDecodeNoProgress", "SGLangRoleDown", "SGLangKVTransferFailuresRising",
+        "SGLangKVCacheNearFull", "GPUMemoryHigh", "GPUExporterDown"}
+    for r in rules:
+        assert r["annotations"]["runbook"] in INCIDENTS, r["alert"]
+        assert r["labels"]["incident"] == r["annotations"]["runbook"]
+        unknown = promql_metrics(r["expr"]) - known_metric_names()
+        assert not unknown, f"{r['alert']} reads metrics no SGLang or exporter defines: {unknown}"
+
+
+def test_job_names_come_from_the_spec(example):
+    spec = example.model_copy(update={"prometheus": example.prometheus.model_copy(
+        update={"jobs": {"prefill": "p", "decode": "d", "router": "r", "exporter": "x"}})})
+    text = alert_rules_yaml(spec)
+    assert 'job="d"' in text and "sglang-decode" not in text
+    assert yaml.safe_load(text)["groups"][0]["name"] == "sglang-pd-dsv4"

@@ -1,0 +1,290 @@
+"""The SGLang emulator's pure parts: flags, exposition, the simulation, nvidia-smi, the lab layout."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from opsbot.inventory import Inventory
+from opsbot.lab.emulator import control, gpu, nvidia_smi
+from opsbot.lab.emulator.control import Control, read_control, write_control
+from opsbot.lab.emulator.exposition import Registry
+from opsbot.lab.emulator.flags import parse_router, parse_server
+from opsbot.lab.emulator.launch_server import crash_text
+from opsbot.lab.emulator.scheduler import Scheduler
+from opsbot.lab.layout import inventory_data, plan_lab, unit_text
+from opsbot.settings import Settings
+
+FIXTURE = Path("/work/shared/fixtures/gpu/nvidia-smi-query.csv")
+REFERENCE = Path("/work/shared/reference/sglang.md")
+
+
+# ---- flags ---------------------------------------------------------------------------------------
+
+def test_server_flags_take_sglang_names_defaults_and_abbreviations() -> None:
+    args = parse_server(["--model-path", "/m", "--tp", "4", "--disaggregation-mode", "decode"])
+    assert args.tp_size == 4 and args.port == 30000 and args.host == "127.0.0.1"
+    assert args.watchdog_timeout == 300 and args.decode_log_interval == 40
+    assert args.disaggregation_bootstrap_port == 8998 and args.disaggregation_transfer_backend == "mooncake"
+    assert args.hicache_size == 0 and args.enable_metrics is False
+    assert args.served_model_name == "/m"  # defaults to the model path, the model_name label
+    assert parse_server(["--model", "/m", "--tensor-parallel-size", "2"]).tp_size == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["--model-path", "/m", "--no-such-flag"],
+    ["--model-path", "/m", "--disaggregation-mode", "both"],
+    ["--tp", "4"],  # --model-path is required
+])
+def test_bad_server_flags_exit_with_argparse_usage_error(argv, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        parse_server(argv)
+    assert e.value.code == 2
+    assert "usage: sglang serve" in capsys.readouterr().err
+
+
+def test_router_flags_pd_prefill_with_and_without_bootstrap_port() -> None:
+    args = parse_router(["--pd-disaggregation", "--prefill", "http://p1:30000", "8998", "--prefill", "http://p2:30000",
+                         "--decode", "http://d1:30000", "--prometheus-port", "29001"])
+    assert args.prefill == [("http://p1:30000", 8998), ("http://p2:30000", None)]
+    assert args.decode == ["http://d1:30000"] and args.prometheus_port == 29001
+    assert args.health_check_interval_secs == 60 and args.health_check_endpoint == "/health"
+    with pytest.raises(SystemExit):
+        parse_router(["--pd-disaggregation", "--prefill", "http://p1:30000", "x"])
+
+
+def test_every_flag_the_lab_passes_is_in_the_sglang_reference() -> None:
+    text = REFERENCE.read_text()
+    for role in plan_lab(Settings(), 2).roles:
+        for flag in (a for a in role.argv if a.startswith("--")):
+            snake = flag[2:].replace("-", "_")  # RouterArgs fields are listed by their snake-case names
+            assert f"`{flag}" in text or f"{flag} " in text or f"{snake} " in text, f"{flag} not in sglang.md"
+
+
+# ---- exposition ------------------------------------------------------------------------------------
+
+def test_exposition_parses_and_keeps_types_labels_and_histogram_counts() -> None:
+    reg = Registry({"model_name": "m", "tp_rank": "0"})
+    reg.family("sglang:num_running_reqs", "gauge", "The number of running requests.")
+    reg.family("sglang:realtime_tokens_total", "counter", "Total number of tokens processed.")
+    reg.family("sglang:kv_transfer_latency_ms", "histogram", "latency", (1, 10, 100))
+    reg.set("sglang:num_running_reqs", 3)
+    reg.inc("sglang:realtime_tokens_total", 40, {"mode": "decode"})
+    reg.inc("sglang:realtime_tokens_total", 2, {"mode": "decode"})
+    for v in (0.5, 5, 50, 500):
+        reg.observe("sglang:kv_transfer_latency_ms", v)
+    text = reg.render()
+    assert 'sglang:num_running_reqs{model_name="m",tp_rank="0"} 3.0' in text
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert fams["sglang:realtime_tokens"].type == "counter"
+    assert fams["sglang:realtime_tokens"].samples[0].value == 42.0
+    buckets = {s.labels["le"]: s.value for s in fams["sglang:kv_transfer_latency_ms"].samples
+               if s.name.endswith("_bucket")}
+    assert buckets == {"1.0": 1.0, "10.0": 2.0, "100.0": 3.0, "+Inf": 4.0}
+    count = [s.value for s in fams["sglang:kv_transfer_latency_ms"].samples if s.name.endswith("_count")]
+    assert count == [4.0]
+
+
+@given(st.text(min_size=0, max_size=40), st.floats(allow_nan=False, allow_infinity=False, width=64))
+def test_any_label_value_and_number_round_trips_through_the_parser(label: str, value: float) -> None:
+    reg = Registry()
+    reg.family("sglang:token_usage", "gauge", "The token usage.")
+    reg.set("sglang:token_usage", value, {"model_name": label})
+    (fam,) = text_string_to_metric_families(reg.render())
+    (sample,) = fam.samples
+    assert sample.labels == {"model_name": label} and sample.value == value
+
+
+# ---- the simulation ------------------------------------------------------------------------------------
+
+class Clock:
+    """Simulated time: the scheduler's events fire on it, not on the wall clock."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _sched(tmp_path: Path, mode: str, state: str = "healthy") -> Scheduler:
+    path = tmp_path / "control" / f"{mode}.json"
+    write_control(path, Control(state))
+    return Scheduler(mode, "deepseek-ai/DeepSeek-V4-Flash", str(path), 4, "127.0.0.1:8998", clock=Clock())
+
+
+def _run(s: Scheduler, seconds: float) -> None:
+    for _ in range(round(seconds / 0.1)):
+        s.clock.t += 0.1
+        s.tick(0.1)
+
+
+def _tokens(s: Scheduler, mode: str) -> float:
+    return s.reg.get("sglang:realtime_tokens_total", {"mode": mode})
+
+
+def test_healthy_decode_moves_realtime_tokens_and_logs_decode_batches(tmp_path, capsys) -> None:
+    s = _sched(tmp_path, "decode")
+    _run(s, 2.5)
+    assert _tokens(s, "decode") > 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] Decode batch, #running-req: \d+, #full token: \d+, "
+                     r"full token usage: [\d.]+, #swa token: \d+, swa token usage: [\d.]+, pre-allocated usage: ",
+                     out, re.M)
+
+
+def test_wedged_decode_holds_requests_and_moves_nothing(tmp_path, capsys) -> None:
+    s = _sched(tmp_path, "decode")
+    _run(s, 2.0)
+    write_control(s.control_file, Control("wedged"))
+    _run(s, 0.2)
+    frozen = _tokens(s, "decode")
+    capsys.readouterr()
+    _run(s, 3.0)
+    assert _tokens(s, "decode") == frozen and s.stalled and len(s.running) >= 12
+    assert "Decode batch" not in capsys.readouterr().out
+
+
+def test_healthy_prefill_moves_prefill_compute_and_logs_prefill_batches(tmp_path, capsys) -> None:
+    s = _sched(tmp_path, "prefill")
+    _run(s, 4.0)
+    assert _tokens(s, "prefill_compute") > 0
+    assert "Prefill batch, #new-seq: " in capsys.readouterr().out
+
+
+def test_prefill_saturation_fills_the_queue(tmp_path, capsys) -> None:
+    s = _sched(tmp_path, "prefill", "prefill-saturated")
+    _run(s, 2.5)
+    assert s.reg.get("sglang:num_queue_reqs") >= 20
+    assert re.search(r"#queue-req: \d\d, #pending-token: \d{6,}", capsys.readouterr().out)
+
+
+def test_retract_storm_counts_retractions_with_the_real_log_line(tmp_path, capsys) -> None:
+    s = _sched(tmp_path, "decode", "retract-storm")
+    _run(s, 4.5)
+    assert s.reg.get("sglang:num_retracted_requests_total") > 0
+    assert s.reg.get("sglang:token_usage") >= 0.99
+    assert re.search(r"KV cache pool is full\. Retract requests\. #retracted_reqs: \d+, #new_tokens_gained: \d+, "
+                     r"#new_token_ratio: \d\.\d{4} -> \d\.\d{4}", capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("state,pattern,counter", [
+    ("prefill-saturated", r"KVTransferError\(bootstrap_room=(\d+)\): Aborted by AbortReq\.",
+     "sglang:num_transfer_failed_reqs_total"),
+    ("kv-transfer-fail", r"Decode transfer failed for request rank=0 .*KVTransferError\(bootstrap_room=(\d+)\)",
+     "sglang:num_transfer_failed_reqs_total"),
+    ("pd-desync", r"Decode handshake failed for request rank=0 .*KVTransferError\(bootstrap_room=(\d+)\)",
+     "sglang:num_bootstrap_failed_reqs_total"),
+])
+def test_decode_failure_states_log_the_real_strings_and_count(tmp_path, capsys, state, pattern, counter) -> None:
+    s = _sched(tmp_path, "decode", state)
+    _run(s, 2.5)
+    assert s.reg.get(counter) > 0
+    m = re.search(pattern, capsys.readouterr().out)
+    assert m, state
+    assert f"bootstrap_room={m.group(1)}" in m.group(0)
+
+
+def test_control_file_survives_garbage_and_unknown_states(tmp_path, capsys) -> None:
+    p = tmp_path / "c.json"
+    assert read_control(p) == Control()
+    p.write_text("{not json")
+    assert read_control(p).state == "healthy"
+    p.write_text('{"state": "melted"}')
+    assert read_control(p).state == "healthy"
+    assert "unknown state" in capsys.readouterr().out
+    write_control(p, Control("wedged", "x", False))
+    assert read_control(p) == Control("wedged", "x", False)
+
+
+def test_crash_text_is_a_traceback_ending_in_the_exception_line() -> None:
+    text = crash_text(control.DEFAULT_CRASH_MESSAGE)
+    assert text.startswith("Traceback (most recent call last):\n")
+    assert text.endswith("ValueError: DeepSeek V4 HiCache currently does not support --hicache-size; "
+                         "use --hicache-ratio instead.")
+    assert crash_text("boom").endswith("\nRuntimeError: boom")
+
+
+# ---- nvidia-smi --------------------------------------------------------------------------------------
+
+def test_nvidia_smi_matches_the_real_csv_format(tmp_path, monkeypatch) -> None:
+    (tmp_path / "node.json").write_text('{"machine": "m1", "gpus": 2}')
+    monkeypatch.setenv("SGLANG_EMULATOR_STATE_DIR", str(tmp_path))
+    fields = ["index", "uuid", "name", "memory.used", "memory.total", "utilization.gpu", "temperature.gpu",
+              "power.draw", "clocks.current.sm"]
+    text = nvidia_smi.render(fields, {"csv"}, gpu.rows(tmp_path))
+    header, row0, _ = text.splitlines()
+    want_header, want_row = FIXTURE.read_text().splitlines()[:2]
+    assert header == want_header
+    shape = re.sub(r"GPU-[0-9a-f-]+", "UUID", row0)
+    assert shape == re.sub(r"GPU-[0-9a-f-]+", "UUID", want_row)  # idle GPU: the fixture's exact values
+    gpu.hold("decode", [1], 126518, root=tmp_path)
+    bare = nvidia_smi.render(["index", "memory.used", "memory.total"], {"csv", "noheader", "nounits"},
+                             gpu.rows(tmp_path))
+    assert bare == "0, 0, 143771\n1, 126518, 143771\n"
+
+
+def test_nvidia_smi_releases_a_dead_process_and_drops_a_faulted_gpu(tmp_path) -> None:
+    (tmp_path / "gpu").mkdir()
+    (tmp_path / "gpu" / "prefill.json").write_text('{"pid": 999999999, "gpus": [0], "mib": 1000}')
+    assert [r.memory_used for r in gpu.rows(tmp_path)] == [0, 0, 0, 0]
+    gpu.hold("decode", [0, 1, 2, 3], 500, root=tmp_path)
+    write_control(tmp_path / "control" / "decode.json", Control("gpu-fault"))
+    assert [r.index for r in gpu.rows(tmp_path)] == [0, 1, 2]
+
+
+def test_nvidia_smi_refuses_unknown_fields(capsys) -> None:
+    assert nvidia_smi.main(["--query-gpu=index,bogus", "--format=csv"]) == 2
+    assert 'Field "bogus" is not a valid field to query.' in capsys.readouterr().out
+
+
+# ---- layout --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("nodes", [1, 2, 3, 4])
+def test_every_port_in_a_lab_is_unique_and_the_inventory_validates(nodes: int) -> None:
+    plan = plan_lab(Settings(), nodes)
+    ports = [n.ssh_port for n in plan.nodes] + [p for r in plan.roles for p in (r.port, r.prometheus_port) if p]
+    ports += list({r.bootstrap_port for r in plan.roles if r.bootstrap_port})
+    assert len(ports) == len(set(ports))
+    keys = {n.name: f"ssh-ed25519 AAAA{n.name}" for n in plan.nodes}
+    data = inventory_data(plan, keys, Path("/k"))
+    inv = Inventory.model_validate(yaml.safe_load(yaml.safe_dump(data)))
+    assert {r.role for r in inv.clusters["lab"].roles} == {"prefill", "decode", "router"}
+
+
+def test_unit_runs_the_emulator_with_restart_policy_and_visible_crash_loop() -> None:
+    plan = plan_lab(Settings(), 2)
+    text = unit_text(plan.role("decode"))
+    assert "Restart=on-failure" in text and "RestartSec=1" in text and "StartLimitBurst=5" in text
+    assert "ExecStart=/usr/bin/python3 -m sglang_emulator.launch_server --model-path" in text
+    assert "--disaggregation-mode decode" in text and "--enable-metrics" in text
+    router = unit_text(plan.role("router"))
+    assert "sglang_emulator.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 30004" in router
+    assert "--decode http://127.0.0.1:30001" in router
+
+
+def test_decode_loses_the_prefill_after_missed_heartbeats_and_recovers(tmp_path, capsys) -> None:
+    s = _sched(tmp_path, "decode")
+    s.heartbeat(False)  # never connected yet: a decode starting before its prefill says nothing
+    _run(s, 1.0)
+    s.heartbeat(True)
+    s.heartbeat(False)
+    assert not s.prefill_lost
+    s.heartbeat(False)
+    out = capsys.readouterr().out
+    assert "Attempting to reconnect to 127.0.0.1:8998..." in out
+    assert re.search(r"Lost connection with prefill instance \(bootstrap_addr: 127\.0\.0\.1:8998\), \d+ requests "
+                     r"affected", out)
+    assert s.reg.get("sglang:num_transfer_failed_reqs_total") >= 1
+    left = {r.rid for r in s.running}
+    _run(s, 5.0)
+    assert {r.rid for r in s.running} <= left  # requests with their KV finish; no new work arrives
+    s.heartbeat(True)
+    _run(s, 0.5)
+    assert len(s.running) == 8
