@@ -203,3 +203,20 @@ def test_node_unreachable_is_recorded_failed_and_nothing_is_started(lab, setting
     evidence = store.load_bundle(out.evidence_probe_id)
     assert not evidence.role("decode").systemd.ok  # the evidence shows the node was unreachable
     assert store.action(out.action_id).state == "failed" and store.locks("lab") == []
+
+
+def test_pair_restart_on_purpose_restarts_both_sides_in_order(lab, settings, store):
+    pids = {n: lab.ssh(n, ["systemctl", "show", u, "--property=MainPID", "--value"]).stdout.strip()
+            for n, u in (("node1", "sglang-dsv4-prefill.service"), ("node2", "sglang-dsv4-decode.service"))}
+    action, plan = request_restart(store, lab.inventory, ["prefill", "decode"], pair=True, actor="alice",
+                                   surface="cli", reason="pd-desync", settings=settings)
+    approve(store, action.id, "bob", "rest", settings)
+    out = asyncio.run(execute(store, lab.inventory, action.id, actor="bob", surface="rest", settings=settings))
+    assert out.state == "succeeded", out.message
+    assert [(s["kind"], s["role"]) for s in out.execution] == [
+        ("stop", "decode"), ("stop", "prefill"), ("wait-gpu-release", "decode"), ("wait-gpu-release", "prefill"),
+        ("start", "prefill"), ("start", "decode")]
+    assert {r["role"] for r in out.verification["roles"]} == {"prefill", "decode"}
+    for n, u in (("node1", "sglang-dsv4-prefill.service"), ("node2", "sglang-dsv4-decode.service")):
+        assert lab.ssh(n, ["systemctl", "show", u, "--property=MainPID", "--value"]).stdout.strip() != pids[n]
+    assert [a.id for a in store.restarts_since("lab", store.action(out.action_id).started_at)] == [out.action_id]

@@ -241,3 +241,23 @@ def _hold_write_lock(url: str):
         conn.close()
 
     return conn, release
+
+
+def test_concurrent_lock_takers_exactly_one_wins(database_url):
+    Store(database_url).close()
+    stores = [Store(database_url) for _ in range(6)]
+    barrier = threading.Barrier(len(stores))
+    results: list[object] = []
+
+    def _take(i: int, s: Store) -> None:
+        barrier.wait()
+        results.append(s.take_lock("lab", "decode", f"action-{i}", f"host:{i}", timedelta(minutes=5)))
+
+    threads = [threading.Thread(target=_take, args=(i, s)) for i, s in enumerate(stores)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    winners = [r for r in results if r is None]
+    assert len(results) == 6 and len(winners) == 1
+    (lock,) = stores[0].locks("lab")
+    assert all(r.action_id == lock.action_id for r in results if r is not None)  # losers are told who holds it
+    [s.close() for s in stores]
