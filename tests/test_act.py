@@ -254,3 +254,17 @@ def _wait_until(t):
 
     while datetime.now(timezone.utc) <= t:
         time.sleep(0.01)
+
+
+def test_overdue_actions_are_expired_at_start_up(inventory, settings, store, counter):
+    import asyncio
+
+    from opsbot.act import reconcile
+
+    pending, _ = request_restart(store, inventory, ["decode"], actor="alice", surface="cli", settings=settings)
+    fresh, _ = request_restart(store, inventory, ["prefill"], actor="alice", surface="cli", settings=settings)
+    store.transition(pending.id, ("planned",), "planned", actor="test", surface="cli", what="clock moved",
+                     expires_at=datetime.now(timezone.utc) - timedelta(seconds=1))
+    assert asyncio.run(reconcile(store, inventory, settings)) == []
+    assert store.action(pending.id).state == "expired" and "request the restart again" in store.action(pending.id).outcome
+    assert store.action(fresh.id).state == "planned" and counter.connections == 0

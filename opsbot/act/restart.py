@@ -295,6 +295,7 @@ async def reconcile(store: Store, inventory: Inventory, settings: Settings | Non
                     pool: TransportPool | None = None) -> list[ActionOutcome]:
     """Settle actions left ``executing`` by a process that died: look at the unit, record, never re-run."""
     settings = settings or get_settings()
+    expire_overdue(store)
     orphans = [a for a in store.actions(state="executing", limit=1000) if _orphaned(store, a)]
     if not orphans:
         return []
@@ -324,6 +325,20 @@ async def reconcile(store: Store, inventory: Inventory, settings: Settings | Non
         if own_pool:
             await pool.close()
     return out
+
+
+def expire_overdue(store: Store) -> list[str]:
+    """Planned or approved actions whose time ran out become ``expired`` (so lists never show them pending)."""
+    at = now()
+    expired = []
+    for state in ("planned", "approved"):
+        for a in store.actions(state=state, limit=1000):
+            if a.expires_at <= at and store.transition(
+                a.id, (state,), "expired", actor="opsbot", surface="reconcile", what="restart expired",
+                outcome=f"{'approval' if state == 'approved' else 'plan'} expired at {a.expires_at:%H:%M:%S} UTC "
+                        "before it ran; request the restart again"):
+                expired.append(a.id)
+    return expired
 
 
 def _orphaned(store: Store, action: Action) -> bool:
