@@ -53,8 +53,8 @@ def healthy_lab(lab):
 
 def _env(settings: Settings, **extra: str) -> dict[str, str]:
     return {**os.environ, "OPSBOT_DATA_DIR": str(settings.data_dir), "OPSBOT_INVENTORY": str(settings.inventory),
-            "OPSBOT_METRICS_WINDOW_S": "2", "OPSBOT_VERIFY_DEADLINE_S": "60", "PYTHONPATH": str(REPO),
-            "COLUMNS": "250", **extra}
+            "OPSBOT_DATABASE_URL": settings.db_url(), "OPSBOT_METRICS_WINDOW_S": "2", "OPSBOT_VERIFY_DEADLINE_S": "60",
+            "PYTHONPATH": str(REPO), "COLUMNS": "250", **extra}
 
 
 def _cli(settings: Settings, *args: str, **extra: str) -> subprocess.Popen[str]:
@@ -118,7 +118,9 @@ def test_wedged_decode_is_restarted_and_verified_then_cooldown_refuses(lab, sett
     assert _main_pid(lab, "sglang-dsv4-decode.service") == pid_after  # refused: nothing was touched
 
 
-def test_two_concurrent_restarts_one_wins_the_other_is_refused_by_the_lock(lab, settings, store):
+def test_two_concurrent_restarts_one_wins_the_other_is_refused_by_the_lock(lab, settings, database_url):
+    settings = settings.model_copy(update={"database_url": database_url})  # SQLite file, then PostgreSQL
+    store = Store(database_url)
     procs = [_cli(settings, "restart", "decode", "--approve", "--reason", f"operator {i}") for i in range(2)]
     outs = [p.communicate(timeout=180)[0] for p in procs]
     codes = sorted(p.returncode for p in procs)
@@ -127,9 +129,12 @@ def test_two_concurrent_restarts_one_wins_the_other_is_refused_by_the_lock(lab, 
     assert "lock: decode is being restarted by action" in loser, loser
     states = sorted(a.state for a in store.actions())
     assert states == ["refused", "succeeded"]
+    store.close()
 
 
-def test_budget_holds_across_a_restart_of_the_process(lab, settings, store):
+def test_budget_holds_across_a_restart_of_the_process(lab, settings, database_url):
+    settings = settings.model_copy(update={"database_url": database_url})
+    store = Store(database_url)
     env = {"OPSBOT_RESTART_BUDGET": "1", "OPSBOT_RESTART_COOLDOWN_S": "0"}
     first = _cli(settings, "restart", "decode", "--approve", **env)
     out1 = first.communicate(timeout=180)[0]
@@ -139,6 +144,7 @@ def test_budget_holds_across_a_restart_of_the_process(lab, settings, store):
     assert second.returncode == 1 and "budget: cluster" in out2 and "had 1 restarts" in out2, out2
     assert "the next restart is allowed at" in out2
     assert [a.state for a in store.actions()] == ["refused", "succeeded"]
+    store.close()
 
 
 def test_unknown_role_refused_before_any_ssh_connection(lab, settings):
