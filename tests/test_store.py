@@ -162,9 +162,9 @@ def test_probe_bundle_is_compressed_and_round_trips_with_findings(store):
 def test_a_failing_write_leaves_no_partial_rows(store):
     b = _bundle()
     bad = _Diagnosis(bundle=b.id, findings=[_Finding(incident="x" * 500, severity="critical", roles=["decode"])])
-    if store.engine.dialect.name == "sqlite":  # SQLite does not enforce VARCHAR lengths; break it another way
-        bad.findings[0].roles = None  # type: ignore[assignment]
-    with pytest.raises(Exception):
+    if store.engine.dialect.name == "sqlite":  # SQLite does not enforce VARCHAR lengths: break NOT NULL instead
+        bad.findings[0].incident = None  # type: ignore[assignment]
+    with pytest.raises(DBAPIError):
         store.save_probe(b, bad)
     assert store.read(lambda s: s.scalars(select(Probe)).all()) == []
     assert store.findings() == []

@@ -311,7 +311,7 @@ async def reconcile(store: Store, inventory: Inventory, settings: Settings | Non
             verification = await verify_roles(transports, roles, quick)
             state = "succeeded" if verification["ok"] else "failed"
             problems = "; ".join(p for r in verification["roles"] for p in r["problems"])
-            msg = (f"interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
+            msg = ("interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
                    + ("the role is active and healthy" if verification["ok"] else f"the role is not healthy: {problems}"))
             row = store.transition(a.id, ("executing",), state, actor="opsbot", surface="reconcile",
                                    what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
