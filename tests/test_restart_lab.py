@@ -168,6 +168,9 @@ def test_a_role_that_never_comes_back_is_recorded_failed_with_evidence(lab, sett
     row = store.action(out.action_id)
     assert row.state == "failed" and row.outcome == out.message and row.evidence_probe_id
     after = store.load_bundle(out.after_probe_id)
+    shown = subprocess.run([sys.executable, "-m", "opsbot", "actions", "show", out.action_id], env=_env(quick),
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "state: failed" in shown.stdout and out.after_probe_id in shown.stdout
     (after_row,) = [p for p in store.probes(role="decode") if p.id == out.after_probe_id]
     assert after_row.top_incident is not None  # the after-probe is diagnosed and its finding kept
     assert "opsbot test crash at start-up" in after.role("decode").logs.raw
