@@ -1,7 +1,8 @@
 """Indexer kernels on the GPU: decode logits (bf16 / fp8 keys), top-k, beside the torch reference
 and torch.topk, against the copy bandwidth measured in the same run; and the precision study.
 
-    python -m bench.kernels speed      [--quick] [--json PATH]
+    python -m bench.kernels speed      [--quick] [--json PATH] [--baseline DIR]
+    python -m bench.kernels sweep      [--baseline DIR]      (logits configs and top-k chunking)
     python -m bench.kernels precision  [--json PATH]
     python -m bench.kernels plot       --json PATH --png PATH    (no GPU needed)
 """
@@ -9,6 +10,7 @@ and torch.topk, against the copy bandwidth measured in the same run; and the pre
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import sys
@@ -36,6 +38,21 @@ def timed(fn, iters: int = 15) -> float:
         b.synchronize()
         times.append(a.elapsed_time(b) * 1e3)
     return statistics.median(times)
+
+
+def timed_graph(fn, iters: int = 15) -> float:
+    """Median µs of one CUDA-graph replay of fn() (how SGLang runs decode), L2 flushed before each.
+
+    Takes the host's launch cost out: a multi-kernel op is timed by its GPU time."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # compile and warm up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return timed(graph.replay, iters)
 
 
 def copy_bandwidth() -> float:
@@ -89,68 +106,151 @@ def key_bytes(lens: torch.Tensor, kind: str, width: int) -> int:
     return int(lens.sum().item()) * per + q + batch * width * 4  # keys + q + fp32 logits written
 
 
-def tune(copy_tbs: float, out: list) -> dict:
-    """A few (pages_per_program, num_warps, num_stages) at B=64, L=64K; the best per kind."""
+def load_baseline(root: str | None) -> dict:
+    """paged_logits / topk of another checkout (e.g. main before a change), to time in the same run."""
+    if not root:
+        return {}
+    mods = {}
+    for name in ("logits", "topk"):
+        spec = importlib.util.spec_from_file_location(f"baseline_{name}", f"{root}/kernels/{name}.py")
+        mods[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mods[name])
+    # the configurations that checkout's own tuning chose
+    cfg = {"bf16": {"pages_per_program": 16, "num_warps": 4, "num_stages": 2},
+           "fp8": {"pages_per_program": 8, "num_warps": 4, "num_stages": 2}}
+    return {"logits": mods["logits"].paged_logits, "topk": mods["topk"].topk, "cfg": cfg}
+
+
+TUNE_SHAPES = ((64, 65536), (16, 65536))
+TUNE_SPACE = [
+    {"tile_pages": tp, "pages_per_program": ppp, "num_warps": nw, "num_stages": ns}
+    for tp in (1, 2, 4) for ppp in (8, 16, 32) for nw in (4, 8) for ns in (2, 3)
+    if ppp >= tp and not (tp == 1 and nw == 8)
+]
+
+
+def tune(out: list, base: dict) -> dict:
+    """Each config of TUNE_SPACE at TUNE_SHAPES; the best per kind by the sum of its times there."""
     best = {}
     for kind in ("bf16", "fp8"):
-        q, w, cache, table, lens = decode_case(64, 65536, kind)
-        nbytes = key_bytes(lens, kind, table.shape[1] * PAGE)
-        scores = []
-        for ppp in (4, 8, 16):
-            for warps in (4, 8):
-                for stages in (2, 3, 4):
-                    cfg = {"pages_per_program": ppp, "num_warps": warps, "num_stages": stages}
-                    try:
-                        us = timed(lambda: paged_logits(q, w, cache, table, lens, **cfg))
-                    except Exception as exc:  # a config the compiler refuses (shared memory)
-                        print(f"tune {kind} {cfg}: {type(exc).__name__}", file=sys.stderr)
-                        continue
-                    scores.append((us, cfg))
-                    out.append({"tune": kind, **cfg, "us": us, "tbs": nbytes / us / 1e6})
-                    print(f"tune {kind} {cfg}: {us:8.1f} us {nbytes / us / 1e6:5.2f} TB/s", flush=True)
-        best[kind] = min(scores, key=lambda s: s[0])[1]
-        del q, w, cache, table, lens
+        totals: dict[int, float] = {}
+        for batch, length in TUNE_SHAPES:
+            q, w, cache, table, lens = decode_case(batch, length, kind)
+            nbytes = key_bytes(lens, kind, table.shape[1] * PAGE)
+            if base:
+                us = timed(lambda: base["logits"](q, w, cache, table, lens, **base["cfg"][kind]))
+                print(f"tune {kind} B={batch} before {base['cfg'][kind]}: {us:8.1f} us {nbytes / us / 1e6:5.2f} TB/s", flush=True)
+                out.append({"tune": kind, "B": batch, "L": length, "before": True, **base["cfg"][kind], "us": us})
+            for i, cfg in enumerate(TUNE_SPACE):
+                try:
+                    us = timed(lambda: paged_logits(q, w, cache, table, lens, **cfg))
+                except Exception as exc:  # a config the compiler refuses (shared memory)
+                    print(f"tune {kind} {cfg}: {type(exc).__name__}", file=sys.stderr)
+                    totals[i] = float("inf")
+                    continue
+                totals[i] = totals.get(i, 0.0) + us
+                out.append({"tune": kind, "B": batch, "L": length, **cfg, "us": us, "tbs": nbytes / us / 1e6})
+                print(f"tune {kind} B={batch} {cfg}: {us:8.1f} us {nbytes / us / 1e6:5.2f} TB/s", flush=True)
+            del q, w, cache, table, lens
+        best[kind] = TUNE_SPACE[min(totals, key=totals.get)]
     return best
 
 
-def speed(quick: bool, path: str | None) -> None:
+def sweep_topk(out: list, base: dict) -> None:
+    """Top-k 2048 over randn rows with ragged lengths: chunk x num_warps, against torch.topk and the baseline."""
+    print(f"{'B':>4} {'L':>7} {'chunk':>6} {'warps':>5} {'topk us':>8} {'torch.topk':>10} {'before':>8}", flush=True)
+    for batch in (1, 16, 64):
+        for length in (4096, 16384, 65536, 131072):
+            g = torch.Generator(device="cuda").manual_seed(batch + length)
+            x = torch.randn(batch, length, generator=g, device="cuda") * 3 + 10
+            lens = torch.randint(int(0.7 * length), length + 1, (batch,), generator=g, device="cuda", dtype=torch.int32)
+            tt = timed(lambda: x.topk(2048, dim=1, sorted=False))
+            before = timed(lambda: base["topk"](x, lens, 2048)) if base else None
+            for chunk in (2048, 4096, 8192):
+                for warps in (4, 8):
+                    us = timed(lambda: topk(x, lens, 2048, chunk=chunk, num_warps=warps))
+                    out.append({"B": batch, "L": length, "chunk": chunk, "num_warps": warps, "us": us,
+                                "torch_topk_us": tt, "before_us": before})
+                    b = f"{before:8.1f}" if before else f"{'-':>8}"
+                    print(f"{batch:>4} {length:>7} {chunk:>6} {warps:>5} {us:8.1f} {tt:10.1f} {b}", flush=True)
+
+
+def tune_topk(out: list) -> dict:
+    """top-k 2048 chunk x num_warps under CUDA graphs at two shapes; the best by the sum of times."""
+    totals = {}
+    for batch, length in ((64, 65536), (4, 131072)):
+        g = torch.Generator(device="cuda").manual_seed(batch)
+        x = torch.randn(batch, length, generator=g, device="cuda") * 3 + 10
+        lens = torch.randint(int(0.7 * length), length + 1, (batch,), generator=g, device="cuda", dtype=torch.int32)
+        for chunk in (2048, 4096, 8192):
+            for warps in (4, 8):
+                us = timed_graph(lambda: topk(x, lens, 2048, chunk=chunk, num_warps=warps))
+                totals[(chunk, warps)] = totals.get((chunk, warps), 0.0) + us
+                out.append({"topk_tune": True, "B": batch, "L": length, "chunk": chunk, "num_warps": warps, "us": us})
+                print(f"top-k B={batch} L={length} chunk={chunk} warps={warps}: {us:7.1f} us (graph)", flush=True)
+    chunk, warps = min(totals, key=totals.get)
+    return {"chunk": chunk, "num_warps": warps}
+
+
+def sweep(path: str | None, base: dict) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  copy bandwidth {copy_bandwidth():.2f} TB/s", flush=True)
+    rows: list[dict] = []
+    best = tune(rows, base)
+    print("best", best, flush=True)
+    sweep_topk(rows, base)
+    if path:
+        with open(path, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "best": best, "rows": rows}, f, indent=1)
+
+
+def speed(quick: bool, path: str | None, base: dict) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     copy_tbs = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  copy bandwidth {copy_tbs:.2f} TB/s", flush=True)
     rows: list[dict] = []
-    best = tune(copy_tbs, rows) if not quick else {"bf16": {}, "fp8": {}}
-    print("best", best, flush=True)
-    batches = (1, 16, 64, 128) if not quick else (64,)
+    tk_cfg = tune_topk(rows)
+    print("top-k", tk_cfg, flush=True)
+    batches = (64, 16, 1, 128) if not quick else (64,)  # the goal cells first
     lengths = (4096, 16384, 65536, 131072) if not quick else (65536,)
-    header = f"{'B':>4} {'L':>7} {'keys':>5} {'logits us':>10} {'TB/s':>6} {'%copy':>6} {'topk512':>8} {'topk2048':>9} {'torch.topk':>10} {'e2e us':>8} {'torch ref':>10}"
+    header = (f"{'B':>4} {'L':>7} {'keys':>5} {'logits us':>10} {'TB/s':>6} {'%copy':>6} {'before':>7} {'topk512':>8} "
+              f"{'topk2048':>9} {'eager':>7} {'before':>7} {'torch.topk':>10} {'e2e us':>8} {'torch ref':>10}")
     print(header, flush=True)
     for batch in batches:
         for length in lengths:
             for kind in ("bf16", "fp8"):
                 q, w, cache, table, lens = decode_case(batch, length, kind)
                 width = table.shape[1] * PAGE
-                cfg = best[kind]
-                us = timed(lambda: paged_logits(q, w, cache, table, lens, **cfg))
-                logits = paged_logits(q, w, cache, table, lens, **cfg)
+                us = timed(lambda: paged_logits(q, w, cache, table, lens))
+                logits = paged_logits(q, w, cache, table, lens)
                 rl = row_lengths(lens, 1)
-                tk = {kk: timed(lambda: topk(logits, rl, kk, block_table=table)) for kk in (512, 2048)}
-                tt = timed(lambda: logits.topk(2048, dim=1, sorted=False))
-                e2e = timed(lambda: topk(paged_logits(q, w, cache, table, lens, **cfg), rl, 2048, block_table=table))
+                tk = {kk: timed_graph(lambda: topk(logits, rl, kk, block_table=table, **tk_cfg)) for kk in (512, 2048)}
+                eager = timed(lambda: topk(logits, rl, 2048, block_table=table, **tk_cfg))
+                tt = timed_graph(lambda: logits.topk(2048, dim=1, sorted=False))
+                old = old_tk = None
+                if base:
+                    old = timed(lambda: base["logits"](q, w, cache, table, lens, **base["cfg"][kind]))
+                    old_tk = timed_graph(lambda: base["topk"](logits, rl, 2048, block_table=table))
+                e2e = timed_graph(lambda: topk(paged_logits(q, w, cache, table, lens), rl, 2048, block_table=table, **tk_cfg))
                 ref = None
                 if kind == "bf16" and batch * width <= 4 << 20:
                     ref = timed(lambda: torch_reference(q, w, cache, table, lens, 2048), iters=5)
                 tbs = key_bytes(lens, kind, width) / us / 1e6
                 row = {"B": batch, "L": length, "kind": kind, "logits_us": us, "tbs": tbs, "pct_copy": 100 * tbs / copy_tbs,
                        "topk512_us": tk[512], "topk2048_us": tk[2048], "torch_topk_us": tt, "e2e_us": e2e,
-                       "torch_ref_us": ref, "tokens": int(lens.sum().item())}
+                       "torch_ref_us": ref, "tokens": int(lens.sum().item()), "topk2048_eager_us": eager,
+                       "before_logits_us": old, "before_topk2048_us": old_tk}
                 rows.append(row)
                 refs = f"{ref:10.1f}" if ref else f"{'-':>10}"
-                print(f"{batch:>4} {length:>7} {kind:>5} {us:10.1f} {tbs:6.2f} {row['pct_copy']:6.1f} {tk[512]:8.1f} {tk[2048]:9.1f} {tt:10.1f} {e2e:8.1f} {refs}", flush=True)
+                o = f"{old:7.1f}" if old else f"{'-':>7}"
+                ot = f"{old_tk:7.1f}" if old_tk else f"{'-':>7}"
+                print(f"{batch:>4} {length:>7} {kind:>5} {us:10.1f} {tbs:6.2f} {row['pct_copy']:6.1f} {o} {tk[512]:8.1f} "
+                      f"{tk[2048]:9.1f} {eager:7.1f} {ot} {tt:10.1f} {e2e:8.1f} {refs}", flush=True)
                 del q, w, cache, table, lens, logits
     if path:
         with open(path, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_tbs": copy_tbs,
-                       "best": best, "rows": rows}, f, indent=1)
+                       "rows": rows}, f, indent=1)
 
 
 def precision(path: str | None) -> None:
@@ -173,13 +273,16 @@ def precision(path: str | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["speed", "precision", "plot"])
+    ap.add_argument("what", choices=["speed", "sweep", "precision", "plot"])
+    ap.add_argument("--baseline", help="a checkout whose kernels/ to time beside this one (before/after)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--png")
     a = ap.parse_args()
     if a.what == "speed":
-        speed(a.quick, a.json)
+        speed(a.quick, a.json, load_baseline(a.baseline))
+    elif a.what == "sweep":
+        sweep(a.json, load_baseline(a.baseline))
     elif a.what == "precision":
         precision(a.json)
     else:

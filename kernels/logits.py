@@ -30,6 +30,14 @@ Q_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
 # upcast to fp32 first, which is exact (a bf16 x bf16 product fits fp32; the GPU accumulates in fp32).
 UPCAST = os.environ.get("TRITON_INTERPRET") == "1"
 OUT_DTYPES = (torch.float32, torch.bfloat16)
+# a small grid halves pages_per_program down to MIN_PAGES_PER_PROGRAM until it has TARGET_PROGRAMS
+TARGET_PROGRAMS = 512
+MIN_PAGES_PER_PROGRAM = 4
+# paged_logits launch defaults per cache kind: the best of `python -m bench.kernels sweep` on the H200
+LAUNCH = {
+    "bf16": {"pages_per_program": 16, "tile_pages": 1, "num_warps": 4, "num_stages": 2},
+    "fp8": {"pages_per_program": 16, "tile_pages": 1, "num_warps": 4, "num_stages": 2},
+}
 
 
 @triton.jit
@@ -38,47 +46,62 @@ def _paged_logits_kernel(
     bt_stride, out_stride, num_pages, max_ctx,
     NEXT_N: tl.constexpr, H: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr,
     PAGE_ELEMS: tl.constexpr, SCALE_OFF: tl.constexpr, SCALE_STRIDE: tl.constexpr,
-    PAGES_PER_PROG: tl.constexpr, KV_FP8: tl.constexpr, Q_FP8: tl.constexpr, UPCAST: tl.constexpr,
+    PAGES_PER_PROG: tl.constexpr, TILE_PAGES: tl.constexpr,
+    KV_FP8: tl.constexpr, Q_FP8: tl.constexpr, UPCAST: tl.constexpr,
 ):
+    """One program: PAGES_PER_PROG pages of request b, TILE_PAGES pages (TOK tokens) per MMA.
+
+    The MMA is keys x queries ([TOK, D] @ [D, NEXT_N * H]), so the head sum runs along the
+    accumulator's N dimension: mostly inside each thread, with no cross-warp reduction.
+    """
     b = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
     M: tl.constexpr = NEXT_N * H
+    TOK: tl.constexpr = TILE_PAGES * PAGE_SIZE
     m = tl.arange(0, M)
     d = tl.arange(0, D)
-    j = tl.arange(0, PAGE_SIZE)
+    t = tl.arange(0, TOK)
     rows = tl.arange(0, NEXT_N)
     seq_len = tl.load(seqlen_ptr + b)
-    q = tl.load(q_ptr + b * M * D + m[:, None] * D + d[None, :])
-    if UPCAST:
-        q = q.to(tl.float32)
-    w = tl.load(w_ptr + b * M + m)
     # row i of this request sees tokens s < seq_len - NEXT_N + 1 + i
     visible = seq_len - NEXT_N + 1 + rows
-    out_rows = out_ptr + (b * NEXT_N + rows)[:, None].to(tl.int64) * out_stride
+    out_rows = out_ptr + (b * NEXT_N + rows)[None, :].to(tl.int64) * out_stride  # [1, NEXT_N]
     n_pages = tl.minimum(tl.cdiv(seq_len, PAGE_SIZE), bt_stride)
     p_lo = chunk * PAGES_PER_PROG
-    p_hi = tl.minimum(p_lo + PAGES_PER_PROG, n_pages)
-    for p in range(p_lo, p_hi):
-        page = tl.load(bt_ptr + b * bt_stride + p).to(tl.int64)
-        ok = (page >= 0) & (page < num_pages)
-        page = tl.where(ok, page, 0)
-        k = tl.load(kv_ptr + page * PAGE_ELEMS + j[:, None] * D + d[None, :])
+    if p_lo < n_pages:
+        q = tl.load(q_ptr + b * M * D + m[:, None] * D + d[None, :])  # [M, D]
         if UPCAST:
-            k = k.to(tl.float32)
-        elif KV_FP8 and not Q_FP8:
-            k = k.to(tl.bfloat16)
-        s = tl.dot(q, tl.trans(k))  # [M, PAGE] fp32
-        s = tl.maximum(s, 0.0, propagate_nan=tl.PropagateNan.ALL) * w[:, None]
-        logits = tl.sum(tl.reshape(s, (NEXT_N, H, PAGE_SIZE)), axis=1)  # [NEXT_N, PAGE]
-        if KV_FP8:
-            logits = logits * tl.load(scale_ptr + page * SCALE_STRIDE + SCALE_OFF + j)[None, :]
-        tok = p * PAGE_SIZE + j
-        logits = tl.where((tok[None, :] < visible[:, None]) & ok, logits, float("-inf"))
-        tl.store(out_rows + tok[None, :], logits.to(out_ptr.dtype.element_ty), mask=tok[None, :] < max_ctx)
-    for p in range(tl.maximum(p_hi, p_lo), p_lo + PAGES_PER_PROG):
-        tok = p * PAGE_SIZE + j
-        ninf = tl.full((NEXT_N, PAGE_SIZE), float("-inf"), out_ptr.dtype.element_ty)
-        tl.store(out_rows + tok[None, :], ninf, mask=tok[None, :] < max_ctx)
+            q = q.to(tl.float32)
+        w = tl.load(w_ptr + b * M + m)
+        for p0 in range(p_lo, p_lo + PAGES_PER_PROG, TILE_PAGES):
+            pidx = p0 + t // PAGE_SIZE
+            live = pidx < n_pages
+            page = tl.load(bt_ptr + b * bt_stride + pidx, mask=live, other=-1).to(tl.int64)
+            ok = live & (page >= 0) & (page < num_pages)
+            page = tl.where(ok, page, 0)
+            slot = page * PAGE_ELEMS + (t % PAGE_SIZE) * D
+            k = tl.load(kv_ptr + slot[:, None] + d[None, :], mask=ok[:, None], other=0.0)  # [TOK, D]
+            if UPCAST:
+                k = k.to(tl.float32)
+            elif KV_FP8 and not Q_FP8:
+                k = k.to(tl.bfloat16)
+            s = tl.dot(k, tl.trans(q))  # [TOK, M] fp32
+            s = tl.maximum(s, 0.0, propagate_nan=tl.PropagateNan.ALL) * w[None, :]
+            if NEXT_N == 1:
+                logits = tl.sum(s, axis=1)[:, None]  # [TOK, 1]
+            else:
+                logits = tl.sum(tl.reshape(s, (TOK, NEXT_N, H)), axis=2)  # [TOK, NEXT_N]
+            if KV_FP8:
+                sc = tl.load(scale_ptr + page * SCALE_STRIDE + SCALE_OFF + t % PAGE_SIZE, mask=ok, other=0.0)
+                logits = logits * sc[:, None]
+            tok = p0 * PAGE_SIZE + t
+            logits = tl.where(ok[:, None] & (tok[:, None] < visible[None, :]), logits, float("-inf"))
+            tl.store(out_rows + tok[:, None], logits.to(out_ptr.dtype.element_ty), mask=tok[:, None] < max_ctx)
+    else:  # past this request's pages: only -inf to write
+        for p0 in range(p_lo, p_lo + PAGES_PER_PROG, TILE_PAGES):
+            tok = p0 * PAGE_SIZE + t
+            ninf = tl.full((TOK, NEXT_N), float("-inf"), out_ptr.dtype.element_ty)
+            tl.store(out_rows + tok[:, None], ninf, mask=tok[:, None] < max_ctx)
 
 
 def paged_logits(
@@ -89,15 +112,17 @@ def paged_logits(
     seq_lens: torch.Tensor,
     max_context_len: int | None = None,
     out_dtype: torch.dtype = torch.float32,
-    pages_per_program: int = 8,
-    num_warps: int = 4,
-    num_stages: int = 3,
+    pages_per_program: int | None = None,
+    tile_pages: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
 ) -> torch.Tensor:
     """Decode logits: q [B, next_n, 64, 128], weights [B, next_n, 64] fp32, cache bf16 or fp8 pages,
     block_table [B, max_pages] int32, seq_lens [B] int32 → [B * next_n, max_context_len].
 
     Row b * next_n + i sees tokens s < seq_lens[b] - next_n + 1 + i; the rest of the row is -inf.
     q is bf16 (either cache) or e4m3 (fp8 cache only, its scale folded into weights).
+    Launch parameters left None take the H200-tuned defaults for the cache kind (`LAUNCH`).
     """
     kind = cache_kind(cache)
     require("q", q, Q_DTYPES, (None, None, HEADS, HEAD_DIM))
@@ -112,6 +137,17 @@ def paged_logits(
     require_same_device(q=q, weights=weights, cache=cache, block_table=block_table, seq_lens=seq_lens)
     if out_dtype not in OUT_DTYPES:
         raise KernelInputError(f"out_dtype must be float32 or bfloat16; got {out_dtype}")
+    launch = dict(LAUNCH[kind])
+    while (launch["pages_per_program"] > MIN_PAGES_PER_PROGRAM
+           and batch * triton.cdiv(block_table.shape[1], launch["pages_per_program"]) < TARGET_PROGRAMS):
+        launch["pages_per_program"] //= 2  # short rows, few requests: shorter chains, more programs
+    given = {"pages_per_program": pages_per_program, "tile_pages": tile_pages, "num_warps": num_warps, "num_stages": num_stages}
+    launch.update({key: v for key, v in given.items() if v is not None})
+    pages_per_program, tile_pages = launch["pages_per_program"], launch["tile_pages"]
+    if tile_pages not in (1, 2, 4) or pages_per_program % tile_pages:
+        raise KernelInputError(
+            f"tile_pages must be 1, 2 or 4 and divide pages_per_program; got {tile_pages}, {pages_per_program}"
+        )
     width = block_table.shape[1] * PAGE if max_context_len is None else int(max_context_len)
     if width < 0:
         raise KernelInputError(f"max_context_len must be >= 0; got {width}")
@@ -128,9 +164,9 @@ def paged_logits(
         block_table.shape[1], width, cache.shape[0], width,
         NEXT_N=next_n, H=HEADS, D=HEAD_DIM, PAGE_SIZE=PAGE, PAGE_ELEMS=page_elems,
         SCALE_OFF=FP8_VALUE_BYTES // 4, SCALE_STRIDE=FP8_PAGE_BYTES // 4,
-        PAGES_PER_PROG=pages_per_program, KV_FP8=kind == "fp8", Q_FP8=q.dtype == torch.float8_e4m3fn,
+        PAGES_PER_PROG=pages_per_program, TILE_PAGES=tile_pages, KV_FP8=kind == "fp8", Q_FP8=q.dtype == torch.float8_e4m3fn,
         UPCAST=UPCAST,
-        num_warps=num_warps, num_stages=num_stages,
+        num_warps=launch["num_warps"], num_stages=launch["num_stages"],
     )
     return out
 

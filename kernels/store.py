@@ -103,7 +103,9 @@ def store_bf16(k: torch.Tensor, cache: torch.Tensor, slot_mapping: torch.Tensor)
 def store_fp8(k: torch.Tensor, cache: torch.Tensor, slot_mapping: torch.Tensor, ue8m0: bool = True) -> None:
     """Quantize k [T, 128] per token to e4m3 with an fp32 scale and write both into the fp8 cache.
 
-    scale = max(amax, 1e-4) / 448, rounded up to a power of two when `ue8m0` (V3.2's scale_fmt).
+    scale = max(amax, 1e-4) / 448 (IEEE-rounded division, as vLLM's CUDA quantizer and DeepSeek's
+    reference compute it), rounded up to a power of two when `ue8m0` (V3.2's scale_fmt); values are
+    x / scale rounded to nearest even, saturated at ±448.
     """
     _check(k, cache, slot_mapping, "fp8")
     if k.shape[0]:
@@ -126,7 +128,10 @@ def ue8m0_round(s: torch.Tensor) -> torch.Tensor:
 def quantize_fp8_ref(k: torch.Tensor, ue8m0: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token e4m3 quantization: (values [T, 128] e4m3, scales [T] fp32)."""
     x = k.float()
-    s = x.abs().amax(dim=-1).clamp_min(AMAX_FLOOR) / FP8_MAX
+    amax = x.abs().amax(dim=-1).clamp_min(AMAX_FLOOR)
+    # IEEE division by a tensor: torch on CUDA divides by a Python scalar through its reciprocal
+    # (amax * fl(1/448)), which differs in the last bit from amax / 448 and from the CPU
+    s = amax / torch.full_like(amax, FP8_MAX)
     if ue8m0:
         s = ue8m0_round(s)
     v = (x / s[:, None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)

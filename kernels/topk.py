@@ -1,4 +1,4 @@
-"""Top-k over logits rows: exact radix select, deterministic (lower index wins ties), -1 padded.
+"""Top-k over logits rows: exact multi-program radix select, deterministic (lower index wins ties), -1 padded.
 
 Each row r has `lengths[r]` visible entries (its prefix); the output holds the indices of the
 min(k, length) largest, in ascending index order, then -1. Ranking is by value with NaN lowest
@@ -37,54 +37,100 @@ def _translate(idx, row, bt_ptr, bt_stride, mask, NEXT_N: tl.constexpr, PHYSICAL
 
 
 @triton.jit
-def _topk_kernel(
-    x_ptr, len_ptr, out_ptr, bt_ptr, x_stride, bt_stride,
-    K: tl.constexpr, BLOCK: tl.constexpr, NEXT_N: tl.constexpr, PHYSICAL: tl.constexpr,
-    PAGE_SIZE: tl.constexpr,
-):
+def _radix_state(hist_ptr, row, ROUNDS: tl.constexpr, K: tl.constexpr):
+    """(prefix, rem) after ROUNDS 8-bit digits: the k-th key's top 8 * ROUNDS bits, and how many
+    keys with exactly that prefix still belong to the top k."""
+    bins = tl.arange(0, 256)
+    prefix = tl.zeros((), tl.uint32)
+    rem = tl.full((), K, tl.int32)
+    for r in tl.static_range(ROUNDS):
+        hist = tl.load(hist_ptr + row.to(tl.int64) * 1024 + r * 256 + bins)
+        at_least = tl.sum(hist) - tl.cumsum(hist, 0) + hist  # keys with digit >= bin
+        digit = tl.max(tl.where(at_least >= rem, bins, -1))
+        rem = rem - tl.sum(tl.where(bins > digit, hist, 0))
+        prefix = (prefix << 8) | digit.to(tl.uint32)
+    return prefix, rem
+
+
+@triton.jit
+def _row_len(len_ptr, row, x_stride):
+    return tl.minimum(tl.maximum(tl.load(len_ptr + row), 0), x_stride)
+
+
+@triton.jit
+def _topk_hist_kernel(x_ptr, len_ptr, hist_ptr, x_stride, ROUND: tl.constexpr, K: tl.constexpr, CHUNK: tl.constexpr):
+    """Round ROUND of the radix select: this chunk's histogram of digit ROUND among keys that
+    match the prefix chosen so far, added into the row's global histogram."""
     row = tl.program_id(0)
-    n = tl.minimum(tl.maximum(tl.load(len_ptr + row), 0), x_stride)
-    x_row = x_ptr + row.to(tl.int64) * x_stride
+    start = tl.program_id(1) * CHUNK
+    n = _row_len(len_ptr, row, x_stride)
+    if (n > K) & (start < n):
+        prefix, rem = _radix_state(hist_ptr, row, ROUND, K)
+        idx = start + tl.arange(0, CHUNK)
+        m = idx < n
+        key = _sort_key(tl.load(x_ptr + row.to(tl.int64) * x_stride + idx, mask=m, other=0.0))
+        if ROUND > 0:
+            m = m & ((key >> (32 - 8 * ROUND)) == prefix)
+        if tl.max(m.to(tl.int32)) > 0:  # later rounds: most chunks hold no key with the prefix
+            h = tl.histogram(((key >> (24 - 8 * ROUND)) & 0xFF).to(tl.int32), 256, mask=m)
+            bins = tl.arange(0, 256)
+            tl.atomic_add(hist_ptr + row.to(tl.int64) * 1024 + ROUND * 256 + bins, h, mask=h > 0)
+
+
+@triton.jit
+def _topk_count_kernel(x_ptr, len_ptr, hist_ptr, count_ptr, x_stride, n_chunks, K: tl.constexpr, CHUNK: tl.constexpr):
+    """Per chunk: how many keys beat the k-th key, and how many equal it."""
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    start = c * CHUNK
+    n = _row_len(len_ptr, row, x_stride)
+    gt = tl.zeros((), tl.int32)
+    eq = tl.zeros((), tl.int32)
+    if (n > K) & (start < n):
+        kth, rem = _radix_state(hist_ptr, row, 4, K)
+        idx = start + tl.arange(0, CHUNK)
+        m = idx < n
+        key = _sort_key(tl.load(x_ptr + row.to(tl.int64) * x_stride + idx, mask=m, other=0.0))
+        gt = tl.sum((m & (key > kth)).to(tl.int32))
+        eq = tl.sum((m & (key == kth)).to(tl.int32))
+    slot = count_ptr + (row.to(tl.int64) * n_chunks + c) * 2
+    tl.store(slot, gt)
+    tl.store(slot + 1, eq)
+
+
+@triton.jit
+def _topk_write_kernel(
+    x_ptr, len_ptr, hist_ptr, count_ptr, out_ptr, bt_ptr, x_stride, bt_stride, n_chunks,
+    K: tl.constexpr, CHUNK: tl.constexpr, N_CHUNKS_P2: tl.constexpr, NEXT_N: tl.constexpr,
+    PHYSICAL: tl.constexpr, PAGE_SIZE: tl.constexpr,
+):
+    """Write this chunk's selected indices at their place in ascending index order: every key above
+    the k-th key, and the first `rem` keys equal to it (the lower index wins)."""
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    start = c * CHUNK
+    n = _row_len(len_ptr, row, x_stride)
     out_row = out_ptr + row.to(tl.int64) * K
-    ar = tl.arange(0, BLOCK)
-    if n <= K:  # everything visible is selected; no logits are read
-        for c in range(0, K, BLOCK):
-            idx = c + ar
-            keep = idx < n
-            val = _translate(idx, row, bt_ptr, bt_stride, keep, NEXT_N, PHYSICAL, PAGE_SIZE)
-            tl.store(out_row + idx, tl.where(keep, val, -1), mask=idx < K)
-    else:
-        bins = tl.arange(0, 256)
-        prefix = tl.zeros((), tl.uint32)
-        rem = tl.full((), K, tl.int32)
-        for rnd in tl.static_range(4):  # most significant byte first
-            shift = 24 - 8 * rnd
-            hist = tl.zeros((256,), tl.int32)
-            for c in range(0, n, BLOCK):
-                idx = c + ar
-                m = idx < n
-                key = _sort_key(tl.load(x_row + idx, mask=m, other=0.0))
-                if rnd > 0:
-                    m = m & ((key >> (shift + 8)) == prefix)
-                hist += tl.histogram(((key >> shift) & 0xFF).to(tl.int32), 256, mask=m)
-            at_least = tl.sum(hist) - tl.cumsum(hist, 0) + hist  # entries with digit >= bin
-            digit = tl.max(tl.where(at_least >= rem, bins, -1))
-            rem = rem - tl.sum(tl.where(bins > digit, hist, 0))
-            prefix = (prefix << 8) | digit.to(tl.uint32)
-        # prefix is the k-th key; take every larger key and the first `rem` equal ones
-        taken = tl.zeros((), tl.int32)
-        ties = tl.zeros((), tl.int32)
-        for c in range(0, n, BLOCK):
-            idx = c + ar
-            m = idx < n
-            key = _sort_key(tl.load(x_row + idx, mask=m, other=0.0))
-            eq = m & (key == prefix)
-            sel = (m & (key > prefix)) | (eq & (ties + tl.cumsum(eq.to(tl.int32), 0) <= rem))
-            pos = taken + tl.cumsum(sel.to(tl.int32), 0) - 1
-            val = _translate(idx, row, bt_ptr, bt_stride, sel, NEXT_N, PHYSICAL, PAGE_SIZE)
-            tl.store(out_row + pos, val, mask=sel)
-            taken += tl.sum(sel.to(tl.int32))
-            ties += tl.sum(eq.to(tl.int32))
+    if n <= K:  # everything visible is selected, no logits are read; chunk 0 writes the row
+        if c == 0:
+            j = tl.arange(0, K)
+            keep = j < n
+            val = _translate(j, row, bt_ptr, bt_stride, keep, NEXT_N, PHYSICAL, PAGE_SIZE)
+            tl.store(out_row + j, tl.where(keep, val, -1))
+    elif start < n:
+        kth, rem = _radix_state(hist_ptr, row, 4, K)
+        ch = tl.arange(0, N_CHUNKS_P2)
+        before = count_ptr + (row.to(tl.int64) * n_chunks + ch) * 2
+        gt_before = tl.sum(tl.load(before, mask=ch < c, other=0))
+        eq_before = tl.sum(tl.load(before + 1, mask=ch < c, other=0))
+        idx = start + tl.arange(0, CHUNK)
+        m = idx < n
+        key = _sort_key(tl.load(x_ptr + row.to(tl.int64) * x_stride + idx, mask=m, other=0.0))
+        eq = m & (key == kth)
+        sel = (m & (key > kth)) | (eq & (eq_before + tl.cumsum(eq.to(tl.int32), 0) <= rem))
+        pos = gt_before + tl.minimum(eq_before, rem) + tl.cumsum(sel.to(tl.int32), 0) - 1
+        val = _translate(idx, row, bt_ptr, bt_stride, sel, NEXT_N, PHYSICAL, PAGE_SIZE)
+        tl.store(out_row + pos, val, mask=sel)
 
 
 def topk(
@@ -93,38 +139,51 @@ def topk(
     k: int,
     block_table: torch.Tensor | None = None,
     next_n: int = 1,
-    block: int = 4096,
-    num_warps: int = 8,
+    chunk: int = 2048,
+    num_warps: int = 4,
 ) -> torch.Tensor:
     """Indices of the k largest logits of each row's first lengths[r] entries → [R, k] int32.
 
     logits [R, W] fp32, lengths [R] int32. With block_table [B, max_pages] (R = B * next_n), the
     indices are physical slots of row r's request r // next_n; without it, logical positions.
+    Each row is split into chunks of `chunk` entries, one program each: four histogram passes
+    (8 bits each, summed across chunks) find the k-th key, a count pass and a write pass place
+    the selected indices.
     """
     require("logits", logits, (torch.float32,), (None, None))
-    rows = logits.shape[0]
+    rows, width = logits.shape
     require("lengths", lengths, (torch.int32,), (rows,))
     if k not in TOPK_SIZES:
         raise KernelInputError(f"k must be one of {TOPK_SIZES}; got {k}")
+    if chunk < k or chunk & (chunk - 1):
+        raise KernelInputError(f"chunk must be a power of two >= k; got {chunk}")
     if block_table is not None:
         require("block_table", block_table, (torch.int32,), (None, None))
         if block_table.shape[0] * next_n != rows:
             raise KernelInputError(
                 f"block_table has {block_table.shape[0]} requests x next_n {next_n}, but logits has {rows} rows"
             )
-        if logits.shape[1] > block_table.shape[1] * PAGE:
+        if width > block_table.shape[1] * PAGE:
             raise KernelInputError("logits are wider than the block table's pages; pass max_context_len <= pages * 64")
         require_same_device(logits=logits, lengths=lengths, block_table=block_table)
     else:
         require_same_device(logits=logits, lengths=lengths)
     out = torch.empty(rows, k, dtype=torch.int32, device=logits.device)
-    if rows:
-        bt = block_table if block_table is not None else lengths
-        _topk_kernel[(rows,)](
-            logits, lengths, out, bt, logits.shape[1], bt.shape[-1] if bt.dim() == 2 else 0,
-            K=k, BLOCK=block, NEXT_N=next_n,
-            PHYSICAL=block_table is not None, PAGE_SIZE=PAGE, num_warps=num_warps,
-        )
+    if not rows:
+        return out
+    n_chunks = max(1, triton.cdiv(width, chunk))
+    hist = torch.zeros(rows, 4, 256, dtype=torch.int32, device=logits.device)
+    counts = torch.empty(rows, n_chunks, 2, dtype=torch.int32, device=logits.device)
+    grid = (rows, n_chunks)
+    for rnd in range(4):
+        _topk_hist_kernel[grid](logits, lengths, hist, width, ROUND=rnd, K=k, CHUNK=chunk, num_warps=num_warps)
+    _topk_count_kernel[grid](logits, lengths, hist, counts, width, n_chunks, K=k, CHUNK=chunk, num_warps=num_warps)
+    bt = block_table if block_table is not None else lengths
+    _topk_write_kernel[grid](
+        logits, lengths, hist, counts, out, bt, width, bt.shape[-1] if bt.dim() == 2 else 0, n_chunks,
+        K=k, CHUNK=chunk, N_CHUNKS_P2=triton.next_power_of_2(n_chunks), NEXT_N=next_n,
+        PHYSICAL=block_table is not None, PAGE_SIZE=PAGE, num_warps=num_warps,
+    )
     return out
 
 

@@ -29,6 +29,15 @@ class Settings(BaseSettings):
     log_lines_cap: int = Field(400, ge=10)
     log_since: str = Field("-15min", description="journalctl --since for log axes")
 
+    goal: str | None = Field(None, description="the deployment's goal, the first line of every status report")
+    spec: Path | None = Field(None, description="serving spec YAML: the reports' critical context")
+    prometheus_url: str | None = Field(None, description="Prometheus base URL for the weekly report's figures")
+    prometheus_timeout_s: float = Field(10.0, gt=0, description="per query; a slower answer is reported missing")
+    report_timezone: str = Field("UTC", description="IANA time zone of report weeks and the weekly schedule")
+    weekly_report_day: str = Field("mon", pattern=r"^(mon|tue|wed|thu|fri|sat|sun)$")
+    weekly_report_time: str = Field("09:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM, local time")
+    report_slack_channel: str | None = Field(None, description="channel the weekly report is posted to")
+
     # guarded actions (opsbot/act)
     restart_requires_approval: bool = Field(True, description="a restart waits for an approver (--approve, Slack, REST)")
     approval_ttl_s: float = Field(900.0, gt=0, description="an approval (or an unapproved plan) expires after this")

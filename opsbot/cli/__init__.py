@@ -31,14 +31,23 @@ def version() -> None:
     typer.echo(__version__)
 
 from opsbot.cli import db as _db  # noqa: E402
-from opsbot.cli import diagnose as _diagnose  # noqa: E402
 from opsbot.cli import history as _history  # noqa: E402
 from opsbot.cli import restart as _restart  # noqa: E402
 
-app.command("diagnose")(_diagnose.diagnose_cmd)
-app.command()(_diagnose.ask)
-app.add_typer(_diagnose.runbooks_app, name="runbooks")
 app.add_typer(_db.app, name="db")
 app.command("history")(_history.history)
 app.command("restart")(_restart.restart)
 app.add_typer(_restart.actions_app, name="actions")
+
+from opsbot.cli import diagnose as _diagnose  # noqa: E402
+
+app.command("diagnose")(_diagnose.diagnose_cmd)
+app.command()(_diagnose.ask)
+app.add_typer(_diagnose.runbooks_app, name="runbooks")
+
+from opsbot.cli import report as _report  # noqa: E402
+
+app.command("status")(_report.status)
+app.add_typer(_report.app, name="report")
+app.command("note")(_report.note)
+app.command("decide")(_report.decide)

@@ -108,3 +108,22 @@ def test_ragged_refuses_fp8_q_on_bf16_keys():
             torch.zeros(2, 64, 128, dtype=torch.float8_e4m3fn), torch.zeros(2, 64),
             torch.zeros(4, 128, dtype=torch.bfloat16), torch.zeros(2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
         )
+
+
+@pytest.mark.parametrize("kind", ["bf16", "fp8q"])
+@pytest.mark.parametrize("tile_pages, pages_per_program, next_n", [(1, 3, 1), (2, 4, 2), (4, 4, 4)])
+def test_tiles_of_several_pages_match_reference(kind, tile_pages, pages_per_program, next_n):
+    # chunks that end mid-sequence, a tile straddling the last page, a row with no pages at all
+    lens = [300, 129, 0]
+    q, w, cache, table, seq = paged_case(lens, next_n, kind, seed=tile_pages)
+    got = paged_logits(q, w, cache, table, seq, pages_per_program=pages_per_program, tile_pages=tile_pages)
+    want = paged_logits_ref(q, w, cache, table, seq)
+    pos = torch.arange(got.shape[1])
+    assert torch.equal(torch.isfinite(got), pos[None, :] < row_lengths(seq, next_n)[:, None])
+    assert rel_err(got, want) < 1e-5
+
+
+def test_tile_pages_must_divide_pages_per_program():
+    q, w, cache, table, seq = paged_case([64], 1, "bf16")
+    with pytest.raises(KernelInputError, match="tile_pages"):
+        paged_logits(q, w, cache, table, seq, pages_per_program=3, tile_pages=2)

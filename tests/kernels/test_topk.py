@@ -38,7 +38,7 @@ def test_topk_matches_reference_and_is_valid(k):
     x[2, 100:] = float("-inf")  # fewer finite values than k
     x[3] = x[3].abs() * 1e-30  # tiny values, one exponent bin
     lens = torch.tensor([width, width - 7, width, k - 5, 0, k], dtype=torch.int32)
-    got = topk(x, lens, k, block=1024)
+    got = topk(x, lens, k, chunk=k)  # several chunks a row: ties straddle them
     assert torch.equal(got, topk_ref(x, lens, k))
     assert_valid(got, x, lens, k)
     ties = got[1][got[1] >= 0]
@@ -76,7 +76,7 @@ def test_topk_property(width, length, levels, seed):
     if levels:
         x = (x * levels).round()
     lens = torch.tensor([length, width], dtype=torch.int32)
-    got = topk(x, lens, 512, block=512)
+    got = topk(x, lens, 512, chunk=512)
     assert torch.equal(got, topk_ref(x, lens, 512))
     assert_valid(got, x, lens.clamp_min(0), 512)
 
@@ -99,3 +99,17 @@ def test_bad_input_is_refused(args, match):
 def test_block_table_must_cover_the_rows():
     with pytest.raises(KernelInputError, match="next_n"):
         topk(torch.zeros(4, 64), torch.zeros(4, dtype=torch.int32), 512, torch.zeros(3, 1, dtype=torch.int32))
+
+
+def test_chunk_size_makes_no_difference():
+    torch.manual_seed(3)
+    x = (torch.randn(3, 5000) * 3).round()  # ties everywhere, the k-th value spans chunks
+    lens = torch.tensor([5000, 4097, 1025], dtype=torch.int32)
+    want = topk_ref(x, lens, 1024)
+    for chunk in (1024, 2048, 8192):
+        assert torch.equal(topk(x, lens, 1024, chunk=chunk), want)
+
+
+def test_chunk_must_hold_k():
+    with pytest.raises(KernelInputError, match="chunk"):
+        topk(torch.zeros(1, 10), torch.zeros(1, dtype=torch.int32), 2048, chunk=1024)
