@@ -60,6 +60,11 @@ def test_upgrade_from_empty_creates_every_table_and_is_idempotent(database_url):
         assert s.revision == head_revision()
         assert TABLES <= set(inspect(s.engine).get_table_names())
         assert set(Base.metadata.tables) == TABLES
+        if s.engine.dialect.name == "sqlite":  # the connect event's pragmas are in force
+            with s.engine.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+                assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+                assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
     with Store(database_url) as again:  # a second open finds the schema at head and changes nothing
         assert again.revision == head_revision()
 
