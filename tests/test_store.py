@@ -20,7 +20,7 @@ from opsbot.store.models import Base, Probe
 from tests.databases import free_port
 
 TABLES = {"probes", "findings", "alerts", "actions", "approvals", "audit", "reports", "notes", "decisions",
-          "job_runs", "api_tokens", "role_locks"}
+          "job_runs", "api_tokens", "role_locks", "slack_threads"}
 
 
 class _Finding(BaseModel):
@@ -129,6 +129,69 @@ def test_alerts_deduplicated_by_fingerprint_status_and_start(store):
                           "VALUES (:k, 'abc123', 'firing', '{}', '{}', CURRENT_TIMESTAMP)"), {"k": a.dedup_key})
 
 
+def _alert(fp: str, status: str = "firing", **over) -> AlertIn:
+    return AlertIn(**{"fingerprint": fp, "status": status, "labels": {"alertname": "DecodeWedged"},
+                      "group_key": "g", "cluster": "lab", "role": "decode", **over})
+
+
+def test_one_notification_is_one_transaction_all_or_nothing(store):
+    ids = store.save_alerts([_alert("a"), _alert("b"), _alert("a"), _alert("c")])
+    assert [new for _, new in ids] == [True, True, False, True] and ids[0][0] == ids[2][0]
+    assert store.save_alerts([_alert("b"), _alert("d")])[0] == (ids[1][0], False)
+    broken = _alert("f")
+    broken.status = None  # type: ignore[assignment]  # NOT NULL: the database refuses this row
+    with pytest.raises(DBAPIError):
+        store.save_alerts([_alert("e"), broken])
+    assert sorted(a.fingerprint for a in store.alerts()) == ["a", "b", "c", "d"], "nothing of the failed call is kept"
+
+
+def test_two_instances_claim_leftover_alerts_exactly_once(database_url):
+    Store(database_url).close()
+    a, b = Store(database_url), Store(database_url)
+    a.save_alerts([_alert(f"fp{i}") for i in range(40)])
+    a.save_alerts([_alert("live")], claimer="c")  # accepted by a live instance: not leftover
+    barrier = threading.Barrier(2)
+    got: dict[str, list[int]] = {}
+
+    def _claim(s: Store, me: str) -> None:
+        barrier.wait()
+        got[me] = [r.id for r in s.claim_unprocessed(me, timedelta(minutes=10))]
+
+    threads = [threading.Thread(target=_claim, args=(s, me)) for s, me in ((a, "a"), (b, "b"))]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert not set(got["a"]) & set(got["b"]), "an alert was claimed by both instances"
+    assert len(got["a"]) + len(got["b"]) == 40
+    assert b.claim_unprocessed("b", timedelta(minutes=10)) == []
+    stale = b.claim_unprocessed("b", timedelta(seconds=-1))  # every claim is older than that: the owners died
+    assert len(stale) == 41 and {r.claimed_by for r in stale} == {"b"}
+    [s.close() for s in (a, b)]
+
+
+def test_an_alert_whose_probe_cannot_run_is_given_up_on(store):
+    (bad, _), (flaky, _) = store.save_alerts([_alert("bad", role="decoder"), _alert("flaky")])
+    store.alert_probe_failed([bad], "unknown role 'decoder'", max_attempts=3, final=True)
+    for attempt in range(1, 4):
+        assert flaky in [r.id for r in store.claim_unprocessed("me", timedelta(minutes=10))]
+        assert bad not in [r.id for r in store.claim_unprocessed("me", timedelta(seconds=-1))]
+        store.alert_probe_failed([flaky], "no inventory", max_attempts=3)
+    assert store.claim_unprocessed("me", timedelta(seconds=-1)) == []
+    failed = {r.fingerprint: r for r in store.failed_alerts()}
+    assert failed["bad"].probe_attempts == 1 and failed["flaky"].probe_attempts == 3
+    assert "unknown role 'decoder'" in failed["bad"].probe_error
+    items = [i for i in store.history() if i.kind == "alert"]
+    assert {i.what for i in items} == {"probe failed: DecodeWedged"} and any("decoder" in i.detail for i in items)
+
+
+def test_slack_threads_have_their_table(store):
+    assert store.slack_thread("g") is None
+    store.save_slack_thread("g", "C0ALERTS", "1700000000.000100", "firing")
+    store.save_slack_thread("g", "C0ALERTS", "1700000099.000100", "resolved")  # the group keeps its first thread
+    row = store.slack_thread("g")
+    assert (row.channel, row.ts, row.state) == ("C0ALERTS", "1700000000.000100", "resolved")
+    assert store.audit_log() == []
+
+
 def test_concurrent_claimers_exactly_one_wins(database_url):
     Store(database_url).close()
     stores = [Store(database_url) for _ in range(6)]
@@ -177,7 +240,7 @@ def test_a_failing_write_leaves_no_partial_rows(store):
 
 def test_tokens_are_stored_hashed_and_checked(store):
     secret = store.create_token("ci", ["read", "probe"])
-    assert store.check_token(secret) == ["probe", "read"]
+    assert store.check_token(secret) == ["probe", "read"] and store.check_token(secret).name == "ci"
     assert store.check_token(secret + "x") is None
     (tok,) = store.tokens()
     assert secret not in (tok.token_hash, tok.name) and tok.last_used_at is not None

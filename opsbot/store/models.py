@@ -110,6 +110,23 @@ class Alert(Base):
     ends_at: Mapped[datetime | None]
     received_at: Mapped[datetime] = mapped_column(default=now, index=True)
     probe_id: Mapped[str | None] = mapped_column(ForeignKey("probes.id", ondelete="SET NULL"))
+    probe_error: Mapped[str | None] = mapped_column(Text)  # why the last probe for it could not run
+    probe_attempts: Mapped[int | None] = mapped_column(Integer)
+    probe_failed_at: Mapped[datetime | None]  # set when it is given up on: never retried after
+    claimed_by: Mapped[str | None] = mapped_column(String(128))  # the opsbot instance probing it
+    claimed_at: Mapped[datetime | None]
+
+
+class SlackThread(Base):
+    """The Slack thread of one Alertmanager group (``groupKey``): where its findings are posted."""
+
+    __tablename__ = "slack_threads"
+    group_key: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    channel: Mapped[str] = mapped_column(String(64))
+    ts: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(16))  # firing | resolved
+    created_at: Mapped[datetime] = mapped_column(default=now)
+    updated_at: Mapped[datetime] = mapped_column(default=now)
 
 
 class Action(Base):

@@ -34,11 +34,13 @@ from opsbot.store.models import (
     Probe,
     Report,
     RoleLock,
+    SlackThread,
     now,
 )
 
 T = TypeVar("T")
 SCOPES = ("read", "probe", "act")
+ALERT_CHUNK = 500
 
 
 def parse_ts(value: str | None) -> datetime | None:
@@ -87,6 +89,14 @@ class LockHeld:
     holder: str
     action_id: str
     expires_at: datetime
+
+
+class TokenScopes(list[str]):
+    """A checked token's scopes (a list, as before) and the token's ``name``, who the caller is."""
+
+    def __init__(self, name: str, scopes: Iterable[str]) -> None:
+        super().__init__(scopes)
+        self.name = name
 
 
 @dataclass
@@ -204,27 +214,47 @@ class Store:
 
     def save_alert(self, alert: AlertIn) -> tuple[int, bool]:
         """Keep an alert; (row id, True) when new, (existing id, False) when a duplicate."""
-        values = dict(
-            dedup_key=alert.dedup_key, fingerprint=alert.fingerprint, status=alert.status,
-            alertname=alert.labels.get("alertname"), cluster=alert.cluster, role=alert.role,
-            group_key=alert.group_key, labels=alert.labels, annotations=alert.annotations,
-            starts_at=alert.starts_at, ends_at=alert.ends_at, received_at=now(),
-        )
+        return self.save_alerts([alert])[0]
+
+    def save_alerts(self, alerts: Iterable[AlertIn], claimer: str | None = None) -> list[tuple[int, bool]]:
+        """Keep one notification's alerts in one transaction (all or none); duplicates by key stay single.
+
+        ``claimer`` marks the new rows as being probed by that instance (see ``claim_unprocessed``).
+        """
+        alerts = list(alerts)
+        if not alerts:
+            return []
+        at = now()
+        rows: dict[str, dict[str, Any]] = {}
+        for a in alerts:  # the first of a repeated key in one notification is the one kept
+            rows.setdefault(a.dedup_key, dict(
+                dedup_key=a.dedup_key, fingerprint=a.fingerprint, status=a.status,
+                alertname=a.labels.get("alertname"), cluster=a.cluster, role=a.role, group_key=a.group_key,
+                labels=a.labels, annotations=a.annotations, starts_at=a.starts_at, ends_at=a.ends_at,
+                received_at=at, claimed_by=claimer, claimed_at=at if claimer else None,
+            ))
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
-        stmt = insert(Alert).values(**values).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Alert.id)
+        values, keys = list(rows.values()), list(rows)
+        chunks = range(0, len(values), ALERT_CHUNK)  # keeps each statement under SQLite's bound-parameter limit
 
-        def _save(s: Session) -> tuple[int, bool]:
-            new_id = s.scalar(stmt)
-            if new_id is not None:
-                return new_id, True
-            existing = s.scalar(select(Alert.id).where(Alert.dedup_key == alert.dedup_key))
-            assert existing is not None
-            return existing, False
+        def _save(s: Session) -> list[tuple[int, bool]]:
+            fresh: set[str] = set()
+            ids: dict[str, int] = {}
+            for i in chunks:
+                stmt = insert(Alert).values(values[i:i + ALERT_CHUNK]).on_conflict_do_nothing(
+                    index_elements=["dedup_key"]).returning(Alert.dedup_key)
+                fresh.update(s.scalars(stmt).all())
+                ids.update(s.execute(select(Alert.dedup_key, Alert.id)
+                                     .where(Alert.dedup_key.in_(keys[i:i + ALERT_CHUNK]))).all())
+            seen: set[str] = set()
+            out = []
+            for a in alerts:
+                key = a.dedup_key
+                out.append((ids[key], key in fresh and key not in seen))
+                seen.add(key)
+            return out
 
-        return self.write(_save, "save alert")
-
-    def save_alerts(self, alerts: Iterable[AlertIn]) -> list[tuple[int, bool]]:
-        return [self.save_alert(a) for a in alerts]
+        return self.write(_save, "save alerts")
 
     def link_alert_probe(self, alert_ids: list[int], probe_id: str) -> None:
         self.write(lambda s: s.execute(update(Alert).where(Alert.id.in_(alert_ids)).values(probe_id=probe_id)))
@@ -237,6 +267,67 @@ class Store:
 
     def count_alerts(self) -> int:
         return self.read(lambda s: s.scalar(select(func.count()).select_from(Alert)) or 0)
+
+    def claim_unprocessed(self, claimer: str, stale_after: timedelta, limit: int = 10_000) -> list[Alert]:
+        """Claim the alerts no probe has handled (compare-and-set): each goes to exactly one instance.
+
+        Skipped: alerts given up on (``probe_failed_at``) and alerts another instance claimed less than
+        ``stale_after`` ago (a claim older than that belongs to an instance that died).
+        """
+        at = now()
+        open_ = (Alert.probe_id.is_(None), Alert.probe_failed_at.is_(None))
+        free = (Alert.claimed_by.is_(None)) | (Alert.claimed_at < at - stale_after)
+
+        def _claim(s: Session) -> list[Alert]:
+            ids = list(s.scalars(select(Alert.id).where(*open_, free).order_by(Alert.id).limit(limit)).all())
+            if not ids:
+                return []
+            # the WHERE is checked again row by row: a concurrent claimer's rows are left alone
+            s.execute(update(Alert).where(Alert.id.in_(ids), *open_, free).values(claimed_by=claimer, claimed_at=at))
+            return list(s.scalars(select(Alert).where(Alert.id.in_(ids), Alert.claimed_by == claimer,
+                                                      Alert.claimed_at == at).order_by(Alert.id)).all())
+
+        return self.write(_claim, "claim alerts")
+
+    def alert_probe_failed(self, alert_ids: list[int], error: str, *, max_attempts: int, final: bool = False) -> None:
+        """Record a probe that could not run; after ``max_attempts`` (or a ``final`` error) it is given up on."""
+        at = now()
+
+        def _fail(s: Session) -> None:
+            for row in s.scalars(select(Alert).where(Alert.id.in_(alert_ids))).all():
+                row.probe_error = error[:2000]
+                row.probe_attempts = (row.probe_attempts or 0) + 1
+                if final or row.probe_attempts >= max_attempts:
+                    row.probe_failed_at = at
+                row.claimed_by = row.claimed_at = None  # released: the next start may try again if not given up
+
+        self.write(_fail, "record alert probe failure")
+
+    def failed_alerts(self, *, since: datetime | None = None, limit: int = 100) -> list[Alert]:
+        """Alerts given up on: their probe could never run (the error says why)."""
+        q = select(Alert).where(Alert.probe_failed_at.is_not(None)).order_by(Alert.probe_failed_at.desc()).limit(limit)
+        if since:
+            q = q.where(Alert.probe_failed_at >= since)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    # -- Slack alert threads -----------------------------------------------------------------
+
+    def slack_thread(self, group_key: str) -> SlackThread | None:
+        return self.read(lambda s: s.get(SlackThread, group_key))
+
+    def save_slack_thread(self, group_key: str, channel: str, ts: str, state: str) -> SlackThread:
+        """Remember (or update the state of) an alert group's thread; the first thread of a group is kept."""
+
+        def _save(s: Session) -> SlackThread:
+            row = s.get(SlackThread, group_key)
+            if row is None:
+                row = SlackThread(group_key=group_key, channel=channel, ts=ts, state=state)
+                s.add(row)
+            else:
+                row.state, row.updated_at = state, now()
+            return row
+
+        return self.write(_save, "save slack thread")
 
     # -- audit (append-only) -----------------------------------------------------------------
 
@@ -361,16 +452,16 @@ class Store:
             raise ValueError(f"a token named {name!r} exists; choose another name") from exc
         return secret
 
-    def check_token(self, secret: str) -> list[str] | None:
-        """The token's scopes, or None when unknown; records its last use."""
+    def check_token(self, secret: str) -> TokenScopes | None:
+        """The token's scopes (carrying its ``name``), or None when unknown; records its last use."""
         digest = _sha256(secret)
 
-        def _check(s: Session) -> list[str] | None:
+        def _check(s: Session) -> TokenScopes | None:
             row = s.scalar(select(ApiToken).where(ApiToken.token_hash == digest))
             if row is None or not secrets.compare_digest(row.token_hash, digest):
                 return None
             row.last_used_at = now()
-            return list(row.scopes)
+            return TokenScopes(row.name, row.scopes)
 
         return self.write(_check, "check token")
 
@@ -507,6 +598,13 @@ class Store:
             items.append(HistoryItem(a.created_at, "action", a.cluster, [a.role], f"{a.kind} {a.state}",
                                      f"by {a.requested_by} via {a.surface}{who or ''}"
                                      + (f"; {a.outcome}" if a.outcome else ""), a.id))
+        for al in self.failed_alerts(since=since, limit=limit):
+            if (cluster and al.cluster != cluster) or (role and al.role != role):
+                continue
+            assert al.probe_failed_at is not None
+            items.append(HistoryItem(al.probe_failed_at, "alert", al.cluster, [al.role] if al.role else [],
+                                     f"probe failed: {al.alertname or al.fingerprint}",
+                                     f"{al.probe_error} (after {al.probe_attempts} attempt(s); not retried)", str(al.id)))
         for e in self.audit_log(since=since, role=role, limit=limit):
             if cluster and e.cluster not in (None, cluster):
                 continue
@@ -527,4 +625,4 @@ def _sha256(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-__all__ = ["AlertIn", "HistoryItem", "LockHeld", "Store", "StoreError", "compress_bundle", "decompress_bundle"]
+__all__ = ["AlertIn", "HistoryItem", "LockHeld", "Store", "StoreError", "TokenScopes", "compress_bundle", "decompress_bundle"]
