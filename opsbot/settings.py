@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     alert_token: str | None = Field(None, description="shared secret Alertmanager sends in X-Opsbot-Alert-Token")
     alert_queue_max: int = Field(5000, ge=1, description="accepted alerts waiting for a probe; 503 above")
     coalesce_window_s: float = Field(5.0, ge=0, description="alerts for one (cluster, role) in this window share a probe")
+    alert_probe_attempts: int = Field(3, ge=1, description="probe attempts for an alert before it is given up on")
+    alert_claim_ttl_s: float = Field(600.0, gt=0, description="an instance's claim on stored alerts expires after this")
     slack_bot_token: str | None = Field(None, description="xoxb- token; Slack is off without it")
     slack_signing_secret: str | None = Field(None, description="verifies requests from Slack")
     slack_app_token: str | None = Field(None, description="xapp- token for Socket Mode")

@@ -165,3 +165,56 @@ async def test_missing_inventory_is_503_with_the_path_and_nothing_is_stored(tmp_
         p = await client.post("/probe", json={}, headers={"Authorization": f"Bearer {token}"})
         assert p.status_code == 503 and "nowhere.yaml" in p.json()["detail"]
         assert runtime.store.count_alerts() == 0 and (await client.get("/")).status_code == 200
+
+
+async def test_an_alert_for_a_role_not_in_the_inventory_is_given_up_on_and_shown(settings):
+    probe = replay("decode-hang-health-200")
+    runtime = runtime_for(settings, probe)
+    async with served(settings, runtime) as client:
+        r = await client.post("/alerts", json=webhook(alert("ghost", role="decoder")), headers=HDR)
+        assert r.status_code == 200
+        await client.app.state.intake.drain()
+    (row,) = runtime.store.alerts()
+    assert row.probe_id is None and row.probe_failed_at is not None and row.probe_attempts == 1
+    assert "unknown role 'decoder'" in row.probe_error
+    again = replay("decode-hang-health-200")
+    runtime = runtime_for(settings, again)
+    async with served(settings, runtime) as client:  # the next start does not try it again
+        assert await client.app.state.intake.recover() == 0
+        page = (await client.get("/")).text
+    assert again.calls == [] and runtime.store.alerts()[0].probe_attempts == 1
+    assert 'id="failed-alerts"' in page and "unknown role &#39;decoder&#39;" in page
+    assert any(i.kind == "alert" and "decoder" in i.detail for i in runtime.store.history())
+
+
+async def test_a_failing_probe_is_retried_at_start_up_to_the_attempt_limit(tmp_path, database_url):
+    settings = lab_settings(tmp_path, database_url, alert_token=ALERT_TOKEN, alert_probe_attempts=2)
+    with Store(settings.db_url()) as store:
+        store.save_alerts([AlertIn(fingerprint="flaky", status="firing", labels={"alertname": "DecodeStalled"},
+                                   group_key="g", cluster="lab", role="decode")])
+    calls = []
+
+    async def broken(inventory, **kw):
+        calls.append(kw)
+        raise RuntimeError("ssh agent gone")
+
+    for _ in range(3):
+        runtime = runtime_for(settings, broken)
+        async with served(settings, runtime) as client:
+            await client.app.state.intake.drain()
+    (row,) = runtime.store.alerts()
+    assert len(calls) == 2 and row.probe_attempts == 2 and row.probe_failed_at is not None
+    assert row.probe_error == "ssh agent gone"
+
+
+async def test_two_instances_sharing_the_database_probe_each_leftover_alert_once(settings):
+    with Store(settings.db_url()) as store:  # accepted by an opsbot that then died
+        store.save_alerts([AlertIn(fingerprint=f"left{i}", status="firing", labels={"alertname": "DecodeStalled"},
+                                   group_key="g", cluster="lab", role=role) for i, role in enumerate(["decode", "prefill"])])
+    probes = [replay("decode-hang-health-200"), replay("decode-hang-health-200")]
+    runtimes = [runtime_for(settings, p) for p in probes]
+    async with served(settings, runtimes[0]) as one, served(settings, runtimes[1]) as two:
+        await asyncio.gather(one.app.state.intake.drain(), two.app.state.intake.drain())
+    probed = sorted(tuple(c["roles"]) for p in probes for c in p.calls)
+    assert probed == [("decode",), ("prefill",)], "each leftover alert is probed by exactly one instance"
+    assert all(a.probe_id for a in runtimes[0].store.alerts())

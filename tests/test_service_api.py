@@ -147,3 +147,33 @@ async def test_expired_approval_is_refused_and_nothing_runs(tmp_path, database_u
         assert r.status_code == 409 and "expired" in r.json()["detail"]
         row = runtime.store.action(action["id"])
         assert row.state == "expired" and row.approved_by is None and row.started_at is None
+
+
+async def test_rest_records_the_token_name_as_actor(settings, tokens):
+    runtime = runtime_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, runtime) as client:
+        h = bearer(tokens["act"])  # the token named "operator"
+        action = (await client.post("/actions/restart", json={"role": "decode"}, headers=h)).json()
+        assert action["requested_by"] == "operator"
+        await client.post(f"/actions/{action['id']}/dismiss", headers=h)
+    rows = [e for e in runtime.store.audit_log() if e.detail.get("action") == action["id"]]
+    assert {(e.what, e.actor, e.surface) for e in rows} == {
+        ("restart planned", "operator", "rest"), ("restart dismissed", "operator", "rest")}
+
+
+async def test_the_service_reconciles_interrupted_actions_at_start(tmp_path, database_url):
+    """A restart left ``executing`` by a dead opsbot (no live lock) is settled when the service starts."""
+    from opsbot.act import request_restart
+
+    settings = lab_settings(tmp_path, database_url, verify_deadline_s=0.5)
+    runtime = runtime_for(settings, replay("decode-hang-health-200"))
+    action, _ = request_restart(runtime.store, runtime.inventory(), ["decode"], actor="alice", surface="cli",
+                                settings=settings)
+    runtime.store.transition(action.id, ("planned",), "executing", actor="alice", surface="cli",
+                             what="restart executing", started_at=action.created_at)
+    async with served(settings, runtime):
+        row = runtime.store.action(action.id)
+    # the unit does not exist on this machine, so the reconciled restart is recorded as failed, never re-run
+    assert row.state == "failed" and row.outcome.startswith("interrupted while executing")
+    assert row.verification["reconciled"] is True
+    assert [e.what for e in runtime.store.audit_log() if e.detail.get("action") == action.id][0] == "restart failed (reconciled)"

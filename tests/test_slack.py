@@ -173,3 +173,29 @@ async def test_socket_mode_takes_commands_over_the_websocket(tmp_path, slack):
         (post,) = await slack.wait_for("chat.postMessage")
         assert "decode-wedged" in str(post.args["blocks"]) and probe.calls[0]["roles"] == ["decode"]
     assert slack.of("apps.connections.open")
+
+
+async def test_alert_threads_live_in_their_table_and_survive_a_restart(tmp_path, slack, database_url):
+    from tests.test_service_alerts import HDR, alert, webhook
+
+    settings = lab_settings(tmp_path, database_url, slack_bot_token="xoxb-test", slack_api_url=slack.url,
+                            slack_signing_secret="8f742231b10e8888abcd99yyyzzz85a5", slack_alert_channel="C0ALERTS",
+                            alert_token=HDR["X-Opsbot-Alert-Token"])
+    group = '{}:{alertname="DecodeStalled"}'
+    runtime = runtime_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, runtime) as client:
+        assert (await client.post("/alerts", json=webhook(alert("t1"), group=group), headers=HDR)).status_code == 200
+        await client.app.state.intake.drain()
+        (parent,) = await slack.wait_for("chat.postMessage")
+    thread = runtime.store.slack_thread(group)
+    assert (thread.channel, thread.state) == ("C0ALERTS", "firing") and parent.args["channel"] == "C0ALERTS"
+    runtime = runtime_for(settings, replay("near-idle-decode"))  # a restarted opsbot finds the thread in the store
+    async with served(settings, runtime) as client:
+        resolved = webhook(alert("t1", status="resolved"), group=group, status="resolved")
+        assert (await client.post("/alerts", json=resolved, headers=HDR)).status_code == 200
+        await client.app.state.intake.drain()
+        _, reply = await slack.wait_for("chat.postMessage", count=2)
+        (update,) = await slack.wait_for("chat.update")
+    assert reply.args["thread_ts"] == thread.ts and update.args["ts"] == thread.ts
+    assert runtime.store.slack_thread(group).state == "resolved"
+    assert not [e for e in runtime.store.audit_log() if e.what == "slack alert thread"]

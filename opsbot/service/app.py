@@ -33,6 +33,22 @@ def _open_store(settings: Settings) -> Any:
     return Store(settings.db_url())
 
 
+async def _reconcile(runtime: Runtime) -> None:
+    """Settle restarts a dead opsbot left ``executing`` (by looking at the units), as the CLI does at start."""
+    from opsbot.act import reconcile
+
+    try:
+        inventory = runtime.inventory()
+    except InventoryUnavailable as exc:
+        log.warning("interrupted actions not reconciled at start-up: %s", exc)
+        return
+    try:
+        for o in await reconcile(runtime.store, inventory, runtime.settings):
+            log.warning("reconciled interrupted action %s: %s: %s", o.action_id, o.state, o.message)
+    except Exception:  # a node that cannot be reached must not keep the service down; the next start retries
+        log.exception("reconciling interrupted actions failed; they stay 'executing' until the next start")
+
+
 def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None) -> FastAPI:
     """Build the app; ``runtime`` lets tests and benchmarks choose the store and probe function."""
     settings = settings or get_settings()
@@ -41,6 +57,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         slack = app.state.slack
+        await _reconcile(runtime)
         recovered = await app.state.intake.recover()
         if recovered:
             log.info("picked up %d stored alerts that had no probe yet", recovered)

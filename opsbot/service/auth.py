@@ -34,15 +34,7 @@ async def _caller(request: Request, creds: HTTPAuthorizationCredentials | None) 
     found = await runtime.db(runtime.store.check_token, creds.credentials)
     if not found:
         raise _unauthorized("unknown or revoked token")
-    name, scopes = _identity(found)
-    return Caller(name, frozenset(scopes))
-
-
-def _identity(found: object) -> tuple[str, list[str]]:
-    """STORE's ``check_token`` answers the scopes, or an object with ``name`` and ``scopes``."""
-    if isinstance(found, (list, tuple, set, frozenset)):
-        return "api-token", list(found)
-    return getattr(found, "name", "api-token"), list(found.scopes)
+    return Caller(found.name, frozenset(found))  # the token's name is who acts (audit, approvals)
 
 
 def require(scope: Scope) -> Callable[..., Awaitable[Caller]]:

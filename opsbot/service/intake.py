@@ -4,7 +4,10 @@ The pipeline has named stages, like Alertmanager's own: ``accept`` (bounded: at 
 ``alert_queue_max`` accepted alerts wait for a probe, beyond that 503 so Alertmanager retries;
 stored before answering) → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at
 a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
-a stored alert without a probe is picked up again by ``recover`` at the next start.
+a stored alert without a probe is picked up again by ``recover`` at the next start, by exactly one
+instance (each claims the alerts it probes). A probe that cannot run is recorded on its alerts; a
+scope the inventory does not know is final, other failures are retried up to
+``alert_probe_attempts`` starts, then the alert is given up on (history and status page show it).
 """
 
 from __future__ import annotations
@@ -15,15 +18,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from datetime import timedelta
 
 from opsbot.bundle import Trigger
+from opsbot.inventory import UnknownRole
 from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
 from opsbot.service.coalesce import Coalescer
 from opsbot.service.runtime import ProbeResult, Runtime
 from opsbot.store import AlertIn
 from opsbot.store.models import Alert as AlertRow
+from opsbot.yamlsource import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +81,7 @@ class AlertIntake:
         try:
             default_cluster = self.runtime.cluster_name()
             rows = [_alert_in(hook, a, default_cluster) for a in hook.alerts]
-            saved = await self.runtime.db(self.runtime.store.save_alerts, rows)
+            saved = await self.runtime.db(self.runtime.store.save_alerts, rows, self.runtime.instance)
         except BaseException:
             self._count(-n)
             raise
@@ -95,7 +99,8 @@ class AlertIntake:
     # stage 2: dispatch ------------------------------------------------------------------------
     async def recover(self) -> int:
         """Hand stored-but-unprocessed alerts (from before a crash or restart) to the probes."""
-        rows = await self.runtime.db(self.runtime.store.read, _unprocessed)
+        ttl = timedelta(seconds=self.runtime.settings.alert_claim_ttl_s)
+        rows = await self.runtime.db(self.runtime.store.claim_unprocessed, self.runtime.instance, ttl)
         self._count(len(rows))
         self._dispatch([_stored(r, r.id) for r in rows])
         return len(rows)
@@ -124,6 +129,9 @@ class AlertIntake:
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
             log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
             error = str(exc)
+            await self.runtime.db(self.runtime.store.alert_probe_failed, [a.id for a in alerts], error,
+                                  max_attempts=self.runtime.settings.alert_probe_attempts,
+                                  final=isinstance(exc, (UnknownRole, ConfigError)))
         if result is not None:
             await self.runtime.db(self.runtime.store.link_alert_probe, [a.id for a in alerts], result.probe_id)
         if self.notifier is not None:
@@ -168,11 +176,6 @@ def _stored(row: AlertIn | AlertRow, alert_id: int) -> StoredAlert:
         role=row.role or ALL_ROLES,
         labels=dict(row.labels or {}),
     )
-
-
-def _unprocessed(session: Session) -> list[AlertRow]:
-    """Accepted alerts no probe has looked at yet, oldest first."""
-    return list(session.scalars(select(AlertRow).where(AlertRow.probe_id.is_(None)).order_by(AlertRow.id)).all())
 
 
 def _names(alerts: list[StoredAlert]) -> str:

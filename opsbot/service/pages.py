@@ -23,6 +23,7 @@ class PageData:
     report: Any
     probes: list[Any]
     actions: list[Any]
+    failed_alerts: list[Any]
     latest_report: Any
 
 
@@ -33,6 +34,7 @@ def page_data(store: Any, settings: Any) -> PageData:
         report=build_status(store, None, settings),
         probes=store.probes(cluster=settings.cluster, limit=10),
         actions=store.actions(cluster=settings.cluster, limit=10),
+        failed_alerts=store.failed_alerts(limit=10),
         latest_report=latest,
     )
 

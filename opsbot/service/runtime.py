@@ -7,7 +7,10 @@ calls run in a worker thread to keep the event loop answering.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +33,11 @@ def _default_probe() -> ProbeFn:
     from opsbot.collect.probe import probe
 
     return probe
+
+
+def _instance_id() -> str:
+    """This opsbot process, as it signs its claims on shared rows: host, pid and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 def _default_diagnose() -> DiagnoseFn:
@@ -60,6 +68,7 @@ class Runtime:
     probe: ProbeFn = field(default_factory=_default_probe)
     diagnose: DiagnoseFn = field(default_factory=_default_diagnose)
     telemetry: Telemetry = field(default_factory=Telemetry)
+    instance: str = field(default_factory=_instance_id)
     _inventory: tuple[float, Inventory] | None = None
 
     def inventory(self) -> Inventory:
