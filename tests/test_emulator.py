@@ -152,6 +152,35 @@ def test_wedged_decode_holds_requests_and_moves_nothing(tmp_path, capsys) -> Non
     assert "Decode batch" not in capsys.readouterr().out
 
 
+def test_until_restart_state_is_taken_up_while_running_and_cleared_at_the_next_start(tmp_path, monkeypatch) -> None:
+    s = _sched(tmp_path, "decode")
+    _run(s, 1.0)
+    time.sleep(0.01)  # a new mtime, as a separate write would have
+    write_control(s.control_file, Control("wedged", until_restart=True))
+    _run(s, 0.2)  # the running process takes it up (and marks it as its own)
+    assert s.control.state == "wedged" and read_control(s.control_file).held_by == control.PROCESS
+    frozen = _tokens(s, "decode")
+    _run(s, 1.0)
+    assert _tokens(s, "decode") == frozen, "still wedged: only a restart clears it"
+    assert control.take_up_control(s.control_file, starting=True).state == "wedged"  # same process: kept
+    monkeypatch.setattr(control, "PROCESS", "restarted-process")
+    assert control.take_up_control(s.control_file, starting=True) == Control()  # the next start: healthy
+    assert read_control(s.control_file) == Control()
+
+
+def test_until_restart_state_injected_before_a_start_holds_for_that_start(tmp_path, monkeypatch) -> None:
+    p = tmp_path / "decode.json"
+    write_control(p, Control("crash", "boom", until_restart=True))
+    monkeypatch.setattr(control, "PROCESS", "first")
+    assert control.take_up_control(p, starting=True).state == "crash"
+    monkeypatch.setattr(control, "PROCESS", "second")
+    assert control.take_up_control(p, starting=True).state == "healthy"
+    write_control(p, Control("wedged"))  # a plain injection survives any number of starts
+    assert control.take_up_control(p, starting=True).state == "wedged"
+    monkeypatch.setattr(control, "PROCESS", "third")
+    assert control.take_up_control(p, starting=True).state == "wedged"
+
+
 def test_healthy_prefill_moves_prefill_compute_and_logs_prefill_batches(tmp_path, capsys) -> None:
     s = _sched(tmp_path, "prefill")
     _run(s, 4.0)

@@ -1,16 +1,15 @@
 """Guarded restarts against the lab nodes: real sshd, systemd units and the SGLang emulator.
 
 The emulator's injected states persist across restarts (the lab's control file is read at start
-and watched while running). A wedged decode is a state a restart clears in production, so the
-test's "operator fixed it" step rewrites the control file to healthy *without* changing its mtime:
-the running, wedged process does not notice (it watches the mtime), and only the restarted process
-reads the healthy state. The restart is therefore what brings the role back.
+and watched while running). A wedged decode is a state a restart clears in production, so the test
+injects it with ``until_restart=True`` (``opsbot lab inject decode wedged --until-restart``): the
+running process takes the wedge up and stays wedged; its next start comes back healthy. The restart
+is therefore what brings the role back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -72,22 +71,11 @@ def _main_pid(lab, unit: str) -> str:
     return lab.ssh("node2", ["systemctl", "show", unit, "--property=MainPID", "--value"]).stdout.strip()
 
 
-def _operator_fix_effective_at_restart(lab, role: str) -> None:
-    """Write healthy into the role's control file keeping its mtime: only a restarted emulator reads it."""
-    plan = lab.plan()
-    spec = plan.role(role)
-    path = lab.node_dir(plan.node(spec.node)) / "state/control" / f"{spec.key}.json"
-    st = path.stat()
-    path.write_text(json.dumps({"state": "healthy", "message": None, "load": True}))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-
-
 def test_wedged_decode_is_restarted_and_verified_then_cooldown_refuses(lab, settings, store):
-    lab.inject("decode", "wedged")
+    lab.inject("decode", "wedged", until_restart=True)
     wedged = asyncio.run(probe(lab.inventory, roles=["decode"], settings=settings))
     before = parse_samples(wedged.role("decode").metrics.samples)
     assert before.deltas.get("realtime_tokens", 0) == 0, "the injected wedge should stop token progress"
-    _operator_fix_effective_at_restart(lab, "decode")
     time.sleep(2.5)
     still = parse_samples(asyncio.run(probe(lab.inventory, roles=["decode"], settings=settings))
                           .role("decode").metrics.samples)

@@ -79,9 +79,11 @@ def inject(
     state: str = typer.Argument(..., help=", ".join(STATES)),
     message: str = typer.Option(None, "--message", "-m", help="crash: the exception line to die with"),
     no_load: bool = typer.Option(False, "--no-load", help="stop the emulator's own light load"),
+    until_restart: bool = typer.Option(False, "--until-restart",
+                                       help="the state clears at the role's next start (as a restart fixes it)"),
 ) -> None:
     try:
-        changed = _lab().inject(role, state, message, load=not no_load)
+        changed = _lab().inject(role, state, message, load=not no_load, until_restart=until_restart)
     except (LabError, KeyError) as e:
         _fail(e)
-    console.print(f"{', '.join(changed)} → [bold]{state}[/bold]")
+    console.print(f"{', '.join(changed)} → [bold]{state}[/bold]" + (" until the next start" if until_restart else ""))

@@ -218,8 +218,13 @@ class Lab:
 
     # ---- acting on nodes ---------------------------------------------------------------------
 
-    def inject(self, role: str, state: str, message: str | None = None, load: bool = True) -> list[str]:
-        """Put ``role`` (and the peer its state cascades to) into ``state``; returns the roles changed."""
+    def inject(self, role: str, state: str, message: str | None = None, load: bool = True,
+               until_restart: bool = False) -> list[str]:
+        """Put ``role`` (and the peer its state cascades to) into ``state``; returns the roles changed.
+
+        ``until_restart``: the state clears at the role's next start (as a restart fixes a wedge in
+        production) instead of surviving restarts; for the servers (prefill, decode), not the router.
+        """
         plan = self.plan()
         spec = plan.role(role) if role in {r.key for r in plan.roles} else _by_kind(plan, role)
         if state not in STATES:
@@ -227,12 +232,15 @@ class Lab:
         kinds = STATES[state][0]
         if spec.kind not in kinds:
             raise LabError(f"state {state!r} applies to {', '.join(kinds)}, not to {spec.kind}")
+        if until_restart and spec.kind == "router":
+            raise LabError("--until-restart applies to prefill and decode; a router state lasts until changed")
         targets = [spec]
         if state in CASCADES:
             targets += [r for r in plan.roles if r.kind == CASCADES[state] and r is not spec]
         for target in targets:
             node = plan.node(target.node)
-            write_control(self.node_dir(node) / "state/control" / f"{target.key}.json", Control(state, message, load))
+            write_control(self.node_dir(node) / "state/control" / f"{target.key}.json",
+                          Control(state, message, load, until_restart))
         if state == "crash" or not self._active(spec):  # start-up states need a start; so does a failed unit
             self.ssh(spec.node, ["systemctl", "reset-failed", spec.unit], 10)
             self.ssh(spec.node, ["systemctl", "restart", "--no-block", spec.unit], 10)

@@ -32,11 +32,17 @@ DEFAULT_CRASH_MESSAGE = (
 )
 
 
+# this emulator process, as it marks an ``until_restart`` state it has taken up
+PROCESS = f"{os.getpid()}-{os.urandom(4).hex()}"
+
+
 @dataclass
 class Control:
     state: str = "healthy"
     message: str | None = None
     load: bool = True  # generate light load of its own
+    until_restart: bool = False  # the state clears at the next start of the role, as a restart would fix it
+    held_by: str | None = None  # the process that took up an ``until_restart`` state
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -57,7 +63,22 @@ def read_control(path: str | os.PathLike[str] | None) -> Control:
     if state not in STATES:
         print(f"[sglang-emulator] unknown state {state!r} in {path}; staying healthy", flush=True)
         state = "healthy"
-    return Control(state=state, message=data.get("message"), load=bool(data.get("load", True)))
+    return Control(state=state, message=data.get("message"), load=bool(data.get("load", True)),
+                   until_restart=bool(data.get("until_restart", False)), held_by=data.get("held_by"))
+
+
+def take_up_control(path: str | os.PathLike[str] | None, *, starting: bool = False) -> Control:
+    """The control this process runs with: an ``until_restart`` state is marked as taken up by it,
+    and when ``starting`` finds one taken up by an earlier process, the state is cleared (healthy)."""
+    control = read_control(path)
+    if not path or not control.until_restart or control.held_by == PROCESS:
+        return control
+    if starting and control.held_by is not None:
+        control = Control()
+    else:
+        control.held_by = PROCESS
+    write_control(path, control)
+    return control
 
 
 def write_control(path: str | os.PathLike[str], control: Control) -> None:

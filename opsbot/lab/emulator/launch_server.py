@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 from . import gpu, logfmt
-from .control import DEFAULT_CRASH_MESSAGE, control_path, read_control
+from .control import DEFAULT_CRASH_MESSAGE, control_path, take_up_control
 from .flags import parse_server
 from .gpu import TOTAL_MIB
 from .scheduler import CONTEXT_LEN, MAX_RUNNING, MAX_TOTAL_TOKENS, STALLED, TICK_S, VERSION, VERSIONS, Scheduler
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_server(sys.argv[1:] if argv is None else argv)
     role = os.environ.get("SGLANG_EMULATOR_ROLE", args.disaggregation_mode)
     control_file = control_path()
-    control = read_control(control_file)
+    control = take_up_control(control_file, starting=True)
     if is_dsv4(args):
         logfmt.log("Setting max_running_requests to 256 for DeepseekV4ForCausalLM.")
         logfmt.log("Setting KV cache dtype to fp8_e4m3 for DeepseekV4ForCausalLM.")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import logfmt
-from .control import read_control
+from .control import read_control, take_up_control
 from .exposition import Registry
 
 VERSION = "0.5.23"
@@ -191,7 +191,7 @@ class Scheduler:
         if mtime == self._mtime:
             return
         self._mtime = mtime
-        new = read_control(self.control_file)
+        new = take_up_control(self.control_file)
         if new.state != self.control.state:
             self.state_since = self.clock()
             self.warned.clear()
