@@ -233,6 +233,9 @@ def test_logs_journald_and_bare_lines():
         ("Scheduler hit an exception: Traceback (most recent call last):", "crash"),
         ("Prefill batch, #new-seq: 1, #new-token: 5", "batch"),
         ("GET /health HTTP/1.1 200", None),
+        ("2026-11-29 10:00:01  WARN sglang_router_rs::routers::http::pd_router: No healthy worker pair available: "
+         "prefill=0 decode=1", "router-workers"),
+        ("2026-11-29 10:00:01  INFO sglang_router_rs::server: readiness: insufficient healthy workers", "router-workers"),
     ],
 )
 def test_logs_classify(message, kind):
@@ -244,6 +247,9 @@ def test_log_filter_selects_what_classify_names():
 
     assert re.search(LOG_FILTER, "Decode batch, #running-req: 1")
     assert not re.search(LOG_FILTER, "GET /health HTTP/1.1 200")
+    # router worker-health lines are kept whatever their level (not only when they say ERROR)
+    assert re.search(LOG_FILTER, "WARN sglang_router_rs::routers::http::pd_router: No healthy worker pair available")
+    assert re.search(LOG_FILTER, "INFO readiness: insufficient healthy workers")
 
 
 def test_count_kinds_skips_heartbeat_lines():
