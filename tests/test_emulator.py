@@ -351,3 +351,45 @@ def test_inject_refuses_bad_roles_and_states_before_touching_a_node(tmp_path, mo
     assert result.exit_code == 1
     assert message in " ".join(result.output.split())
     assert not (tmp_path / "lab").exists() or not list((tmp_path / "lab").rglob("*.json"))
+
+
+# ---- the router ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("state", ["healthy", "no-healthy-workers", "prefill-saturated", "wedged"])
+def test_router_health_and_liveness_are_process_liveness_only(tmp_path, state) -> None:
+    """sglang.md §6.2: /health and /liveness answer 200 "OK" whatever the workers; /readiness carries them."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from opsbot.lab.emulator.launch_router import Router, api_handler
+    from opsbot.lab.emulator.launch_server import QuietHTTPServer
+
+    control_file = tmp_path / "router.json"
+    write_control(control_file, Control(state))
+    # workers nobody listens on: every health check fails, as when prefill is saturated or dead
+    args = parse_router(["--pd-disaggregation", "--prefill", "http://127.0.0.1:9", "--decode", "http://127.0.0.1:9",
+                         "--health-check-timeout-secs", "1", "--health-failure-threshold", "1"])
+    router = Router(args, str(control_file))
+    for _ in range(3):
+        router.check_once()
+    httpd = QuietHTTPServer(("127.0.0.1", 0), api_handler(router))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(base + path, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    try:
+        assert get("/health") == (200, "OK")
+        assert get("/liveness") == (200, "OK")
+        code, body = get("/readiness")
+        assert code == 503 and "insufficient healthy workers" in body
+        health = [ln for ln in router.reg.render().splitlines() if ln.startswith("smg_worker_health{")]
+        assert health and all(ln.endswith(" 0") or ln.endswith(" 0.0") for ln in health), health
+    finally:
+        httpd.shutdown()
