@@ -175,6 +175,25 @@ def test_retract_storm_counts_retractions_with_the_real_log_line(tmp_path, capsy
                      r"#new_token_ratio: \d\.\d{4} -> \d\.\d{4}", capsys.readouterr().out)
 
 
+def test_retract_storm_slows_decode_down_but_never_stops_it(tmp_path, capsys) -> None:
+    """sglang#26248: a retraction storm takes decode from ~429 to 20-38 tokens/s; it is not a wedge."""
+    s = _sched(tmp_path, "decode")
+    _run(s, 3.0)  # healthy first: the storm must also slow down the requests already running
+    write_control(s.control_file, Control("retract-storm"))
+    _run(s, 3.0)
+    capsys.readouterr()
+    windows = []
+    for _ in range(10):  # every probe-length window (3 s, Settings.metrics_window_s) sees the counter move
+        before = _tokens(s, "decode")
+        _run(s, 3.0)
+        windows.append(_tokens(s, "decode") - before)
+    assert all(w > 0 for w in windows), windows
+    assert 15 <= sum(windows) / 30.0 <= 45, sum(windows) / 30.0
+    assert s.reg.get("sglang:num_running_reqs") > 0 and s.reg.get("sglang:num_queue_reqs") > 0
+    throughputs = [float(t) for t in re.findall(r"gen throughput \(token/s\): ([\d.]+)", capsys.readouterr().out)]
+    assert throughputs and all(15 <= t <= 45 for t in throughputs), throughputs
+
+
 @pytest.mark.parametrize("state,pattern,counter", [
     ("prefill-saturated", r"KVTransferError\(bootstrap_room=(\d+)\): Aborted by AbortReq\.",
      "sglang:num_transfer_failed_reqs_total"),
