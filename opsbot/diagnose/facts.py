@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
@@ -29,7 +30,7 @@ HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
 GPU_FACTS = frozenset(
     "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes".split()
 )
-ROLE_ROOTS = frozenset("unit metrics delta rate health logs gpu failed role name node".split())
+ROLE_ROOTS = frozenset("unit metrics delta rate health logs logs_window gpu failed role name node".split())
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s"}
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
@@ -87,6 +88,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "health": HEALTH_FACTS,
         "gpu": GPU_FACTS,
         "logs": pattern_names,
+        "logs_window": pattern_names,
         "metrics": GAUGES,
     }.get(root)
     if known is not None:
@@ -111,17 +113,50 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def _unit(ev: RoleEvidence, failed: list[str], problems: list[str]) -> dict[str, Any]:
+def _unit(ev: RoleEvidence, failed: list[str], problems: list[str]) -> tuple[dict[str, Any], datetime | None]:
+    """The ``unit.*`` facts and, when the unit is active, when its current run started."""
     if not ev.systemd.ok:
         failed.append("systemd")
-        return {}
+        return {}, None
     try:
         u = parse_unit(ev.systemd.raw)
     except ValueError as exc:
         failed.append("systemd")
         problems.append(f"{ev.key}: systemd: {exc}")
-        return {}
-    return _clean({k: getattr(u, k, None) for k in UNIT_FACTS})
+        return {}, None
+    started = None
+    if u.active_state == "active":
+        started = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
+    return _clean({k: getattr(u, k, None) for k in UNIT_FACTS}), started
+
+
+_SYSTEMD_TIME = re.compile(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? (UTC|GMT|Z|[+-]\d{2}:?\d{2})$")
+
+
+def _systemd_time(text: str | None) -> datetime | None:
+    """``Mon 2026-11-30 15:28:30 UTC`` → an aware datetime; a zone named otherwise (CET) is not guessed."""
+    m = _SYSTEMD_TIME.search(text or "")
+    if not m:
+        return None
+    zone = m[2]
+    if zone in ("UTC", "GMT", "Z"):
+        tz = timezone.utc
+    else:
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        tz = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+    return datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").replace(tzinfo=tz)
+
+
+def _line_time(ts: str | None) -> datetime | None:
+    """A journald ``short-iso`` stamp (``2026-11-30T15:28:24+0000``); a bare SGLang stamp has no zone: None."""
+    if not ts:
+        return None
+    try:
+        at = datetime.fromisoformat(ts.replace(",", "."))
+    except ValueError:
+        return None
+    return at if at.tzinfo else None
 
 
 _UNREAD = re.compile(r"^(?:# HELP [^\n]*|[^#\n][^\n{ ]*_bucket[{ ][^\n]*)\n?", re.M)
@@ -158,17 +193,25 @@ def _health(ev: RoleEvidence, failed: list[str]) -> dict[str, Any]:
     return _clean({"answered": h.status is not None, "status": h.status, "elapsed_ms": h.elapsed_ms, "timed_out": False})
 
 
-def _logs(ev: RoleEvidence, patterns: list[Pattern], failed: list[str]) -> dict[str, Any]:
+def _logs(
+    ev: RoleEvidence, patterns: list[Pattern], started: datetime | None, failed: list[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Pattern counts since the unit's current run started (``logs``) and over the whole journal window
+    (``logs_window``). Without a known start (unit not active, timestamp unreadable) both are the window;
+    a line whose time is unknown counts in both."""
     if not ev.logs.ok:
         failed.append("logs")
-        return {}
-    counts = dict.fromkeys((p.name for p in patterns), 0)
+        return {}, {}
+    window = dict.fromkeys((p.name for p in patterns), 0)
+    current = dict(window)
     for entry in parse_log_lines(ev.logs.raw):
-        msg = entry.message
+        at = _line_time(entry.ts) if started else None
+        recent = started is None or at is None or at >= started
         for p in patterns:
-            if p.matches(msg):
-                counts[p.name] += 1
-    return counts
+            if p.matches(entry.message):
+                window[p.name] += 1
+                current[p.name] += int(recent)
+    return current, window
 
 
 _GPU_LOST = ("Unable to determine the device handle", "GPU is lost", "No devices were found", "Unknown Error")
@@ -217,16 +260,19 @@ def role_facts(bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], proble
     """The facts of one role instance, without the cross-role ``roles`` map."""
     failed: list[str] = []
     gauges, deltas, rates, window = _metrics(ev, failed, problems)
+    unit, started = _unit(ev, failed, problems)
+    logs, logs_window = _logs(ev, patterns, started, failed)
     facts: dict[str, Any] = {
         "role": ev.role,
         "name": ev.key,
         "node": ev.node,
-        "unit": _unit(ev, failed, problems),
+        "unit": unit,
         "metrics": gauges,
         "delta": deltas,
         "rate": rates,
         "health": _health(ev, failed),
-        "logs": _logs(ev, patterns, failed),
+        "logs": logs,
+        "logs_window": logs_window,
         "gpu": _gpu(bundle.node(ev.node), ev.gpus, failed, problems),
     }
     facts["failed"] = failed
