@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from opsbot.cli import app
-from opsbot.diagnose import default_runbooks, diagnose, interpret
+from opsbot.diagnose import default_runbooks, diagnose, interpret, probe_scope
 from opsbot.diagnose.conditions import Condition, fact_paths
 from tests.scenarios.compose import RoleSpec, bundle, compose, gpu_csv, healthy_roles
 
@@ -236,6 +236,26 @@ def test_missing_file_is_refused(tmp_path: Path):
 ])
 def test_interpret(text, roles):
     assert interpret(text) == roles
+
+
+LAB_KINDS = {"prefill": "prefill", "decode": "decode", "router": "router"}
+
+
+@pytest.mark.parametrize("named,kinds,scope", [
+    (["decode"], LAB_KINDS, ["decode", "prefill", "router"]),
+    (["prefill"], LAB_KINDS, ["prefill", "decode", "router"]),
+    (["router"], LAB_KINDS, ["router"]),
+    ([], LAB_KINDS, []),
+    (["decode-2"], {**LAB_KINDS, "decode-2": "decode"}, ["decode-2", "prefill", "router"]),
+    (["decode"], {"prefill": "prefill", "decode": "decode"}, ["decode", "prefill"]),  # no router in this cluster
+])
+def test_probe_scope_brings_the_pd_peer_and_the_router(named, kinds, scope):
+    assert probe_scope(named, kinds) == scope
+
+
+def test_ask_help_says_a_pd_role_brings_its_peer_and_the_router():
+    res = CliRunner().invoke(app, ["ask", "--help"], env={"COLUMNS": "200"})
+    assert "also probes the other PD role and the router" in " ".join(res.output.split())
 
 
 def test_interpret_instance_names():
