@@ -403,3 +403,25 @@ def test_a_death_before_a_restart_that_has_not_recovered_is_still_reported():
     roles = _stale_decode()
     roles[1].counters["realtime_tokens{mode=decode}"] = (1000, 0)  # the new run makes no progress either
     assert "cuda-oom" in [x.incident for x in _diag(roles).findings]
+
+
+# --- the router: /health is liveness only; worker health comes from smg_worker_health ----------------
+
+def test_router_without_healthy_workers_fires_although_its_health_says_ok():
+    roles = healthy_roles()
+    roles[2].gauges["smg_worker_health"] = 0  # /readiness would be 503; /health stays 200 "OK" (§6.2)
+    roles[2].health = 200
+    assert [f.incident for f in _diag(roles).findings] == ["router-no-healthy-workers"]
+
+
+def test_router_health_503_alone_is_not_a_router_incident():
+    roles = healthy_roles()
+    roles[2].health = 503  # e.g. /readiness flapping while smg_worker_health says the workers are fine
+    assert [f.incident for f in _diag(roles).findings] == []
+
+
+def test_router_worker_health_lines_fire_at_warn_level():
+    roles = healthy_roles()
+    roles[2].logs = ["2026-11-29 09:59:59  WARN sglang_router_rs::routers::http::pd_router: No healthy worker pair "
+                     "available: prefill=0 decode=1"]
+    assert [f.incident for f in _diag(roles).findings] == ["router-no-healthy-workers"]
