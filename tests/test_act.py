@@ -148,7 +148,8 @@ def test_unapproved_and_expired_actions_do_not_run(inventory, settings, store, c
     with pytest.raises(ApprovalRefused, match="expired .* request the restart again"):
         approve(store, stale.id, "bob", "slack", short)
     assert store.action(stale.id).state == "expired"
-    approved_then_stale, _ = request_restart(store, inventory, ["decode"], actor="alice", surface="cli", settings=short)
+    approved_then_stale, _ = request_restart(store, inventory, ["decode"], actor="alice", surface="cli",
+                                             settings=settings)
     approved = approve(store, approved_then_stale.id, "bob", "slack", settings)  # approved with 15 min ...
     assert (approved.approved_by, approved.approved_surface) == ("bob", "slack")
     assert store.approvals(approved.id)[0].approver == "bob"
@@ -253,3 +254,17 @@ def _wait_until(t):
 
     while datetime.now(timezone.utc) <= t:
         time.sleep(0.01)
+
+
+def test_overdue_actions_are_expired_at_start_up(inventory, settings, store, counter):
+    import asyncio
+
+    from opsbot.act import reconcile
+
+    pending, _ = request_restart(store, inventory, ["decode"], actor="alice", surface="cli", settings=settings)
+    fresh, _ = request_restart(store, inventory, ["prefill"], actor="alice", surface="cli", settings=settings)
+    store.transition(pending.id, ("planned",), "planned", actor="test", surface="cli", what="clock moved",
+                     expires_at=datetime.now(timezone.utc) - timedelta(seconds=1))
+    assert asyncio.run(reconcile(store, inventory, settings)) == []
+    assert store.action(pending.id).state == "expired" and "request the restart again" in store.action(pending.id).outcome
+    assert store.action(fresh.id).state == "planned" and counter.connections == 0

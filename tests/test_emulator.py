@@ -21,9 +21,9 @@ from opsbot.lab.emulator.launch_server import crash_text
 from opsbot.lab.emulator.scheduler import Scheduler
 from opsbot.lab.layout import inventory_data, plan_lab, unit_text
 from opsbot.settings import Settings
+from tests.realparts import shared_file
 
-FIXTURE = Path("/work/shared/fixtures/gpu/nvidia-smi-query.csv")
-REFERENCE = Path("/work/shared/reference/sglang.md")
+FIXTURE = Path(__file__).parent / "fixtures/gpu/nvidia-smi-query.csv"
 
 
 # ---- flags ---------------------------------------------------------------------------------------
@@ -61,7 +61,7 @@ def test_router_flags_pd_prefill_with_and_without_bootstrap_port() -> None:
 
 
 def test_every_flag_the_lab_passes_is_in_the_sglang_reference() -> None:
-    text = REFERENCE.read_text()
+    text = shared_file("reference/sglang.md").read_text()
     for role in plan_lab(Settings(), 2).roles:
         for flag in (a for a in role.argv if a.startswith("--")):
             snake = flag[2:].replace("-", "_")  # RouterArgs fields are listed by their snake-case names

@@ -53,8 +53,8 @@ def healthy_lab(lab):
 
 def _env(settings: Settings, **extra: str) -> dict[str, str]:
     return {**os.environ, "OPSBOT_DATA_DIR": str(settings.data_dir), "OPSBOT_INVENTORY": str(settings.inventory),
-            "OPSBOT_METRICS_WINDOW_S": "2", "OPSBOT_VERIFY_DEADLINE_S": "60", "PYTHONPATH": str(REPO),
-            "COLUMNS": "250", **extra}
+            "OPSBOT_DATABASE_URL": settings.db_url(), "OPSBOT_METRICS_WINDOW_S": "2", "OPSBOT_VERIFY_DEADLINE_S": "60",
+            "PYTHONPATH": str(REPO), "COLUMNS": "250", **extra}
 
 
 def _cli(settings: Settings, *args: str, **extra: str) -> subprocess.Popen[str]:
@@ -118,7 +118,9 @@ def test_wedged_decode_is_restarted_and_verified_then_cooldown_refuses(lab, sett
     assert _main_pid(lab, "sglang-dsv4-decode.service") == pid_after  # refused: nothing was touched
 
 
-def test_two_concurrent_restarts_one_wins_the_other_is_refused_by_the_lock(lab, settings, store):
+def test_two_concurrent_restarts_one_wins_the_other_is_refused_by_the_lock(lab, settings, database_url):
+    settings = settings.model_copy(update={"database_url": database_url})  # SQLite file, then PostgreSQL
+    store = Store(database_url)
     procs = [_cli(settings, "restart", "decode", "--approve", "--reason", f"operator {i}") for i in range(2)]
     outs = [p.communicate(timeout=180)[0] for p in procs]
     codes = sorted(p.returncode for p in procs)
@@ -127,9 +129,12 @@ def test_two_concurrent_restarts_one_wins_the_other_is_refused_by_the_lock(lab, 
     assert "lock: decode is being restarted by action" in loser, loser
     states = sorted(a.state for a in store.actions())
     assert states == ["refused", "succeeded"]
+    store.close()
 
 
-def test_budget_holds_across_a_restart_of_the_process(lab, settings, store):
+def test_budget_holds_across_a_restart_of_the_process(lab, settings, database_url):
+    settings = settings.model_copy(update={"database_url": database_url})
+    store = Store(database_url)
     env = {"OPSBOT_RESTART_BUDGET": "1", "OPSBOT_RESTART_COOLDOWN_S": "0"}
     first = _cli(settings, "restart", "decode", "--approve", **env)
     out1 = first.communicate(timeout=180)[0]
@@ -139,6 +144,7 @@ def test_budget_holds_across_a_restart_of_the_process(lab, settings, store):
     assert second.returncode == 1 and "budget: cluster" in out2 and "had 1 restarts" in out2, out2
     assert "the next restart is allowed at" in out2
     assert [a.state for a in store.actions()] == ["refused", "succeeded"]
+    store.close()
 
 
 def test_unknown_role_refused_before_any_ssh_connection(lab, settings):
@@ -162,6 +168,9 @@ def test_a_role_that_never_comes_back_is_recorded_failed_with_evidence(lab, sett
     row = store.action(out.action_id)
     assert row.state == "failed" and row.outcome == out.message and row.evidence_probe_id
     after = store.load_bundle(out.after_probe_id)
+    shown = subprocess.run([sys.executable, "-m", "opsbot", "actions", "show", out.action_id], env=_env(quick),
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "state: failed" in shown.stdout and out.after_probe_id in shown.stdout
     (after_row,) = [p for p in store.probes(role="decode") if p.id == out.after_probe_id]
     assert after_row.top_incident is not None  # the after-probe is diagnosed and its finding kept
     assert "opsbot test crash at start-up" in after.role("decode").logs.raw
@@ -189,3 +198,34 @@ def test_an_interrupted_restart_is_reconciled_not_repeated(lab, settings, store)
     assert whats.count("restart executing") == 1 and len([w for w in whats if "reconciled" in w]) == 1
     assert asyncio.run(reconcile(store, lab.inventory, settings)) == []  # nothing settled twice
     assert len(store.actions()) == 1
+
+
+def test_node_unreachable_is_recorded_failed_and_nothing_is_started(lab, settings, store):
+    quick = settings.model_copy(update={"ssh_connect_timeout_s": 3.0, "probe_deadline_s": 10})
+    lab.stop_sshd("node2")
+    try:
+        out = _restart(store, lab.inventory, quick)
+    finally:
+        lab.start_sshd("node2")
+    assert out.state == "failed" and out.message.startswith("stop decode failed"), out.message
+    assert [s["kind"] for s in out.execution] == ["stop"]  # no start after a failed stop
+    evidence = store.load_bundle(out.evidence_probe_id)
+    assert not evidence.role("decode").systemd.ok  # the evidence shows the node was unreachable
+    assert store.action(out.action_id).state == "failed" and store.locks("lab") == []
+
+
+def test_pair_restart_on_purpose_restarts_both_sides_in_order(lab, settings, store):
+    pids = {n: lab.ssh(n, ["systemctl", "show", u, "--property=MainPID", "--value"]).stdout.strip()
+            for n, u in (("node1", "sglang-dsv4-prefill.service"), ("node2", "sglang-dsv4-decode.service"))}
+    action, plan = request_restart(store, lab.inventory, ["prefill", "decode"], pair=True, actor="alice",
+                                   surface="cli", reason="pd-desync", settings=settings)
+    approve(store, action.id, "bob", "rest", settings)
+    out = asyncio.run(execute(store, lab.inventory, action.id, actor="bob", surface="rest", settings=settings))
+    assert out.state == "succeeded", out.message
+    assert [(s["kind"], s["role"]) for s in out.execution] == [
+        ("stop", "decode"), ("stop", "prefill"), ("wait-gpu-release", "decode"), ("wait-gpu-release", "prefill"),
+        ("start", "prefill"), ("start", "decode")]
+    assert {r["role"] for r in out.verification["roles"]} == {"prefill", "decode"}
+    for n, u in (("node1", "sglang-dsv4-prefill.service"), ("node2", "sglang-dsv4-decode.service")):
+        assert lab.ssh(n, ["systemctl", "show", u, "--property=MainPID", "--value"]).stdout.strip() != pids[n]
+    assert [a.id for a in store.restarts_since("lab", store.action(out.action_id).started_at)] == [out.action_id]

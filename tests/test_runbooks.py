@@ -15,13 +15,10 @@ from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
 from opsbot.diagnose.lint import lint
 from opsbot.parse.logs import LOG_FILTER
 from opsbot.yamlsource import read_yaml
+from tests.realparts import shared_file
 from tests.scenarios.compose import bundle, healthy_roles
 
 REPO_RUNBOOKS = Path(__file__).resolve().parents[1] / "runbooks"
-ROOT = Path(__file__).resolve().parents[1]
-# ../shared/spec/incidents.md from the main checkout, or from a worktree one level deeper
-SPEC = next((p for p in (ROOT.parent / "shared/spec/incidents.md", ROOT.parent.parent / "shared/spec/incidents.md") if p.exists()),
-            ROOT.parent / "shared/spec/incidents.md")
 
 
 @pytest.fixture
@@ -124,9 +121,8 @@ def test_pattern_examples_survive_the_probes_journal_filter():
 
 
 def test_incident_ids_match_the_spec():
-    if not SPEC.exists():
-        pytest.skip(f"{SPEC} is not here (it lives outside the repository)")
-    ids = set(re.findall(r"^\| `([a-z0-9-]+)` \|", SPEC.read_text(), re.M))
+    spec = shared_file("spec/incidents.md")
+    ids = set(re.findall(r"^\| `([a-z0-9-]+)` \|", spec.read_text(), re.M))
     assert ids == INCIDENT_IDS
 
 

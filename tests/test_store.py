@@ -60,6 +60,11 @@ def test_upgrade_from_empty_creates_every_table_and_is_idempotent(database_url):
         assert s.revision == head_revision()
         assert TABLES <= set(inspect(s.engine).get_table_names())
         assert set(Base.metadata.tables) == TABLES
+        if s.engine.dialect.name == "sqlite":  # the connect event's pragmas are in force
+            with s.engine.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+                assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+                assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
     with Store(database_url) as again:  # a second open finds the schema at head and changes nothing
         assert again.revision == head_revision()
 
@@ -162,9 +167,9 @@ def test_probe_bundle_is_compressed_and_round_trips_with_findings(store):
 def test_a_failing_write_leaves_no_partial_rows(store):
     b = _bundle()
     bad = _Diagnosis(bundle=b.id, findings=[_Finding(incident="x" * 500, severity="critical", roles=["decode"])])
-    if store.engine.dialect.name == "sqlite":  # SQLite does not enforce VARCHAR lengths; break it another way
-        bad.findings[0].roles = None  # type: ignore[assignment]
-    with pytest.raises(Exception):
+    if store.engine.dialect.name == "sqlite":  # SQLite does not enforce VARCHAR lengths: break NOT NULL instead
+        bad.findings[0].incident = None  # type: ignore[assignment]
+    with pytest.raises(DBAPIError):
         store.save_probe(b, bad)
     assert store.read(lambda s: s.scalars(select(Probe)).all()) == []
     assert store.findings() == []
@@ -241,3 +246,52 @@ def _hold_write_lock(url: str):
         conn.close()
 
     return conn, release
+
+
+def test_concurrent_lock_takers_exactly_one_wins(database_url):
+    Store(database_url).close()
+    stores = [Store(database_url) for _ in range(6)]
+    barrier = threading.Barrier(len(stores))
+    results: list[object] = []
+
+    def _take(i: int, s: Store) -> None:
+        barrier.wait()
+        results.append(s.take_lock("lab", "decode", f"action-{i}", f"host:{i}", timedelta(minutes=5)))
+
+    threads = [threading.Thread(target=_take, args=(i, s)) for i, s in enumerate(stores)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    winners = [r for r in results if r is None]
+    assert len(results) == 6 and len(winners) == 1
+    (lock,) = stores[0].locks("lab")
+    assert all(r.action_id == lock.action_id for r in results if r is not None)  # losers are told who holds it
+    [s.close() for s in stores]
+
+
+def test_models_and_migrations_agree(database_url):
+    """A model changed without a migration (or the reverse) shows up here, on both backends."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    with Store(database_url) as s, s.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+
+
+def test_downgrade_to_empty_and_upgrade_again(database_url):
+    from alembic import command
+
+    from opsbot.store.database import alembic_config
+
+    with Store(database_url) as s:
+        s.audit("alice", "cli", "before downgrade")
+        with s.engine.begin() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "base")
+        assert set(inspect(s.engine).get_table_names()) <= {"alembic_version"}
+    with Store(database_url) as again:
+        assert TABLES <= set(inspect(again.engine).get_table_names())
+        again.audit("alice", "cli", "after")
+        with pytest.raises(DBAPIError, match="append-only"), again.engine.begin() as conn:  # triggers are back
+            conn.execute(text("DELETE FROM audit"))

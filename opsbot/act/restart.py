@@ -146,11 +146,16 @@ async def _run_locked(store: Store, inventory: Inventory, action_id: str, plan: 
         refusal = await _begin(store, action_id, plan, roles, cluster, actor, surface, evidence, settings)
         if refusal:
             return _refuse(store, action_id, actor, surface, *refusal)
-        transports = {r.node: await pool.get(_node(inventory, plan.cluster, r.node)) for r in roles}
-        steps = await _run_steps(transports, plan, roles, settings)
+        steps: list[StepResult] = []
         verification = None
-        if all(s.ok for s in steps):
-            verification = await verify_roles(transports, roles, settings)
+        try:
+            transports = {r.node: await pool.get(_node(inventory, plan.cluster, r.node)) for r in roles}
+            await _run_steps(transports, plan, roles, settings, steps)
+            if all(s.ok for s in steps):
+                verification = await verify_roles(transports, roles, settings)
+        except Exception as exc:  # noqa: BLE001 - recorded as the outcome, not lost in a traceback
+            steps.append(StepResult(kind="error", role=",".join(plan.roles), argv=[], ok=False,
+                                    detail=f"{type(exc).__name__}: {exc}"))
         after = None
         if verification is None or not verification["ok"]:
             failed = await probe(inventory, cluster=plan.cluster, roles=plan.roles, settings=settings, pool=pool,
@@ -171,11 +176,11 @@ def _node(inventory: Inventory, cluster: str, name: str) -> Node:
     return inventory.cluster(cluster)[1].node(name)
 
 
-async def _run_steps(transports: dict[str, Transport], plan: RestartPlan, roles: list[Role],
-                     settings: Settings) -> list[StepResult]:
-    """Stop, wait for GPU release, start; the first failure ends the run (a unit is never started on held GPUs)."""
+async def _run_steps(transports: dict[str, Transport], plan: RestartPlan, roles: list[Role], settings: Settings,
+                     done: list[StepResult]) -> None:
+    """Stop, wait for GPU release, start, appending to ``done``; the first failure ends the run
+    (a unit is never started on GPUs still held)."""
     by_key = {r.key: r for r in roles}
-    done: list[StepResult] = []
     for step in plan.steps:
         if step.kind == "verify":
             continue
@@ -186,8 +191,7 @@ async def _run_steps(transports: dict[str, Transport], plan: RestartPlan, roles:
             res = await run_command(t, step, settings)
         done.append(res)
         if not res.ok:
-            break
-    return done
+            return
 
 
 def _record(store: Store, action_id: str, actor: str, surface: str, evidence: str, after: str | None,
@@ -291,6 +295,7 @@ async def reconcile(store: Store, inventory: Inventory, settings: Settings | Non
                     pool: TransportPool | None = None) -> list[ActionOutcome]:
     """Settle actions left ``executing`` by a process that died: look at the unit, record, never re-run."""
     settings = settings or get_settings()
+    expire_overdue(store)
     orphans = [a for a in store.actions(state="executing", limit=1000) if _orphaned(store, a)]
     if not orphans:
         return []
@@ -306,7 +311,7 @@ async def reconcile(store: Store, inventory: Inventory, settings: Settings | Non
             verification = await verify_roles(transports, roles, quick)
             state = "succeeded" if verification["ok"] else "failed"
             problems = "; ".join(p for r in verification["roles"] for p in r["problems"])
-            msg = (f"interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
+            msg = ("interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
                    + ("the role is active and healthy" if verification["ok"] else f"the role is not healthy: {problems}"))
             row = store.transition(a.id, ("executing",), state, actor="opsbot", surface="reconcile",
                                    what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
@@ -320,6 +325,20 @@ async def reconcile(store: Store, inventory: Inventory, settings: Settings | Non
         if own_pool:
             await pool.close()
     return out
+
+
+def expire_overdue(store: Store) -> list[str]:
+    """Planned or approved actions whose time ran out become ``expired`` (so lists never show them pending)."""
+    at = now()
+    expired = []
+    for state in ("planned", "approved"):
+        for a in store.actions(state=state, limit=1000):
+            if a.expires_at <= at and store.transition(
+                a.id, (state,), "expired", actor="opsbot", surface="reconcile", what="restart expired",
+                outcome=f"{'approval' if state == 'approved' else 'plan'} expired at {a.expires_at:%H:%M:%S} UTC "
+                        "before it ran; request the restart again"):
+                expired.append(a.id)
+    return expired
 
 
 def _orphaned(store: Store, action: Action) -> bool:

@@ -117,7 +117,7 @@ def restart(
 
 @actions_app.command("list")
 def list_actions(state: str | None = typer.Option(None, "--state"), limit: int = typer.Option(30, "--limit")) -> None:
-    """Recent actions and their state."""
+    """Recent actions and their state (`opsbot actions show ID` for one in full)."""
     settings = get_settings()
     store = _store(settings, _inventory(settings))
     table = Table(title="actions")
@@ -151,3 +151,38 @@ def approve_action(
         _report(outcome)
         if not outcome.ok:
             raise typer.Exit(1)
+
+
+@actions_app.command("show")
+def show_action(action_id: str) -> None:
+    """One action in full: plan, approvals, each step's result, verification, outcome, evidence."""
+    settings = get_settings()
+    with _store_errors():
+        store = open_store(settings.db_url())
+        try:
+            a = store.action(action_id)
+        except KeyError as exc:
+            raise _fail(str(exc.args[0])) from exc
+        approvals = store.approvals(action_id)
+    show_plan(RestartPlan.model_validate(a.plan))
+    console.print(f"state: [bold]{a.state}[/bold]; requested by {a.requested_by} via {a.surface} at "
+                  f"{a.created_at:%Y-%m-%d %H:%M:%S} UTC" + (f"; reason: {a.reason}" if a.reason else ""))
+    for ap in approvals:
+        console.print(f"approved by {ap.approver} via {ap.surface} at {ap.at:%H:%M:%S} UTC "
+                      f"(valid until {ap.expires_at:%H:%M:%S})")
+    steps = Table(title="execution")
+    for col in ("step", "role", "ok", "exit", "ms", "detail"):
+        steps.add_column(col, overflow="fold")
+    for s in a.execution or []:
+        steps.add_row(s["kind"], s["role"], "yes" if s["ok"] else "[red]no[/red]", str(s["exit_status"]),
+                      f"{s['elapsed_ms']:.0f}", s["detail"])
+    if a.execution:
+        console.print(steps)
+    for r in (a.verification or {}).get("roles", []):
+        console.print(f"verify {r['role']}: unit {r['active_state']}, health {r['health_status']}, "
+                      f"tokens moved {r['tokens_delta']}" + (f"; problems: {'; '.join(r['problems'])}" if r["problems"] else ""))
+    if a.evidence_probe_id:
+        console.print(f"evidence probe (before): {a.evidence_probe_id}")
+    if (a.verification or {}).get("after_probe"):
+        console.print(f"evidence probe (after): {a.verification['after_probe']}")
+    console.print(f"outcome: {a.outcome or '(none yet)'}")
