@@ -12,7 +12,7 @@ from rich.console import Console
 from opsbot.bundle import BundleError, Trigger, read_bundle
 from opsbot.cli.probe import load_or_exit, run_with_progress, save_bundle
 from opsbot.collect.probe import scope
-from opsbot.diagnose import Diagnosis, diagnose, interpret, load_runbooks, probe_scope
+from opsbot.diagnose import Diagnosis, diagnose, load_runbooks, roles_for_words
 from opsbot.diagnose.evaluate import RUNBOOKS_DIR
 from opsbot.diagnose.lint import lint
 from opsbot.diagnose.terminal import render
@@ -64,7 +64,7 @@ def ask(
     inv = load_or_exit(inventory or s.inventory_path())
     try:
         _name, c = inv.cluster(cluster or s.cluster)
-        roles = probe_scope(interpret(text, [r.key for r in c.roles]), {r.key: r.role for r in c.roles}) or None
+        roles = roles_for_words(text, c)
         scope(inv, cluster or s.cluster, roles)
     except (UnknownRole, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from opsbot.inventory import Cluster
+
 # Words people use for each role; a role's own instance names are matched too.
 ROLE_WORDS: dict[str, tuple[str, ...]] = {
     "prefill": ("prefill", "prefills", "ttft", "first token", "time to first", "prompt processing", "bootstrap"),
@@ -45,3 +47,9 @@ def probe_scope(named: list[str], kinds: dict[str, str]) -> list[str]:
         return list(named)
     present = set(kinds.values())
     return list(named) + [k for k in PD_CONTEXT if k in present and k not in named_kinds]
+
+
+def roles_for_words(text: str, cluster: Cluster) -> list[str] | None:
+    """What to probe for an operator's words in this cluster; None means every role."""
+    named = interpret(text, [r.key for r in cluster.roles])
+    return probe_scope(named, {r.key: r.role for r in cluster.roles}) or None
