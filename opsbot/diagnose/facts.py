@@ -132,12 +132,14 @@ def _unread_dropped(samples: list[MetricSample]) -> list[MetricSample]:
     return [MetricSample(at=s.at, raw=_UNREAD.sub("", s.raw)) for s in samples]
 
 
-def _metrics(ev: RoleEvidence, failed: list[str], problems: list[str]) -> tuple[dict, dict, dict, float | None]:
+def _metrics(
+    ev: RoleEvidence, failed: list[str], problems: list[str], wanted: frozenset[str] | None
+) -> tuple[dict, dict, dict, float | None]:
     if not ev.metrics.ok or not ev.metrics.samples:
         failed.append("metrics")
         return {}, {}, {}, None
     try:
-        m = parse_samples(_unread_dropped(ev.metrics.samples))
+        m = parse_samples(_unread_dropped(ev.metrics.samples), wanted)
     except ValueError as exc:
         failed.append("metrics")
         problems.append(f"{ev.key}: metrics: {exc}")
@@ -213,10 +215,16 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
     return out
 
 
-def role_facts(bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str]) -> dict[str, Any]:
-    """The facts of one role instance, without the cross-role ``roles`` map."""
+def role_facts(
+    bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str], metrics: frozenset[str] | None = None
+) -> dict[str, Any]:
+    """The facts of one role instance, without the cross-role ``roles`` map.
+
+    ``metrics`` names the metric facts wanted (``RunbookSet.metric_facts``): only the families
+    they come from are parsed, and other metric facts may be absent. None parses everything.
+    """
     failed: list[str] = []
-    gauges, deltas, rates, window = _metrics(ev, failed, problems)
+    gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
     facts: dict[str, Any] = {
         "role": ev.role,
         "name": ev.key,
@@ -235,10 +243,10 @@ def role_facts(bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], proble
     return facts
 
 
-def bundle_facts(bundle: Bundle, patterns: list[Pattern]) -> BundleFacts:
+def bundle_facts(bundle: Bundle, patterns: list[Pattern], metrics: frozenset[str] | None = None) -> BundleFacts:
     """Fact maps for every role in the bundle, each with ``roles`` pointing at the others."""
     out = BundleFacts()
-    own = {ev.key: role_facts(bundle, ev, patterns, out.problems) for ev in bundle.roles}
+    own = {ev.key: role_facts(bundle, ev, patterns, out.problems, metrics) for ev in bundle.roles}
     peers: dict[str, dict[str, Any]] = {}
     for ev in bundle.roles:
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind

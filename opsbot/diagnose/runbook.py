@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
 import jinja2
 import jinja2.sandbox
+from jinja2 import nodes
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from opsbot.diagnose.conditions import Condition, ConditionError
@@ -122,6 +124,33 @@ def _fmt(v: object) -> object:
     return v
 
 
+def template_paths(source: str) -> set[str]:
+    """The dotted names a template reads, e.g. ``roles.decode.logs.abort_req`` (``x["y"]`` too)."""
+    out: set[str] = set()
+
+    def chain(node: nodes.Node) -> list[str] | None:
+        if isinstance(node, nodes.Name):
+            return [node.name]
+        if isinstance(node, nodes.Getattr):
+            head = chain(node.node)
+            return head + [node.attr] if head else None
+        if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+            head = chain(node.node)
+            return head + [node.arg.value] if head else None
+        return None
+
+    def walk(node: nodes.Node) -> None:
+        names = chain(node)
+        if names:
+            out.add(".".join(names))
+            return
+        for child in node.iter_child_nodes():
+            walk(child)
+
+    walk(_TEMPLATES.parse(source))
+    return out
+
+
 @dataclass(frozen=True)
 class Runbook:
     """A runbook whose condition and templates are compiled, ready to evaluate."""
@@ -150,6 +179,30 @@ class RunbookSet:
 
     def ids(self) -> list[str]:
         return [r.id for r in self.runbooks]
+
+    @cached_property
+    def metric_facts(self) -> frozenset[str] | None:
+        """The ``metrics``/``delta``/``rate`` fact names conditions and templates read (of any role).
+
+        None when one of them reads a whole group (``"x" in metrics``, ``{{ roles.decode }}``):
+        then every family has to be parsed.
+        """
+        wanted: set[str] = set()
+        for rb in self.runbooks:
+            spec = rb.spec
+            texts = [spec.summary, *spec.evidence, *(r.text for r in spec.remedies)]
+            paths = {*rb.condition.facts, *spec.needs, *(p for t in texts for p in template_paths(t))}
+            for path in paths:
+                parts = path.split(".")
+                if parts[0] == "roles":
+                    if len(parts) < 3:
+                        return None
+                    parts = parts[2:]
+                if parts[0] in ("metrics", "delta", "rate"):
+                    if len(parts) < 2:
+                        return None
+                    wanted.add(parts[1])
+        return frozenset(wanted)
 
 
 def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:
