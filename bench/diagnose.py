@@ -74,7 +74,7 @@ def main() -> None:
     }
     base = statistics.median(rows["parse JSON"][1])
     t = Table(title=f"diagnose: {args.bundle.name}, {len(b.roles)} roles, {len(rs.runbooks)} runbooks, "
-                    f"{conditions} conditions, {len(rs.patterns)} patterns, {len(rs.metric_facts or ())} metric facts read "
+                    f"{conditions} conditions, {len(rs.patterns)} patterns, metric facts read {', '.join(f'{k} {len(v or ())}' for k, v in rs.metric_facts.items())} "
                     f"→ {[f.incident for f in d.findings]}")
     for col in ("step", "runs", "median ms", "p99 ms", "median CPU ms", "p99 CPU ms", "× parse JSON (CPU)"):
         t.add_column(col, justify="right" if col != "step" else "left")

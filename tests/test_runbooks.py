@@ -150,8 +150,10 @@ def test_metric_facts_are_read_from_conditions_and_templates():
     from opsbot.diagnose.runbook import template_paths
 
     wanted = default_runbooks().metric_facts
-    assert {"num_queue_reqs", "realtime_tokens_prefill_compute", "smg_worker_health"} <= wanted  # conditions
-    assert "num_prefill_bootstrap_queue_reqs" in wanted  # only in an evidence template
+    assert {"num_queue_reqs", "realtime_tokens_prefill_compute"} <= wanted["prefill"]  # conditions
+    assert "num_prefill_bootstrap_queue_reqs" in wanted["prefill"]  # only in an evidence template
+    assert "smg_worker_health" in wanted["router"] and "smg_worker_health" not in wanted["decode"]
+    assert "num_queue_reqs" in wanted["decode"]  # its own runbooks, and roles.prefill.metrics.num_queue_reqs too
     assert template_paths("{{ roles.prefill.metrics.num_queue_reqs }} {{ 'x' if 'metrics' in failed }} {{ m['a'] }}") == {
         "roles.prefill.metrics.num_queue_reqs", "failed", "m.a",
     }
@@ -161,6 +163,6 @@ def test_a_runbook_reading_a_whole_metric_group_parses_every_family(books: Path)
     path = books / "decode-wedged.yaml"
     path.write_text(path.read_text().replace('  - "tokens decoded', '  - "all: {{ roles.prefill.delta }}"\n  - "tokens decoded', 1))
     rs = load_runbooks(books)
-    assert not rs.problems and rs.metric_facts is None
+    assert not rs.problems and rs.metric_facts["prefill"] is None and rs.metric_facts["decode"] is not None
     b = _wedged_bundle()
     assert [f.incident for f in diagnose(b, rs).findings] == ["decode-wedged"]

@@ -9,6 +9,7 @@ default: conditions that need it come out unknown. runbooks/README.md documents 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -243,10 +244,17 @@ def role_facts(
     return facts
 
 
-def bundle_facts(bundle: Bundle, patterns: list[Pattern], metrics: frozenset[str] | None = None) -> BundleFacts:
-    """Fact maps for every role in the bundle, each with ``roles`` pointing at the others."""
+def bundle_facts(
+    bundle: Bundle, patterns: list[Pattern], metrics: Mapping[str, frozenset[str] | None] | None = None
+) -> BundleFacts:
+    """Fact maps for every role in the bundle, each with ``roles`` pointing at the others.
+
+    ``metrics``: per role kind, the metric facts wanted (``RunbookSet.metric_facts``); a kind
+    it does not name, or no mapping, gets every family parsed.
+    """
     out = BundleFacts()
-    own = {ev.key: role_facts(bundle, ev, patterns, out.problems, metrics) for ev in bundle.roles}
+    wanted = metrics or {}
+    own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role)) for ev in bundle.roles}
     peers: dict[str, dict[str, Any]] = {}
     for ev in bundle.roles:
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind

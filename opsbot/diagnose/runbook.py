@@ -25,6 +25,7 @@ from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_ya
 Severity = Literal["critical", "high", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"critical": 0, "high": 1, "warning": 2, "info": 3}
 RoleKind = Literal["prefill", "decode", "router"]
+ROLE_KINDS: tuple[str, ...] = RoleKind.__args__
 
 PATTERNS_FILE = "patterns.yaml"
 
@@ -181,28 +182,34 @@ class RunbookSet:
         return [r.id for r in self.runbooks]
 
     @cached_property
-    def metric_facts(self) -> frozenset[str] | None:
-        """The ``metrics``/``delta``/``rate`` fact names conditions and templates read (of any role).
+    def metric_facts(self) -> dict[str, frozenset[str] | None]:
+        """Per role kind, the ``metrics``/``delta``/``rate`` fact names conditions and templates read.
 
-        None when one of them reads a whole group (``"x" in metrics``, ``{{ roles.decode }}``):
-        then every family has to be parsed.
+        A runbook reads its own roles' facts, and ``roles.<kind>.…`` those of another kind
+        (``roles.<instance>.…``: of any kind). None for a kind whose whole group is read
+        (``"x" in metrics``, ``{{ roles.decode }}``): then every family has to be parsed.
         """
-        wanted: set[str] = set()
+        wanted: dict[str, set[str] | None] = {kind: set() for kind in ROLE_KINDS}
         for rb in self.runbooks:
             spec = rb.spec
             texts = [spec.summary, *spec.evidence, *(r.text for r in spec.remedies)]
-            paths = {*rb.condition.facts, *spec.needs, *(p for t in texts for p in template_paths(t))}
-            for path in paths:
-                parts = path.split(".")
+            for path in {*rb.condition.facts, *spec.needs, *(p for t in texts for p in template_paths(t))}:
+                parts, kinds = path.split("."), list(spec.roles)
                 if parts[0] == "roles":
-                    if len(parts) < 3:
-                        return None
+                    kinds = [parts[1]] if len(parts) > 1 and parts[1] in ROLE_KINDS else list(ROLE_KINDS)
                     parts = parts[2:]
-                if parts[0] in ("metrics", "delta", "rate"):
+                    if not parts:
+                        wanted.update(dict.fromkeys(kinds))
+                        continue
+                if parts[0] not in ("metrics", "delta", "rate"):
+                    continue
+                for kind in kinds:
+                    names = wanted[kind]
                     if len(parts) < 2:
-                        return None
-                    wanted.add(parts[1])
-        return frozenset(wanted)
+                        wanted[kind] = None
+                    elif names is not None:
+                        names.add(parts[1])
+        return {kind: None if names is None else frozenset(names) for kind, names in wanted.items()}
 
 
 def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:
