@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
@@ -161,13 +162,30 @@ def _health(ev: RoleEvidence, failed: list[str]) -> dict[str, Any]:
     return _clean({"answered": h.status is not None, "status": h.status, "elapsed_ms": h.elapsed_ms, "timed_out": False})
 
 
+_SELF_CONTAINED = re.compile(r"\\[1-9]|\(\?P=|\(\?[aiLmsux]")
+
+
+@lru_cache(maxsize=8)
+def _any_pattern(patterns: tuple[Pattern, ...]) -> re.Pattern[str] | None:
+    """One regex that matches where any pattern does (most lines match none), or None if unsafe."""
+    if any(_SELF_CONTAINED.search(p.regex.pattern) or p.regex.flags != re.UNICODE for p in patterns):
+        return None  # a backreference or inline flag would change meaning inside an alternation
+    try:
+        return re.compile("|".join(f"(?:{p.regex.pattern})" for p in patterns))
+    except re.error:
+        return None
+
+
 def _logs(ev: RoleEvidence, patterns: list[Pattern], failed: list[str]) -> dict[str, Any]:
     if not ev.logs.ok:
         failed.append("logs")
         return {}
     counts = dict.fromkeys((p.name for p in patterns), 0)
+    anything = _any_pattern(tuple(patterns))
     for entry in parse_log_lines(ev.logs.raw):
         msg = entry.message
+        if anything is not None and anything.search(msg) is None:
+            continue
         for p in patterns:
             if p.matches(msg):
                 counts[p.name] += 1
