@@ -162,13 +162,13 @@ def _health(ev: RoleEvidence, failed: list[str]) -> dict[str, Any]:
     return _clean({"answered": h.status is not None, "status": h.status, "elapsed_ms": h.elapsed_ms, "timed_out": False})
 
 
-_SELF_CONTAINED = re.compile(r"\\[1-9]|\(\?P=|\(\?[aiLmsux]")
+_NOT_ALTERNABLE = re.compile(r"\\[1-9]|\(\?P=|\(\?[aiLmsux]")
 
 
 @lru_cache(maxsize=8)
 def _any_pattern(patterns: tuple[Pattern, ...]) -> re.Pattern[str] | None:
     """One regex that matches where any pattern does (most lines match none), or None if unsafe."""
-    if any(_SELF_CONTAINED.search(p.regex.pattern) or p.regex.flags != re.UNICODE for p in patterns):
+    if any(_NOT_ALTERNABLE.search(p.regex.pattern) or p.regex.flags != re.UNICODE for p in patterns):
         return None  # a backreference or inline flag would change meaning inside an alternation
     try:
         return re.compile("|".join(f"(?:{p.regex.pattern})" for p in patterns))
