@@ -425,3 +425,21 @@ def test_router_worker_health_lines_fire_at_warn_level():
     roles[2].logs = ["2026-11-29 09:59:59  WARN sglang_router_rs::routers::http::pd_router: No healthy worker pair "
                      "available: prefill=0 decode=1"]
     assert [f.incident for f in _diag(roles).findings] == ["router-no-healthy-workers"]
+
+def test_log_prefilter_matches_where_any_pattern_does():
+    """The one-regex prefilter of log lines skips only lines no pattern matches (every corpus line)."""
+    from opsbot.bundle import parse_bundle
+    from opsbot.diagnose.facts import _any_pattern
+    from opsbot.parse.logs import parse_log_lines
+
+    rs = default_runbooks()
+    anything = _any_pattern(tuple(rs.patterns))
+    assert anything is not None
+    hits = 0
+    for path in sorted((Path(__file__).parent / "scenarios").glob("*/*.json")):
+        for role in parse_bundle(path.read_text(encoding="utf-8")).roles:
+            for entry in parse_log_lines(role.logs.raw or ""):
+                some = any(p.regex.search(entry.message) for p in rs.patterns)
+                assert (anything.search(entry.message) is not None) == some, entry.message
+                hits += some
+    assert hits > 0

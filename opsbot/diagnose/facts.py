@@ -9,8 +9,10 @@ default: conditions that need it come out unknown. runbooks/README.md documents 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
@@ -167,12 +169,14 @@ def _unread_dropped(samples: list[MetricSample]) -> list[MetricSample]:
     return [MetricSample(at=s.at, raw=_UNREAD.sub("", s.raw)) for s in samples]
 
 
-def _metrics(ev: RoleEvidence, failed: list[str], problems: list[str]) -> tuple[dict, dict, dict, float | None]:
+def _metrics(
+    ev: RoleEvidence, failed: list[str], problems: list[str], wanted: frozenset[str] | None
+) -> tuple[dict, dict, dict, float | None]:
     if not ev.metrics.ok or not ev.metrics.samples:
         failed.append("metrics")
         return {}, {}, {}, None
     try:
-        m = parse_samples(_unread_dropped(ev.metrics.samples))
+        m = parse_samples(_unread_dropped(ev.metrics.samples), wanted)
     except ValueError as exc:
         failed.append("metrics")
         problems.append(f"{ev.key}: metrics: {exc}")
@@ -193,6 +197,20 @@ def _health(ev: RoleEvidence, failed: list[str]) -> dict[str, Any]:
     return _clean({"answered": h.status is not None, "status": h.status, "elapsed_ms": h.elapsed_ms, "timed_out": False})
 
 
+_NOT_ALTERNABLE = re.compile(r"\\[1-9]|\(\?P=|\(\?[aiLmsux]")
+
+
+@lru_cache(maxsize=8)
+def _any_pattern(patterns: tuple[Pattern, ...]) -> re.Pattern[str] | None:
+    """One regex that matches where any pattern does (most lines match none), or None if unsafe."""
+    if any(_NOT_ALTERNABLE.search(p.regex.pattern) or p.regex.flags != re.UNICODE for p in patterns):
+        return None  # a backreference or inline flag would change meaning inside an alternation
+    try:
+        return re.compile("|".join(f"(?:{p.regex.pattern})" for p in patterns))
+    except re.error:
+        return None
+
+
 def _logs(
     ev: RoleEvidence, patterns: list[Pattern], started: datetime | None, failed: list[str]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -204,7 +222,10 @@ def _logs(
         return {}, {}
     window = dict.fromkeys((p.name for p in patterns), 0)
     current = dict(window)
+    anything = _any_pattern(tuple(patterns))
     for entry in parse_log_lines(ev.logs.raw):
+        if anything is not None and anything.search(entry.message) is None:
+            continue
         at = _line_time(entry.ts) if started else None
         recent = started is None or at is None or at >= started
         for p in patterns:
@@ -256,10 +277,16 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
     return out
 
 
-def role_facts(bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str]) -> dict[str, Any]:
-    """The facts of one role instance, without the cross-role ``roles`` map."""
+def role_facts(
+    bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str], metrics: frozenset[str] | None = None
+) -> dict[str, Any]:
+    """The facts of one role instance, without the cross-role ``roles`` map.
+
+    ``metrics`` names the metric facts wanted (``RunbookSet.metric_facts``): only the families
+    they come from are parsed, and other metric facts may be absent. None parses everything.
+    """
     failed: list[str] = []
-    gauges, deltas, rates, window = _metrics(ev, failed, problems)
+    gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
     unit, started = _unit(ev, failed, problems)
     logs, logs_window = _logs(ev, patterns, started, failed)
     facts: dict[str, Any] = {
@@ -281,10 +308,17 @@ def role_facts(bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], proble
     return facts
 
 
-def bundle_facts(bundle: Bundle, patterns: list[Pattern]) -> BundleFacts:
-    """Fact maps for every role in the bundle, each with ``roles`` pointing at the others."""
+def bundle_facts(
+    bundle: Bundle, patterns: list[Pattern], metrics: Mapping[str, frozenset[str] | None] | None = None
+) -> BundleFacts:
+    """Fact maps for every role in the bundle, each with ``roles`` pointing at the others.
+
+    ``metrics``: per role kind, the metric facts wanted (``RunbookSet.metric_facts``); a kind
+    it does not name, or no mapping, gets every family parsed.
+    """
     out = BundleFacts()
-    own = {ev.key: role_facts(bundle, ev, patterns, out.problems) for ev in bundle.roles}
+    wanted = metrics or {}
+    own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role)) for ev in bundle.roles}
     peers: dict[str, dict[str, Any]] = {}
     for ev in bundle.roles:
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind
