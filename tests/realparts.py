@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -27,3 +28,13 @@ def need_binary(name: str) -> str:
 
 def need_root() -> None:
     need(os.geteuid() == 0, "needs root (systemd-nspawn, PostgreSQL server)")
+
+
+def shared_file(relative: str) -> Path:
+    """A file of ``../shared/`` beside the checkout (or beside a worktree's parent); skip if absent."""
+    root = Path(__file__).resolve().parents[1]
+    for base in (root.parent / "shared", root.parent.parent / "shared"):
+        if (base / relative).exists():
+            return base / relative
+    need(False, f"../shared/{relative} is not beside this checkout")
+    raise AssertionError  # unreachable: need() skipped or failed

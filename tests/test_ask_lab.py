@@ -35,8 +35,23 @@ def test_ask_decode_is_stuck_on_a_wedged_decode(lab: Lab, monkeypatch: pytest.Mo
     assert [f["incident"] for f in out["findings"]] == ["decode-wedged"]
     assert out["findings"][0]["roles"] == ["decode"]
     saved = read_bundle(lab.settings.data_dir / "bundles" / f"{out['bundle']}.json")
-    assert [r.role for r in saved.roles] == ["decode"], "only the role the words name is probed"
+    # the named role first, then its PD peer and the router (opsbot.diagnose.probe_scope)
+    assert [r.role for r in saved.roles] == ["decode", "prefill", "router"]
     assert saved.trigger.text == "decode is stuck"
+
+
+def test_ask_decode_is_stuck_on_a_saturated_prefill_names_the_prefill(lab: Lab, monkeypatch: pytest.MonkeyPatch):
+    """The symptom is on decode (AbortReq cascade), the cause on prefill: probing decode alone would miss it."""
+    lab.reset()
+    lab.inject("prefill", "prefill-saturated")
+    time.sleep(6)
+    out = _ask(lab, "decode is stuck", monkeypatch)
+    found = [f["incident"] for f in out["findings"]]
+    assert found[:1] == ["prefill-queue-saturation"], found
+    assert "decode-wedged" not in found and "kv-transfer-failure" not in found, found
+    assert "prefill" in out["findings"][0]["roles"]
+    saved = read_bundle(lab.settings.data_dir / "bundles" / f"{out['bundle']}.json")
+    assert {r.role for r in saved.roles} == {"prefill", "decode", "router"}
 
 
 def test_ask_on_a_healthy_lab_is_healthy(lab: Lab, monkeypatch: pytest.MonkeyPatch):

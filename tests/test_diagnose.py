@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from opsbot.cli import app
-from opsbot.diagnose import default_runbooks, diagnose, interpret
+from opsbot.diagnose import default_runbooks, diagnose, interpret, probe_scope
 from opsbot.diagnose.conditions import Condition, fact_paths
 from tests.scenarios.compose import RoleSpec, bundle, compose, gpu_csv, healthy_roles
 
@@ -238,6 +238,26 @@ def test_interpret(text, roles):
     assert interpret(text) == roles
 
 
+LAB_KINDS = {"prefill": "prefill", "decode": "decode", "router": "router"}
+
+
+@pytest.mark.parametrize("named,kinds,scope", [
+    (["decode"], LAB_KINDS, ["decode", "prefill", "router"]),
+    (["prefill"], LAB_KINDS, ["prefill", "decode", "router"]),
+    (["router"], LAB_KINDS, ["router"]),
+    ([], LAB_KINDS, []),
+    (["decode-2"], {**LAB_KINDS, "decode-2": "decode"}, ["decode-2", "prefill", "router"]),
+    (["decode"], {"prefill": "prefill", "decode": "decode"}, ["decode", "prefill"]),  # no router in this cluster
+])
+def test_probe_scope_brings_the_pd_peer_and_the_router(named, kinds, scope):
+    assert probe_scope(named, kinds) == scope
+
+
+def test_ask_help_says_a_pd_role_brings_its_peer_and_the_router():
+    res = CliRunner().invoke(app, ["ask", "--help"], env={"COLUMNS": "200"})
+    assert "also probes the other PD role and the router" in " ".join(res.output.split())
+
+
 def test_interpret_instance_names():
     assert interpret("decode-b is stuck", ["decode-a", "decode-b"]) == ["decode-b"]
 
@@ -299,3 +319,127 @@ def test_terminal_does_not_call_missing_evidence_healthy():
     console = Console(record=True, width=120)
     console.print(render(_diag(healthy_roles())))
     assert "healthy: no runbook matched" in console.export_text()
+
+
+# --- retraction storms slow decode down; they are not a wedge --------------------------------------
+
+@pytest.mark.parametrize("name", ["retract-storm", "retract-storm-0.5.12"])
+def test_retract_storm_lab_bundle_moves_decode_and_never_fires_decode_wedged(name):
+    from opsbot.bundle import read_bundle
+    from opsbot.diagnose.facts import bundle_facts
+
+    b = read_bundle(Path(__file__).parent / "scenarios" / "lab" / f"{name}.json")
+    decode = bundle_facts(b, default_runbooks().patterns).scopes["decode"]
+    assert decode["delta"]["realtime_tokens_decode"] > 0  # slowed (sglang#26248), not stopped
+    assert decode["rate"]["realtime_tokens_decode"] < 100
+    d = diagnose(b, default_runbooks())
+    assert [f.incident for f in d.findings] == ["kv-cache-exhausted"]
+    # not even fired-and-explained: the flat-counter condition is false
+    assert not any("decode-wedged" in e for f in d.findings for e in f.explains)
+
+
+def test_kv_cache_exhausted_fires_whether_or_not_decode_still_progresses():
+    roles = healthy_roles()
+    d = roles[1]
+    d.gauges.update(token_usage=0.99, num_running_reqs=2, num_queue_reqs=46)
+    d.counters["num_retracted_requests"] = (100, 9)
+    for moved in (80, 0):
+        d.counters["realtime_tokens{mode=decode}"] = (5_000_000, moved)
+        assert [f.incident for f in _diag(roles).findings][:1] == ["kv-cache-exhausted"], moved
+
+
+# --- log facts count the current run; logs_window keeps the history -------------------------------
+
+def _stale_decode(active: str = "active", sub: str = "running") -> list[RoleSpec]:
+    """Decode logged CUDA OOM and a transfer error, then was restarted after them (T0-50 s)."""
+    from datetime import timedelta
+
+    from tests.scenarios.compose import T0
+
+    roles = healthy_roles()
+    d = roles[1]
+    d.active, d.sub, d.restarts = active, sub, 1
+    d.logs = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+              "Decode transfer failed for request rank=0 decode_req.req.rid='x' decode_req.req.bootstrap_room=7 with "
+              "exception KVTransferError(bootstrap_room=7): Failed to get kvcache from prefill instance, it might be dead",
+              *d.logs]  # stamped T0-60 s, T0-59 s, T0-58 s
+    d.started = T0 - timedelta(seconds=50)
+    return roles
+
+
+def _decode_facts(roles: list[RoleSpec]) -> dict:
+    from opsbot.diagnose.facts import bundle_facts
+
+    return bundle_facts(bundle(roles), default_runbooks().patterns).scopes["decode"]
+
+
+def test_log_lines_before_the_current_run_are_history_not_logs():
+    f = _decode_facts(_stale_decode())
+    assert f["logs"]["cuda_oom"] == 0 and f["logs"]["kv_transfer_error"] == 0
+    assert f["logs_window"]["cuda_oom"] == 1 and f["logs_window"]["kv_transfer_error"] == 1
+    found = [x.incident for x in _diag(_stale_decode()).findings]
+    assert "cuda-oom" not in found and "kv-transfer-failure" not in found, found
+
+
+def test_log_lines_after_the_current_run_started_count():
+    from datetime import timedelta
+
+    from tests.scenarios.compose import T0
+
+    roles = _stale_decode()
+    roles[1].started = T0 - timedelta(minutes=5)  # the errors happened in this run
+    f = _decode_facts(roles)
+    assert f["logs"]["cuda_oom"] == 1 and f["logs"]["kv_transfer_error"] == 1
+    assert "cuda-oom" in [x.incident for x in _diag(roles).findings]
+
+
+def test_a_unit_that_is_not_active_counts_the_whole_window():
+    f = _decode_facts(_stale_decode("activating", "auto-restart"))
+    assert f["logs"]["cuda_oom"] == f["logs_window"]["cuda_oom"] == 1
+    assert [x.incident for x in _diag(_stale_decode("activating", "auto-restart")).findings][:1] == ["cuda-oom"]
+
+
+def test_a_death_before_a_restart_that_has_not_recovered_is_still_reported():
+    roles = _stale_decode()
+    roles[1].counters["realtime_tokens{mode=decode}"] = (1000, 0)  # the new run makes no progress either
+    assert "cuda-oom" in [x.incident for x in _diag(roles).findings]
+
+
+# --- the router: /health is liveness only; worker health comes from smg_worker_health ----------------
+
+def test_router_without_healthy_workers_fires_although_its_health_says_ok():
+    roles = healthy_roles()
+    roles[2].gauges["smg_worker_health"] = 0  # /readiness would be 503; /health stays 200 "OK" (§6.2)
+    roles[2].health = 200
+    assert [f.incident for f in _diag(roles).findings] == ["router-no-healthy-workers"]
+
+
+def test_router_health_503_alone_is_not_a_router_incident():
+    roles = healthy_roles()
+    roles[2].health = 503  # e.g. /readiness flapping while smg_worker_health says the workers are fine
+    assert [f.incident for f in _diag(roles).findings] == []
+
+
+def test_router_worker_health_lines_fire_at_warn_level():
+    roles = healthy_roles()
+    roles[2].logs = ["2026-11-29 09:59:59  WARN sglang_router_rs::routers::http::pd_router: No healthy worker pair "
+                     "available: prefill=0 decode=1"]
+    assert [f.incident for f in _diag(roles).findings] == ["router-no-healthy-workers"]
+
+def test_log_prefilter_matches_where_any_pattern_does():
+    """The one-regex prefilter of log lines skips only lines no pattern matches (every corpus line)."""
+    from opsbot.bundle import parse_bundle
+    from opsbot.diagnose.facts import _any_pattern
+    from opsbot.parse.logs import parse_log_lines
+
+    rs = default_runbooks()
+    anything = _any_pattern(tuple(rs.patterns))
+    assert anything is not None
+    hits = 0
+    for path in sorted((Path(__file__).parent / "scenarios").glob("*/*.json")):
+        for role in parse_bundle(path.read_text(encoding="utf-8")).roles:
+            for entry in parse_log_lines(role.logs.raw or ""):
+                some = any(p.regex.search(entry.message) for p in rs.patterns)
+                assert (anything.search(entry.message) is not None) == some, entry.message
+                hits += some
+    assert hits > 0

@@ -21,9 +21,9 @@ from opsbot.lab.emulator.launch_server import crash_text
 from opsbot.lab.emulator.scheduler import Scheduler
 from opsbot.lab.layout import inventory_data, plan_lab, unit_text
 from opsbot.settings import Settings
+from tests.realparts import shared_file
 
-FIXTURE = Path("/work/shared/fixtures/gpu/nvidia-smi-query.csv")
-REFERENCE = Path("/work/shared/reference/sglang.md")
+FIXTURE = Path(__file__).parent / "fixtures/gpu/nvidia-smi-query.csv"
 
 
 # ---- flags ---------------------------------------------------------------------------------------
@@ -61,7 +61,7 @@ def test_router_flags_pd_prefill_with_and_without_bootstrap_port() -> None:
 
 
 def test_every_flag_the_lab_passes_is_in_the_sglang_reference() -> None:
-    text = REFERENCE.read_text()
+    text = shared_file("reference/sglang.md").read_text()
     for role in plan_lab(Settings(), 2).roles:
         for flag in (a for a in role.argv if a.startswith("--")):
             snake = flag[2:].replace("-", "_")  # RouterArgs fields are listed by their snake-case names
@@ -202,6 +202,25 @@ def test_retract_storm_counts_retractions_with_the_real_log_line(tmp_path, capsy
     assert s.reg.get("sglang:token_usage") >= 0.99
     assert re.search(r"KV cache pool is full\. Retract requests\. #retracted_reqs: \d+, #new_tokens_gained: \d+, "
                      r"#new_token_ratio: \d\.\d{4} -> \d\.\d{4}", capsys.readouterr().out)
+
+
+def test_retract_storm_slows_decode_down_but_never_stops_it(tmp_path, capsys) -> None:
+    """sglang#26248: a retraction storm takes decode from ~429 to 20-38 tokens/s; it is not a wedge."""
+    s = _sched(tmp_path, "decode")
+    _run(s, 3.0)  # healthy first: the storm must also slow down the requests already running
+    write_control(s.control_file, Control("retract-storm"))
+    _run(s, 3.0)
+    capsys.readouterr()
+    windows = []
+    for _ in range(10):  # every probe-length window (3 s, Settings.metrics_window_s) sees the counter move
+        before = _tokens(s, "decode")
+        _run(s, 3.0)
+        windows.append(_tokens(s, "decode") - before)
+    assert all(w > 0 for w in windows), windows
+    assert 15 <= sum(windows) / 30.0 <= 45, sum(windows) / 30.0
+    assert s.reg.get("sglang:num_running_reqs") > 0 and s.reg.get("sglang:num_queue_reqs") > 0
+    throughputs = [float(t) for t in re.findall(r"gen throughput \(token/s\): ([\d.]+)", capsys.readouterr().out)]
+    assert throughputs and all(15 <= t <= 45 for t in throughputs), throughputs
 
 
 @pytest.mark.parametrize("state,pattern,counter", [
@@ -380,3 +399,45 @@ def test_inject_refuses_bad_roles_and_states_before_touching_a_node(tmp_path, mo
     assert result.exit_code == 1
     assert message in " ".join(result.output.split())
     assert not (tmp_path / "lab").exists() or not list((tmp_path / "lab").rglob("*.json"))
+
+
+# ---- the router ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("state", ["healthy", "no-healthy-workers", "prefill-saturated", "wedged"])
+def test_router_health_and_liveness_are_process_liveness_only(tmp_path, state) -> None:
+    """sglang.md §6.2: /health and /liveness answer 200 "OK" whatever the workers; /readiness carries them."""
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from opsbot.lab.emulator.launch_router import Router, api_handler
+    from opsbot.lab.emulator.launch_server import QuietHTTPServer
+
+    control_file = tmp_path / "router.json"
+    write_control(control_file, Control(state))
+    # workers nobody listens on: every health check fails, as when prefill is saturated or dead
+    args = parse_router(["--pd-disaggregation", "--prefill", "http://127.0.0.1:9", "--decode", "http://127.0.0.1:9",
+                         "--health-check-timeout-secs", "1", "--health-failure-threshold", "1"])
+    router = Router(args, str(control_file))
+    for _ in range(3):
+        router.check_once()
+    httpd = QuietHTTPServer(("127.0.0.1", 0), api_handler(router))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(base + path, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    try:
+        assert get("/health") == (200, "OK")
+        assert get("/liveness") == (200, "OK")
+        code, body = get("/readiness")
+        assert code == 503 and "insufficient healthy workers" in body
+        health = [ln for ln in router.reg.render().splitlines() if ln.startswith("smg_worker_health{")]
+        assert health and all(ln.endswith(" 0") or ln.endswith(" 0.0") for ln in health), health
+    finally:
+        httpd.shutdown()

@@ -215,6 +215,9 @@ def test_prefill_saturation_cascades_to_decode_aborts(healthy: Lab) -> None:
         15, "the decode abort cascade")
     assert "KVTransferError(bootstrap_room=" in log
     assert value(samples(lab, "decode"), "sglang:num_transfer_failed_reqs_total") > 0
+    # the router's /health and /liveness are process liveness only, whatever its workers do (§6.2)
+    assert get(lab.url("router", "/health")) == (200, "OK")
+    assert get(lab.url("router", "/liveness")) == (200, "OK")
 
 
 def test_stopped_sshd_refuses_and_comes_back(healthy: Lab) -> None:

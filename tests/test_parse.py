@@ -13,7 +13,7 @@ from opsbot.parse import ParseError
 from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.kernel import parse_xid
 from opsbot.parse.logs import LOG_FILTER, classify, count_kinds, parse_log_lines
-from opsbot.parse.metrics import parse_samples
+from opsbot.parse.metrics import covers, family_blocks, parse_samples, plain_family
 from opsbot.parse.unit import parse_unit
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -171,6 +171,84 @@ def test_metrics_never_crash_on_near_valid_bodies(bodies):
     parse_samples(_samples(*bodies))
 
 
+# --- metrics: parsing only the families wanted -----------------------------------------------
+
+def test_covers_maps_facts_to_their_family():
+    wanted = frozenset({"realtime_tokens_decode", "num_queue_reqs", "kv_transfer_latency_ms_count"})
+    assert covers(wanted, "sglang:realtime_tokens_total") and covers(wanted, "sglang_num_queue_reqs")
+    assert covers(wanted, "sglang:kv_transfer_latency_ms") and covers(wanted, "sglang:realtime_tokens")
+    assert not covers(wanted, "sglang:num_running_reqs") and not covers(wanted, "sglang:realtime_tok")
+    assert covers(wanted, "sglang:realtime")  # a label value "tokens_decode" would make realtime_tokens_decode
+
+
+def test_wanted_families_only_give_the_same_wanted_facts():
+    wanted = frozenset({"num_running_reqs", "realtime_tokens_decode"})
+    full = parse_samples(_samples(_body(1000, 4), _body(1400, 5)))
+    cut = parse_samples(_samples(_body(1000, 4), _body(1400, 5)), wanted)
+    assert cut.gauges["num_running_reqs"] == full.gauges["num_running_reqs"] == 7
+    assert cut.deltas["realtime_tokens_decode"] == full.deltas["realtime_tokens_decode"] == 400
+    assert "token_usage" not in cut.gauges and "generation_tokens" not in cut.deltas  # not parsed
+    assert cut.window_s == full.window_s and cut.problems == full.problems == []
+
+
+def test_unusual_text_is_parsed_whole():
+    assert family_blocks("# TYPE a gauge\na 1\n  # TYPE b gauge\nb 2\n") is None  # a line the parser strips
+    assert family_blocks("# TYPE a gauge\na 1\n#  TYPE b gauge\nb 2\n") is None  # HELP/TYPE spelled oddly
+    assert family_blocks("a 1\n") is None
+    blocks = family_blocks("x 0\n# HELP a doc\n# TYPE a gauge\na 1\n# TYPE b gauge\nb 2\n")
+    assert [n for n, _ in blocks] == ["", "a", "b"]
+    assert plain_family("# TYPE b gauge\nb{x=\"1\"} 2\n")
+    assert not plain_family('# TYPE b gauge\nb{x="1",x="2"} 2\n')  # prometheus_client refuses duplicates
+    assert not plain_family("# TYPE b gauge\nb 2\nsglang:num_queue_reqs 5\n")  # another family inside
+    assert not plain_family("# TYPE b gauge\nb{x=1} 2\n")
+
+
+def test_a_broken_unwanted_family_still_breaks_the_sample():
+    """An unread family the parser refuses makes the sample unreadable, as in a full parse."""
+    bad = _body(1000, 4) + '# TYPE junk gauge\njunk{a="1",a="2"} 1\n'
+    wanted = frozenset({"num_running_reqs"})
+    full, cut = parse_samples(_samples(bad, _body(1400, 5))), parse_samples(_samples(bad, _body(1400, 5)), wanted)
+    assert cut.problems == full.problems and any("not Prometheus text" in p for p in cut.problems)
+    assert cut.gauges["num_running_reqs"] == full.gauges["num_running_reqs"]
+
+
+_FAMILY_NAMES = ["num_running_reqs", "num_queue_reqs", "token_usage", "realtime_tokens", "num_aborted_requests", "ttft"]
+_family = st.builds(
+    lambda prefix, name, kind, labels, values, help_line, extra: "".join(
+        [f"# HELP {prefix}{name} doc\n" if help_line else ""]
+        + [f"# TYPE {prefix}{name}{'_total' if kind == 'counter' else ''} {kind}\n"]
+        + [
+            f"{prefix}{name}{suffix}{{{lb}}} {v}\n"
+            for lb, v in zip(labels, values)
+            for suffix in ({"counter": ["_total"], "gauge": [""], "histogram": ["_count", "_sum", "_bucket"]}[kind])
+        ]
+        + [extra]
+    ),
+    st.sampled_from(["sglang:", "sglang_", ""]),
+    st.sampled_from(_FAMILY_NAMES),
+    st.sampled_from(["gauge", "counter", "histogram"]),
+    st.lists(st.sampled_from(['tp_rank="0"', 'tp_rank="1"', 'mode="decode",tp_rank="0"', 'dp_rank="1"', 'le="+Inf"', ""]), max_size=3),
+    st.lists(st.sampled_from(["0", "1.5", "7", "NaN", "+Inf", "1e3", "12 1700000000000"]), min_size=3, max_size=3),
+    st.booleans(),
+    st.sampled_from(["", "", "", "\n", "stray 1\n", 'dup{a="1",a="2"} 1\n', "  # TYPE ttft gauge\n", "bad line\n", "# EOF\n"]),
+)
+
+
+@given(
+    st.lists(st.lists(_family, max_size=6).map("".join), min_size=1, max_size=3),
+    st.frozensets(st.sampled_from(["num_running_reqs", "realtime_tokens_decode", "num_aborted_requests", "ttft_count", "token_usage"])),
+)
+@settings(max_examples=300)
+def test_metrics_wanted_facts_equal_a_full_parse(bodies, wanted):
+    """For any text, the facts in ``wanted`` (and problems, window) are those a full parse gives."""
+    full, cut = parse_samples(_samples(*bodies)), parse_samples(_samples(*bodies), wanted)
+    assert (cut.problems, cut.window_s) == (full.problems, full.window_s)
+    for got, want in ((cut.gauges, full.gauges), (cut.deltas, full.deltas), (cut.rates, full.rates)):
+        for name in wanted:
+            assert repr(got.get(name)) == repr(want.get(name)), name
+    assert bool(cut.gauges or cut.deltas) == bool(full.gauges or full.deltas)
+
+
 # --- gpu --------------------------------------------------------------------------------------
 
 def test_gpu_real_h200_fixture_with_header_and_units():
@@ -233,6 +311,9 @@ def test_logs_journald_and_bare_lines():
         ("Scheduler hit an exception: Traceback (most recent call last):", "crash"),
         ("Prefill batch, #new-seq: 1, #new-token: 5", "batch"),
         ("GET /health HTTP/1.1 200", None),
+        ("2026-11-29 10:00:01  WARN sglang_router_rs::routers::http::pd_router: No healthy worker pair available: "
+         "prefill=0 decode=1", "router-workers"),
+        ("2026-11-29 10:00:01  INFO sglang_router_rs::server: readiness: insufficient healthy workers", "router-workers"),
     ],
 )
 def test_logs_classify(message, kind):
@@ -244,6 +325,9 @@ def test_log_filter_selects_what_classify_names():
 
     assert re.search(LOG_FILTER, "Decode batch, #running-req: 1")
     assert not re.search(LOG_FILTER, "GET /health HTTP/1.1 200")
+    # router worker-health lines are kept whatever their level (not only when they say ERROR)
+    assert re.search(LOG_FILTER, "WARN sglang_router_rs::routers::http::pd_router: No healthy worker pair available")
+    assert re.search(LOG_FILTER, "INFO readiness: insufficient healthy workers")
 
 
 def test_count_kinds_skips_heartbeat_lines():

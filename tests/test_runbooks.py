@@ -15,13 +15,10 @@ from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
 from opsbot.diagnose.lint import lint
 from opsbot.parse.logs import LOG_FILTER
 from opsbot.yamlsource import read_yaml
+from tests.realparts import shared_file
 from tests.scenarios.compose import bundle, healthy_roles
 
 REPO_RUNBOOKS = Path(__file__).resolve().parents[1] / "runbooks"
-ROOT = Path(__file__).resolve().parents[1]
-# ../shared/spec/incidents.md from the main checkout, or from a worktree one level deeper
-SPEC = next((p for p in (ROOT.parent / "shared/spec/incidents.md", ROOT.parent.parent / "shared/spec/incidents.md") if p.exists()),
-            ROOT.parent / "shared/spec/incidents.md")
 
 
 @pytest.fixture
@@ -124,9 +121,8 @@ def test_pattern_examples_survive_the_probes_journal_filter():
 
 
 def test_incident_ids_match_the_spec():
-    if not SPEC.exists():
-        pytest.skip(f"{SPEC} is not here (it lives outside the repository)")
-    ids = set(re.findall(r"^\| `([a-z0-9-]+)` \|", SPEC.read_text(), re.M))
+    spec = shared_file("spec/incidents.md")
+    ids = set(re.findall(r"^\| `([a-z0-9-]+)` \|", spec.read_text(), re.M))
     assert ids == INCIDENT_IDS
 
 
@@ -143,3 +139,26 @@ def test_broken_template_names_its_evidence_line(books: Path):
     (p,) = [p for p in load_runbooks(books).problems if p.file == str(path)]
     line = next(i for i, l in enumerate(text.splitlines(), 1) if l.startswith('  - "out-of-memory lines'))
     assert p.where == "evidence.0" and p.line == line and p.message.startswith("template:")
+
+
+def test_metric_facts_are_read_from_conditions_and_templates():
+    from opsbot.diagnose import default_runbooks
+    from opsbot.diagnose.runbook import template_paths
+
+    wanted = default_runbooks().metric_facts
+    assert {"num_queue_reqs", "realtime_tokens_prefill_compute"} <= wanted["prefill"]  # conditions
+    assert "num_prefill_bootstrap_queue_reqs" in wanted["prefill"]  # only in an evidence template
+    assert "smg_worker_health" in wanted["router"] and "smg_worker_health" not in wanted["decode"]
+    assert "num_queue_reqs" in wanted["decode"]  # its own runbooks, and roles.prefill.metrics.num_queue_reqs too
+    assert template_paths("{{ roles.prefill.metrics.num_queue_reqs }} {{ 'x' if 'metrics' in failed }} {{ m['a'] }}") == {
+        "roles.prefill.metrics.num_queue_reqs", "failed", "m.a",
+    }
+
+
+def test_a_runbook_reading_a_whole_metric_group_parses_every_family(books: Path):
+    path = books / "decode-wedged.yaml"
+    path.write_text(path.read_text().replace('  - "tokens decoded', '  - "all: {{ roles.prefill.delta }}"\n  - "tokens decoded', 1))
+    rs = load_runbooks(books)
+    assert not rs.problems and rs.metric_facts["prefill"] is None and rs.metric_facts["decode"] is not None
+    b = _wedged_bundle()
+    assert [f.incident for f in diagnose(b, rs).findings] == ["decode-wedged"]

@@ -82,3 +82,28 @@ def test_bundle_replays(path: Path):
     """Each file is a valid version-1 bundle that diagnoses without problems."""
     d = diagnose(parse_bundle(path.read_text(encoding="utf-8"), str(path)), default_runbooks())
     assert not [p for p in d.problems if "runbooks/" in p], d.problems
+
+
+def _read_facts(scope: dict, wanted: frozenset[str]) -> dict:
+    """What runbooks can read of a role's facts: every group but metrics, and the wanted metric facts."""
+    out = {k: v for k, v in scope.items() if k not in ("metrics", "delta", "rate", "roles")}
+    for group in ("metrics", "delta", "rate"):
+        out.update({f"{group}.{name}": scope[group].get(name, "absent") for name in wanted})
+    return out
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_runbook_families_give_the_same_facts_as_a_full_parse(path: Path):
+    """Parsing only the families the runbooks read changes no fact they read, nor the diagnosis."""
+    from opsbot.diagnose.evaluate import evaluate
+    from opsbot.diagnose.facts import bundle_facts
+
+    rs = default_runbooks()
+    assert all(rs.metric_facts.values())  # runbooks name their metric facts, so diagnose parses less
+    b = parse_bundle(path.read_text(encoding="utf-8"), str(path))
+    full, cut = bundle_facts(b, rs.patterns), bundle_facts(b, rs.patterns, rs.metric_facts)
+    assert cut.problems == full.problems and cut.kinds == full.kinds
+    for key in full.scopes:
+        wanted = rs.metric_facts[cut.kinds[key]]
+        assert _read_facts(cut.scopes[key], wanted) == _read_facts(full.scopes[key], wanted)
+    assert evaluate(cut, rs, b.id).model_dump() == evaluate(full, rs, b.id).model_dump()

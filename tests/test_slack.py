@@ -66,7 +66,8 @@ async def test_decode_is_stuck_acks_first_then_posts_the_finding_with_buttons(se
         assert approve["text"]["text"] == "Restart decode" and approve["confirm"] and dismiss["value"] == approve["value"]
         action = runtime.store.action(approve["value"])
         assert action.state == "planned" and action.role == "decode" and action.requested_by == "slack:U0ALICE"
-        assert inner.calls[0]["roles"] == ["decode"] and inner.calls[0]["trigger"].kind == "slack"
+        assert inner.calls[0]["roles"] == ["decode", "prefill", "router"]  # the same scope as `opsbot ask`
+        assert inner.calls[0]["trigger"].kind == "slack"
 
 
 async def test_allowed_click_approves_and_updates_message_with_outcome(settings, slack):

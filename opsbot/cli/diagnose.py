@@ -12,7 +12,7 @@ from rich.console import Console
 from opsbot.bundle import BundleError, Trigger, read_bundle
 from opsbot.cli.probe import load_or_exit, run_with_progress, save_bundle
 from opsbot.collect.probe import scope
-from opsbot.diagnose import Diagnosis, diagnose, interpret, load_runbooks
+from opsbot.diagnose import Diagnosis, diagnose, load_runbooks, roles_for_words
 from opsbot.diagnose.evaluate import RUNBOOKS_DIR
 from opsbot.diagnose.lint import lint
 from opsbot.diagnose.terminal import render
@@ -54,12 +54,17 @@ def ask(
     save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
     runbooks: Path = RUNBOOKS_OPT,
 ) -> None:
-    """Probe the roles your words name (all when none), diagnose, and say what to do."""
+    """Probe the roles your words name (all when none), diagnose, and say what to do.
+
+    Naming prefill or decode also probes the other PD role and the router: "decode is stuck"
+    probes decode, prefill and router, so a saturated prefill or a router without workers behind
+    a stuck decode is found. Naming only the router probes only the router.
+    """
     s = get_settings()
     inv = load_or_exit(inventory or s.inventory_path())
     try:
         _name, c = inv.cluster(cluster or s.cluster)
-        roles = interpret(text, [r.key for r in c.roles]) or None
+        roles = roles_for_words(text, c)
         scope(inv, cluster or s.cluster, roles)
     except (UnknownRole, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)

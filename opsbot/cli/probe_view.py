@@ -2,70 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from rich.table import Table
 
-from opsbot.bundle import Bundle, RoleEvidence
+from opsbot.bundle import Bundle
 from opsbot.parse import ParseError
+from opsbot.parse.figures import AXES, RoleFigures, role_figures
 from opsbot.parse.gpu import parse_gpu_csv
-from opsbot.parse.logs import count_kinds, parse_log_lines
-from opsbot.parse.metrics import parse_samples
-from opsbot.parse.unit import parse_unit
-
-AXES = ("systemd", "metrics", "health", "logs")
-# The counter that moves while a role does its work (reference/sglang.md: realtime tokens).
-PROGRESS_COUNTER = {"decode": "realtime_tokens_decode", "prefill": "realtime_tokens_prefill_compute"}
-
-
-@dataclass
-class RoleSummary:
-    key: str
-    role: str
-    node: str
-    state: str = "?"
-    restarts: int | None = None
-    running: float | None = None
-    queued: float | None = None
-    token_usage: float | None = None
-    throughput: str = "-"
-    health: str = "-"
-    errors: dict[str, int] = field(default_factory=dict)
-    failed: list[str] = field(default_factory=list)
-
-
-def summarize_role(r: RoleEvidence) -> RoleSummary:
-    s = RoleSummary(r.key, r.role, r.node)
-    for axis in AXES:
-        ev = getattr(r, axis)
-        if not ev.ok:
-            s.failed.append(f"{axis}: {ev.error}")
-    if r.systemd.ok:
-        try:
-            u = parse_unit(r.systemd.raw)
-            s.state = f"{u.active_state}/{u.sub_state}" if u.exists else "unit not found"
-            s.restarts = u.n_restarts
-        except ParseError as exc:
-            s.failed.append(f"systemd: {exc}")
-    if r.metrics.samples:
-        m = parse_samples(r.metrics.samples)
-        s.running = m.gauges.get("num_running_reqs")
-        s.queued = m.gauges.get("num_queue_reqs")
-        s.token_usage = m.gauges.get("token_usage")
-        counter = PROGRESS_COUNTER.get(r.role)
-        if counter and counter in m.rates:
-            s.throughput = f"{m.rates[counter]:.1f} tok/s (+{m.deltas[counter]:g} in {m.window_s:.1f} s)"
-        elif r.role == "router" and "smg_router_requests" in m.rates:
-            s.throughput = f"{m.rates['smg_router_requests']:.1f} req/s"
-        s.failed.extend(f"metrics: {p}" for p in m.problems if "only one" not in p)
-    if r.health.ok:
-        s.health = str(r.health.status)
-    s.errors = count_kinds(parse_log_lines(r.logs.raw))
-    return s
 
 
 def _num(v: float | int | None, fmt: str = "{:g}") -> str:
     return "-" if v is None else fmt.format(v)
+
+
+def _throughput(s: RoleFigures) -> str:
+    if s.tokens_per_s is not None:
+        return f"{s.tokens_per_s:.1f} tok/s (+{s.tokens_delta or 0:g} in {s.window_s or 0:.1f} s)"
+    return f"{s.requests_per_s:.1f} req/s" if s.requests_per_s is not None else "-"
 
 
 def _state_style(state: str) -> str:
@@ -80,12 +32,13 @@ def roles_table(bundle: Bundle) -> Table:
                 "error lines", "failed axes"):
         t.add_column(col, overflow="fold")
     for r in bundle.roles:
-        s = summarize_role(r)
+        s = role_figures(bundle, r)
         errors = ", ".join(f"{k}×{v}" for k, v in sorted(s.errors.items(), key=lambda kv: -kv[1])) or "-"
+        failed = s.failed_axes + s.problems
         t.add_row(
-            s.key, s.node, f"[{_state_style(s.state)}]{s.state}[/]", _num(s.restarts), _num(s.running),
-            _num(s.queued), _num(s.token_usage, "{:.0%}"), s.throughput, s.health, errors,
-            "[red]" + "; ".join(x.split(":")[0] for x in s.failed) + "[/]" if s.failed else "-",
+            s.role, s.node, f"[{_state_style(s.state)}]{s.state}[/]", _num(s.restarts), _num(s.running_reqs),
+            _num(s.queued_reqs), _num(s.token_usage, "{:.0%}"), _throughput(s), s.health, errors,
+            "[red]" + "; ".join(x.split(":")[0] for x in failed) + "[/]" if failed else "-",
         )
     return t
 

@@ -9,7 +9,10 @@ default: conditions that need it come out unknown. runbooks/README.md documents 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
@@ -29,7 +32,7 @@ HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
 GPU_FACTS = frozenset(
     "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes".split()
 )
-ROLE_ROOTS = frozenset("unit metrics delta rate health logs gpu failed role name node".split())
+ROLE_ROOTS = frozenset("unit metrics delta rate health logs logs_window gpu failed role name node".split())
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s"}
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
@@ -87,6 +90,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "health": HEALTH_FACTS,
         "gpu": GPU_FACTS,
         "logs": pattern_names,
+        "logs_window": pattern_names,
         "metrics": GAUGES,
     }.get(root)
     if known is not None:
@@ -111,17 +115,50 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def _unit(ev: RoleEvidence, failed: list[str], problems: list[str]) -> dict[str, Any]:
+def _unit(ev: RoleEvidence, failed: list[str], problems: list[str]) -> tuple[dict[str, Any], datetime | None]:
+    """The ``unit.*`` facts and, when the unit is active, when its current run started."""
     if not ev.systemd.ok:
         failed.append("systemd")
-        return {}
+        return {}, None
     try:
         u = parse_unit(ev.systemd.raw)
     except ValueError as exc:
         failed.append("systemd")
         problems.append(f"{ev.key}: systemd: {exc}")
-        return {}
-    return _clean({k: getattr(u, k, None) for k in UNIT_FACTS})
+        return {}, None
+    started = None
+    if u.active_state == "active":
+        started = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
+    return _clean({k: getattr(u, k, None) for k in UNIT_FACTS}), started
+
+
+_SYSTEMD_TIME = re.compile(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? (UTC|GMT|Z|[+-]\d{2}:?\d{2})$")
+
+
+def _systemd_time(text: str | None) -> datetime | None:
+    """``Mon 2026-11-30 15:28:30 UTC`` → an aware datetime; a zone named otherwise (CET) is not guessed."""
+    m = _SYSTEMD_TIME.search(text or "")
+    if not m:
+        return None
+    zone = m[2]
+    if zone in ("UTC", "GMT", "Z"):
+        tz = timezone.utc
+    else:
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        tz = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+    return datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").replace(tzinfo=tz)
+
+
+def _line_time(ts: str | None) -> datetime | None:
+    """A journald ``short-iso`` stamp (``2026-11-30T15:28:24+0000``); a bare SGLang stamp has no zone: None."""
+    if not ts:
+        return None
+    try:
+        at = datetime.fromisoformat(ts.replace(",", "."))
+    except ValueError:
+        return None
+    return at if at.tzinfo else None
 
 
 _UNREAD = re.compile(r"^(?:# HELP [^\n]*|[^#\n][^\n{ ]*_bucket[{ ][^\n]*)\n?", re.M)
@@ -132,12 +169,14 @@ def _unread_dropped(samples: list[MetricSample]) -> list[MetricSample]:
     return [MetricSample(at=s.at, raw=_UNREAD.sub("", s.raw)) for s in samples]
 
 
-def _metrics(ev: RoleEvidence, failed: list[str], problems: list[str]) -> tuple[dict, dict, dict, float | None]:
+def _metrics(
+    ev: RoleEvidence, failed: list[str], problems: list[str], wanted: frozenset[str] | None
+) -> tuple[dict, dict, dict, float | None]:
     if not ev.metrics.ok or not ev.metrics.samples:
         failed.append("metrics")
         return {}, {}, {}, None
     try:
-        m = parse_samples(_unread_dropped(ev.metrics.samples))
+        m = parse_samples(_unread_dropped(ev.metrics.samples), wanted)
     except ValueError as exc:
         failed.append("metrics")
         problems.append(f"{ev.key}: metrics: {exc}")
@@ -158,17 +197,42 @@ def _health(ev: RoleEvidence, failed: list[str]) -> dict[str, Any]:
     return _clean({"answered": h.status is not None, "status": h.status, "elapsed_ms": h.elapsed_ms, "timed_out": False})
 
 
-def _logs(ev: RoleEvidence, patterns: list[Pattern], failed: list[str]) -> dict[str, Any]:
+_NOT_ALTERNABLE = re.compile(r"\\[1-9]|\(\?P=|\(\?[aiLmsux]")
+
+
+@lru_cache(maxsize=8)
+def _any_pattern(patterns: tuple[Pattern, ...]) -> re.Pattern[str] | None:
+    """One regex that matches where any pattern does (most lines match none), or None if unsafe."""
+    if any(_NOT_ALTERNABLE.search(p.regex.pattern) or p.regex.flags != re.UNICODE for p in patterns):
+        return None  # a backreference or inline flag would change meaning inside an alternation
+    try:
+        return re.compile("|".join(f"(?:{p.regex.pattern})" for p in patterns))
+    except re.error:
+        return None
+
+
+def _logs(
+    ev: RoleEvidence, patterns: list[Pattern], started: datetime | None, failed: list[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Pattern counts since the unit's current run started (``logs``) and over the whole journal window
+    (``logs_window``). Without a known start (unit not active, timestamp unreadable) both are the window;
+    a line whose time is unknown counts in both."""
     if not ev.logs.ok:
         failed.append("logs")
-        return {}
-    counts = dict.fromkeys((p.name for p in patterns), 0)
+        return {}, {}
+    window = dict.fromkeys((p.name for p in patterns), 0)
+    current = dict(window)
+    anything = _any_pattern(tuple(patterns))
     for entry in parse_log_lines(ev.logs.raw):
-        msg = entry.message
+        if anything is not None and anything.search(entry.message) is None:
+            continue
+        at = _line_time(entry.ts) if started else None
+        recent = started is None or at is None or at >= started
         for p in patterns:
-            if p.matches(msg):
-                counts[p.name] += 1
-    return counts
+            if p.matches(entry.message):
+                window[p.name] += 1
+                current[p.name] += int(recent)
+    return current, window
 
 
 _GPU_LOST = ("Unable to determine the device handle", "GPU is lost", "No devices were found", "Unknown Error")
@@ -213,20 +277,29 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
     return out
 
 
-def role_facts(bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str]) -> dict[str, Any]:
-    """The facts of one role instance, without the cross-role ``roles`` map."""
+def role_facts(
+    bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str], metrics: frozenset[str] | None = None
+) -> dict[str, Any]:
+    """The facts of one role instance, without the cross-role ``roles`` map.
+
+    ``metrics`` names the metric facts wanted (``RunbookSet.metric_facts``): only the families
+    they come from are parsed, and other metric facts may be absent. None parses everything.
+    """
     failed: list[str] = []
-    gauges, deltas, rates, window = _metrics(ev, failed, problems)
+    gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
+    unit, started = _unit(ev, failed, problems)
+    logs, logs_window = _logs(ev, patterns, started, failed)
     facts: dict[str, Any] = {
         "role": ev.role,
         "name": ev.key,
         "node": ev.node,
-        "unit": _unit(ev, failed, problems),
+        "unit": unit,
         "metrics": gauges,
         "delta": deltas,
         "rate": rates,
         "health": _health(ev, failed),
-        "logs": _logs(ev, patterns, failed),
+        "logs": logs,
+        "logs_window": logs_window,
         "gpu": _gpu(bundle.node(ev.node), ev.gpus, failed, problems),
     }
     facts["failed"] = failed
@@ -235,10 +308,17 @@ def role_facts(bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], proble
     return facts
 
 
-def bundle_facts(bundle: Bundle, patterns: list[Pattern]) -> BundleFacts:
-    """Fact maps for every role in the bundle, each with ``roles`` pointing at the others."""
+def bundle_facts(
+    bundle: Bundle, patterns: list[Pattern], metrics: Mapping[str, frozenset[str] | None] | None = None
+) -> BundleFacts:
+    """Fact maps for every role in the bundle, each with ``roles`` pointing at the others.
+
+    ``metrics``: per role kind, the metric facts wanted (``RunbookSet.metric_facts``); a kind
+    it does not name, or no mapping, gets every family parsed.
+    """
     out = BundleFacts()
-    own = {ev.key: role_facts(bundle, ev, patterns, out.problems) for ev in bundle.roles}
+    wanted = metrics or {}
+    own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role)) for ev in bundle.roles}
     peers: dict[str, dict[str, Any]] = {}
     for ev in bundle.roles:
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind

@@ -1,8 +1,11 @@
-"""``interpret``: which roles an operator's words are about ("decode is stuck" → decode)."""
+"""``interpret``: which roles an operator's words are about ("decode is stuck" → decode), and
+``probe_scope``: which roles to probe for them (a PD role brings its peer and the router)."""
 
 from __future__ import annotations
 
 import re
+
+from opsbot.inventory import Cluster
 
 # Words people use for each role; a role's own instance names are matched too.
 ROLE_WORDS: dict[str, tuple[str, ...]] = {
@@ -25,3 +28,28 @@ def interpret(text: str, names: list[str] | None = None) -> list[str]:
         if any(re.search(rf"(?<![\w-]){re.escape(cue)}(?![\w-])", words) for cue in cues):
             found.append(role)
     return found
+
+
+# A PD role is never alone: "decode is stuck" is often a saturated prefill or a dead router behind it.
+PD_ROLES = ("prefill", "decode")
+PD_CONTEXT = ("prefill", "decode", "router")
+
+
+def probe_scope(named: list[str], kinds: dict[str, str]) -> list[str]:
+    """The roles to probe for the ones the words named (``kinds``: instance name → role kind).
+
+    When a prefill or decode (kind or instance) is named, the other PD kind and the router are
+    probed too, after the named ones, so the diagnosis can see the cause behind the symptom; a
+    router alone stays alone. [] (nothing named) stays [] = all roles.
+    """
+    named_kinds = {kinds.get(n, n) for n in named}
+    if not named_kinds & set(PD_ROLES):
+        return list(named)
+    present = set(kinds.values())
+    return list(named) + [k for k in PD_CONTEXT if k in present and k not in named_kinds]
+
+
+def roles_for_words(text: str, cluster: Cluster) -> list[str] | None:
+    """What to probe for an operator's words in this cluster; None means every role."""
+    named = interpret(text, [r.key for r in cluster.roles])
+    return probe_scope(named, {r.key: r.role for r in cluster.roles}) or None

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
 import jinja2
 import jinja2.sandbox
+from jinja2 import nodes
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from opsbot.diagnose.conditions import Condition, ConditionError
@@ -23,6 +25,7 @@ from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_ya
 Severity = Literal["critical", "high", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"critical": 0, "high": 1, "warning": 2, "info": 3}
 RoleKind = Literal["prefill", "decode", "router"]
+ROLE_KINDS: tuple[str, ...] = RoleKind.__args__
 
 PATTERNS_FILE = "patterns.yaml"
 
@@ -122,6 +125,33 @@ def _fmt(v: object) -> object:
     return v
 
 
+def template_paths(source: str) -> set[str]:
+    """The dotted names a template reads, e.g. ``roles.decode.logs.abort_req`` (``x["y"]`` too)."""
+    out: set[str] = set()
+
+    def chain(node: nodes.Node) -> list[str] | None:
+        if isinstance(node, nodes.Name):
+            return [node.name]
+        if isinstance(node, nodes.Getattr):
+            head = chain(node.node)
+            return head + [node.attr] if head else None
+        if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+            head = chain(node.node)
+            return head + [node.arg.value] if head else None
+        return None
+
+    def walk(node: nodes.Node) -> None:
+        names = chain(node)
+        if names:
+            out.add(".".join(names))
+            return
+        for child in node.iter_child_nodes():
+            walk(child)
+
+    walk(_TEMPLATES.parse(source))
+    return out
+
+
 @dataclass(frozen=True)
 class Runbook:
     """A runbook whose condition and templates are compiled, ready to evaluate."""
@@ -150,6 +180,36 @@ class RunbookSet:
 
     def ids(self) -> list[str]:
         return [r.id for r in self.runbooks]
+
+    @cached_property
+    def metric_facts(self) -> dict[str, frozenset[str] | None]:
+        """Per role kind, the ``metrics``/``delta``/``rate`` fact names conditions and templates read.
+
+        A runbook reads its own roles' facts, and ``roles.<kind>.…`` those of another kind
+        (``roles.<instance>.…``: of any kind). None for a kind whose whole group is read
+        (``"x" in metrics``, ``{{ roles.decode }}``): then every family has to be parsed.
+        """
+        wanted: dict[str, set[str] | None] = {kind: set() for kind in ROLE_KINDS}
+        for rb in self.runbooks:
+            spec = rb.spec
+            texts = [spec.summary, *spec.evidence, *(r.text for r in spec.remedies)]
+            for path in {*rb.condition.facts, *spec.needs, *(p for t in texts for p in template_paths(t))}:
+                parts, kinds = path.split("."), list(spec.roles)
+                if parts[0] == "roles":
+                    kinds = [parts[1]] if len(parts) > 1 and parts[1] in ROLE_KINDS else list(ROLE_KINDS)
+                    parts = parts[2:]
+                    if not parts:
+                        wanted.update(dict.fromkeys(kinds))
+                        continue
+                if parts[0] not in ("metrics", "delta", "rate"):
+                    continue
+                for kind in kinds:
+                    names = wanted[kind]
+                    if len(parts) < 2:
+                        wanted[kind] = None
+                    elif names is not None:
+                        names.add(parts[1])
+        return {kind: None if names is None else frozenset(names) for kind, names in wanted.items()}
 
 
 def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:

@@ -38,6 +38,8 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
         r"|Main process exited|Failed with result|restart counter is at",
     ),
     ("health", r"Health check failed"),
+    # the router's worker-health strings (reference/sglang.md §6.2), logged at WARN as often as ERROR
+    ("router-workers", r"No healthy worker|no_healthy_worker|insufficient healthy workers"),
     ("queue-full", r"The request queue is full\.|Request (waiting|running) timeout reached"),
     ("traceback", r"Traceback \(most recent call last\)|^\s+File \"|^[A-Za-z_.]*(Error|Exception)\b"),
     ("batch", r"(Prefill|Decode) batch[ ,\[]"),

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
@@ -36,6 +37,25 @@ IDENTITY_LABELS = frozenset(
 Series = tuple[str, frozenset[tuple[str, str]]]
 _WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
 
+# The family filter (``wanted``): blocks of the exposition that begin at a ``# HELP``/``# TYPE``
+# line. A block is dropped only when it is written so plainly that prometheus_client would read
+# it without error and without touching the families around it; anything unusual keeps the text.
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+# Both read "\n" + text: a pattern that opens with a literal is searched for fast.
+_HEADER = re.compile(r"\n# (?:HELP|TYPE) ([^ \t\n\r\x0b\x0c]*)")
+# a line the parser strips, or a HELP/TYPE comment spelled other than "# HELP name"
+_ODD = re.compile(r"\n(?:[^\S\n]|#[^\S\n]+(?:HELP|TYPE)(?:[^\S\n]|$)(?<!# HELP )(?<!# TYPE ))", re.M)
+_NUM = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|Inf|NaN)"
+_LABEL = r'(?!__)[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
+_PLAIN_FAMILY = re.compile(
+    rf"(?=# (?:HELP|TYPE) (?P<n>{_NAME.pattern})[ \n])"
+    rf"(?:(?:# HELP (?P=n)(?: [^\n]*)?|# TYPE (?P=n) [a-z]+"
+    rf"|(?P=n)(?:_total|_count|_sum|_bucket|_created)?(?:\{{(?:{_LABEL}(?:,{_LABEL})*,?)?\}})? {_NUM}(?: {_NUM})?)?\n)*"
+)
+_LABELS = re.compile(r"\{[^\n]*\}")
+_DUPLICATE_LABEL = re.compile(r"[{,]([a-zA-Z_][a-zA-Z0-9_]*)=.*,\1=")
+_FAMILY_SUFFIXES = ("_total", "_count", "_sum", "_bucket", "_created")
+
 
 class RoleMetrics(BaseModel):
     """What one role's ``/metrics`` samples say: last gauges, counter movement over the window."""
@@ -52,6 +72,54 @@ def fact_name(metric: str) -> str:
         if metric.startswith(prefix):
             return metric[len(prefix):]
     return metric
+
+
+@lru_cache(maxsize=4096)
+def covers(wanted: frozenset[str], metric: str) -> bool:
+    """Whether a fact named in ``wanted`` can come from the family ``metric``.
+
+    Every fact of a family starts with its base name (the fact name without ``_total`` and the
+    like), maybe followed by ``_<label value>`` or ``_count``/``_sum``.
+    """
+    base = fact_name(metric)
+    for end in _FAMILY_SUFFIXES:
+        if base.endswith(end):
+            base = base[: -len(end)]
+            break
+    stem = base + "_"
+    return any(w == base or w.startswith(stem) for w in wanted)
+
+
+def family_blocks(raw: str) -> list[tuple[str, str]] | None:
+    """``raw`` cut where each family begins (its first ``# HELP``/``# TYPE`` line): (name, text).
+
+    prometheus_client reads each block alone as it does within the whole text, since every
+    block opens with a HELP/TYPE line of a new name. None when a line could blur that: one the
+    parser strips, or a HELP/TYPE comment not spelled ``# HELP name``.
+    """
+    lines = "\n" + raw
+    if _ODD.search(lines):
+        return None
+    heads = [(m.start(), m.group(1)) for m in _HEADER.finditer(lines)]  # m.start() is the line's start in raw
+    starts = [(pos, name) for i, (pos, name) in enumerate(heads) if i == 0 or heads[i - 1][1] != name]
+    if not starts or any(_NAME.fullmatch(name) is None for _, name in starts):
+        return None
+    ends = [pos for pos, _ in starts[1:]] + [len(raw)]
+    lead = [("", raw[: starts[0][0]])] if starts[0][0] else []
+    return lead + [(name, raw[pos:end]) for (pos, name), end in zip(starts, ends)]
+
+
+@lru_cache(maxsize=1024)
+def _duplicate_label(labels: str) -> bool:
+    return _DUPLICATE_LABEL.search(labels) is not None
+
+
+def plain_family(block: str) -> bool:
+    """Whether prometheus_client reads this block without error and keeps it to its own family."""
+    text = block if block.endswith("\n") else block + "\n"
+    if _PLAIN_FAMILY.fullmatch(text) is None:
+        return False
+    return not any(_duplicate_label(labels) for labels in set(_LABELS.findall(text)))
 
 
 def _is_count(name: str) -> bool:
@@ -72,6 +140,12 @@ def _counter_base(sample_name: str, family_type: str) -> str | None:
 class _Parsed:
     gauges: dict[Series, float] = field(default_factory=dict)
     counters: dict[Series, float] = field(default_factory=dict)
+
+    def add(self, other: _Parsed) -> None:
+        """Take in the series of the text that follows (as one parse of both texts would)."""
+        self.gauges.update(other.gauges)
+        for key, value in other.counters.items():
+            self.counters[key] = self.counters.get(key, 0.0) + value
 
 
 def _parse_body(raw: str) -> _Parsed:
@@ -163,13 +237,53 @@ def _timestamp(at: str) -> datetime | None:
     return ts if ts.tzinfo is not None else None
 
 
-def parse_samples(samples: Iterable[MetricSample]) -> RoleMetrics:
-    """Turn two or more ``/metrics`` bodies into facts; unreadable bodies become ``problems``."""
+def parse_samples(samples: Iterable[MetricSample], wanted: frozenset[str] | None = None) -> RoleMetrics:
+    """Turn two or more ``/metrics`` bodies into facts; unreadable bodies become ``problems``.
+
+    With ``wanted`` (fact names), families no wanted fact comes from are not parsed when they
+    are plainly written: the facts named in ``wanted`` have the values a full parse gives them,
+    other facts may be absent. Whenever that leaves a problem or no metric, all is parsed.
+    """
+    samples = list(samples)
+    if wanted is not None:
+        cut = _parse_samples(samples, wanted)
+        if not cut.problems and (cut.gauges or cut.deltas):
+            return cut
+    return _parse_samples(samples, None)
+
+
+class _Bodies:
+    """Parses texts once per role: the samples of one role repeat most of their families."""
+
+    def __init__(self, wanted: frozenset[str] | None):
+        self.wanted = wanted
+        self.seen: dict[str, _Parsed | None] = {}
+
+    def parse(self, raw: str) -> _Parsed:
+        blocks = family_blocks(raw) if self.wanted is not None else None
+        if blocks is None:
+            return self._block(raw, "")
+        out = _Parsed()
+        for name, text in blocks:
+            parsed = self._block(text, name)
+            if parsed is not None:
+                out.add(parsed)
+        return out
+
+    def _block(self, text: str, name: str) -> _Parsed | None:
+        if text not in self.seen:
+            unread = bool(name) and self.wanted is not None and not covers(self.wanted, name) and plain_family(text)
+            self.seen[text] = None if unread else _parse_body(text)
+        return self.seen[text]
+
+
+def _parse_samples(samples: list[MetricSample], wanted: frozenset[str] | None) -> RoleMetrics:
     problems: list[str] = []
     parsed: list[tuple[MetricSample, _Parsed]] = []
+    bodies = _Bodies(wanted)
     for i, sample in enumerate(samples, start=1):
         try:
-            parsed.append((sample, _parse_body(sample.raw)))
+            parsed.append((sample, bodies.parse(sample.raw)))
         except Exception as exc:  # prometheus_client raises ValueError and, on odd input, others
             head = sample.raw.strip()[:80]
             problems.append(f"sample {i} (at {sample.at}) is not Prometheus text ({exc}); it starts with {head!r}")

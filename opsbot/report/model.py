@@ -11,25 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from opsbot.parse.figures import RoleFigures
+
 NoteKind = Literal["done", "doing", "blocked", "next"]
-
-
-class RoleFigures(BaseModel):
-    """One role's state, as a probe saw it."""
-
-    role: str
-    node: str
-    unit: str
-    state: str = Field(description="systemd ActiveState/SubState, or 'unknown'")
-    restarts: int | None = None
-    health: str = Field("unknown", description="'ok', 'failing (503)', 'unreachable', 'unknown'")
-    running_reqs: float | None = None
-    queued_reqs: float | None = None
-    token_usage: float | None = None
-    tokens_per_s: float | None = None
-    gpu_memory_gib: float | None = None
-    gpus: int = 0
-    problems: list[str] = Field(default_factory=list)
 
 
 class CurrentState(BaseModel):

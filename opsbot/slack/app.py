@@ -20,6 +20,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from opsbot.bundle import Trigger
+from opsbot.diagnose import roles_for_words
 from opsbot.service.runtime import ProbeResult, Runtime
 from opsbot.slack.blocks import decided_blocks, finding_blocks, help_blocks, plan_blocks, section
 from opsbot.slack.commands import Command, parse_command
@@ -100,7 +101,7 @@ class SlackSurface:
                                                          reason=f"/opsbot restart by <@{user}>")
             commands = [" ".join(step.argv) + f"   # {step.node}" for step in plan.steps]
             return plan_blocks(cmd.args[0], action.id, commands, f"{action.expires_at:%H:%M:%S} UTC"), f"restart {cmd.args[0]}?"
-        roles = cmd.args if cmd.verb == "probe" else _interpret(cmd.text)
+        roles = cmd.args if cmd.verb == "probe" else _roles_for_words(runtime, cmd.text)
         result = await runtime.run_probe(None, roles or None, Trigger(kind="slack", user=user, text=cmd.text))
         return await self.result_blocks(result, actor=f"slack:{user}"), _headline(result)
 
@@ -179,10 +180,9 @@ class SlackSurface:
                                       blocks=decided_blocks((body.get("message") or {}).get("blocks", []), line))
 
 
-def _interpret(text: str) -> list[str]:
-    from opsbot.diagnose import interpret
-
-    return interpret(text)
+def _roles_for_words(runtime: Runtime, text: str) -> list[str] | None:
+    """The same scope as `opsbot ask`: the named roles plus their PD peer and the router."""
+    return roles_for_words(text, runtime.inventory().cluster(runtime.settings.cluster)[1])
 
 
 def _headline(result: ProbeResult) -> str:

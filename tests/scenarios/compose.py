@@ -42,6 +42,7 @@ class RoleSpec:
     systemd_error: str | None = None
     logs_error: str | None = None
     gpus: tuple[int, ...] | None = None  # default: 0-3 for prefill/decode, none for the router
+    started: datetime = T0 - timedelta(minutes=20)  # ExecMainStartTimestamp; journal lines are T0-60s on
 
 
 def _labels(role: str, extra: dict[str, str] | None = None) -> str:
@@ -87,9 +88,9 @@ def systemd_raw(spec: RoleSpec) -> str:
             f"NRestarts={spec.restarts}",
             f"ExecMainStatus={spec.exit_status}",
             f"ExecMainCode={1 if running else 2}",
-            "ExecMainStartTimestamp=Sun 2026-11-29 09:40:00 UTC",
-            "ActiveEnterTimestamp=Sun 2026-11-29 09:40:01 UTC",
-            "StateChangeTimestamp=Sun 2026-11-29 09:40:01 UTC",
+            f"ExecMainStartTimestamp={spec.started.strftime('%a %Y-%m-%d %H:%M:%S')} UTC",
+            f"ActiveEnterTimestamp={(spec.started + timedelta(seconds=1)).strftime('%a %Y-%m-%d %H:%M:%S')} UTC",
+            f"StateChangeTimestamp={(spec.started + timedelta(seconds=1)).strftime('%a %Y-%m-%d %H:%M:%S')} UTC",
             f"MainPID={4242 if running else 0}",
             f"MemoryCurrent={8_000_000_000 if running else '[not set]'}",
         ]

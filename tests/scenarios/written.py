@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
-from tests.scenarios.compose import RoleSpec, compose, gpu_csv, healthy_roles
+from tests.scenarios.compose import T0, RoleSpec, compose, gpu_csv, healthy_roles
 
 OUT = Path(__file__).parent / "written"
 SCENARIOS: dict[str, Callable[[], dict]] = {}
@@ -333,6 +334,26 @@ def _recovered():
     p, d, r = _roles()
     p.restarts = 5
     p.logs = ["ValueError: DeepSeek V4 HiCache currently does not support --hicache-size; use --hicache-ratio instead."] + p.logs
+    return [p, d, r], {}
+
+
+@scenario("near-oom-before-restart", "healthy", "systemd ExecMainStartTimestamp: lines before the current run are history",
+          "decode hit CUDA OOM and transfer errors, was restarted, and now serves: the lines precede the current "
+          "run's start (ExecMainStartTimestamp), so they are history, not the present",
+          must_not=("cuda-oom", "kv-transfer-failure", "role-down"))
+def _oom_recovered():
+    p, d, r = _roles()
+    d.restarts = 1
+    d.logs = [
+        "Decode transfer failed for request rank=0 decode_req.req.rid='x1' decode_req.req.bootstrap_room=77 with exception "
+        "KVTransferError(bootstrap_room=77): Failed to get kvcache from prefill instance, it might be dead",
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB "
+        "of which 1.06 GiB is free.",
+        "systemd: sglang-dsv4-decode.service: Main process exited, code=exited, status=1/FAILURE",
+        "systemd: sglang-dsv4-decode.service: Scheduled restart job, restart counter is at 1.",
+    ] + d.logs
+    d.started = T0 - timedelta(seconds=50)  # lines are stamped T0-60s, T0-59s, ...: the first five precede it
     return [p, d, r], {}
 
 

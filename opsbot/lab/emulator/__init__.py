@@ -4,5 +4,5 @@ A test and training tool, not an inference server. It accepts SGLang's flags, se
 HTTP surface with the exact metric names and labels, writes SGLang's log lines, and can be put
 into an incident state through a control file. Standard library only: it is copied onto the
 lab nodes (as the package ``sglang_emulator``) and runs on their bare python3. Every name and
-string comes from SGLang 0.5.12/0.5.23's source (see /work/shared/reference/sglang.md).
+string comes from SGLang 0.5.12/0.5.23's source (see ../shared/reference/sglang.md beside the checkout).
 """

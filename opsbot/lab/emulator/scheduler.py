@@ -27,6 +27,11 @@ PAGE_SIZE = 256
 MAX_RUNNING = 256
 STEP_S = 0.025  # one decode iteration
 TICK_S = 0.1
+# A retraction storm slows decode down, it does not stop it (sglang#26248: 429 -> 20-38 tokens/s):
+# the pool is full, most requests wait retracted in the queue, a few decode at a fraction of the speed.
+RETRACT_DECODING = 2
+RETRACT_WAITING = 46
+RETRACT_SLOWDOWN = 2.2  # 2 requests x 18 steps/s = 36 tokens/s; a log interval (40 steps) every 2.2 s
 STALLED = {"wedged", "gpu-fault", "watchdog", "nccl-timeout"}
 FATAL_AFTER_S = {"oom": 4.0, "watchdog": 6.0, "nccl-timeout": 6.0}
 
@@ -164,6 +169,7 @@ class Scheduler:
         self.transfer_q = 0
         self.retracted_now = 0
         self.steps = 0.0
+        self.step_frac = 0.0
         self.flush_tokens = 0
         self.last_flush = self.clock()
         self.last_batch = self.clock()
@@ -374,7 +380,7 @@ class Scheduler:
     def _decode_tick(self, dt: float) -> None:
         now = self.clock()
         state = self.state
-        target = {"retract-storm": 48, "prefill-saturated": 2, "kv-transfer-fail": 1, "pd-desync": 0}.get(state, 8)
+        target = {"retract-storm": RETRACT_DECODING, "prefill-saturated": 2, "kv-transfer-fail": 1, "pd-desync": 0}.get(state, 8)
         if not self.control.load or self.prefill_lost:
             target = 0
         while len(self.running) < target:
@@ -382,16 +388,18 @@ class Scheduler:
             self.reg.observe("sglang:kv_transfer_bootstrap_ms", random.uniform(1, 8))
             self.reg.observe("sglang:kv_transfer_alloc_ms", random.uniform(0.5, 4))
             self.running.append(req)
-        if state in ("prefill-saturated", "kv-transfer-fail", "pd-desync"):
-            del self.running[target:]  # the rest failed their transfer or handshake
+        if state in ("prefill-saturated", "kv-transfer-fail", "pd-desync", "retract-storm"):
+            del self.running[target:]  # the rest failed their transfer or handshake, or were retracted
         self.prealloc_q = {"prefill-saturated": 6, "pd-desync": 10, "kv-transfer-fail": 2}.get(state, 0)
         self.transfer_q = {"prefill-saturated": 3, "kv-transfer-fail": 4}.get(state, 0)
-        slow = 2 if state == "retract-storm" else 1
-        steps = dt / STEP_S / slow
-        self.steps += steps if self.running else 0.0
+        slow = RETRACT_SLOWDOWN if state == "retract-storm" else 1
+        self.step_frac += dt / STEP_S / slow if self.running else 0.0
+        steps = int(self.step_frac)  # whole decode iterations; the fraction carries over to the next tick
+        self.step_frac -= steps
+        self.steps += steps
         for req in list(self.running):
-            req.done += int(steps)
-            self.flush_tokens += int(steps)
+            req.done += steps
+            self.flush_tokens += steps
             if req.done >= req.output_len:
                 self.running.remove(req)
                 self.reg.observe("sglang:inter_token_latency_seconds", STEP_S * slow, self.tok_labels, base=False)
@@ -465,7 +473,8 @@ class Scheduler:
         self._set_usage(used, usage, swa)
         prealloc = self.prealloc_q * 8192 / MAX_TOTAL_TOKENS
         self._gauge("num_running_reqs", len(self.running))
-        self._gauge("num_queue_reqs", 0)
+        waiting = RETRACT_WAITING if self.state == "retract-storm" else 0  # retracted, waiting to be re-run
+        self._gauge("num_queue_reqs", waiting)
         self._gauge("gen_throughput", throughput)
         self._gauge("decode_sum_seq_lens", seq)
         self._gauge("num_decode_prealloc_queue_reqs", self.prealloc_q)
@@ -482,7 +491,7 @@ class Scheduler:
             f"#swa token: {swa}, swa token usage: {swa / MAX_SWA_TOKENS:.2f}, pre-allocated usage: {prealloc:.2f}, "
             f"#prealloc-req: {self.prealloc_q}, #transfer-req: {self.transfer_q}, "
             f"#retracted-req: {self.retracted_now}, cuda graph: True, gen throughput (token/s): {throughput:.2f}, "
-            f"#queue-req: 0"
+            f"#queue-req: {waiting}"
         )
 
     # gauges ---------------------------------------------------------------------------------------

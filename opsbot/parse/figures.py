@@ -1,0 +1,112 @@
+"""The figures an operator looks at first, per role, from one bundle (pure).
+
+One function serves every surface: the probe table in the terminal, the status and weekly reports,
+and the status page. Problems are listed, never raised.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from opsbot.bundle import Bundle, RoleEvidence
+from opsbot.parse.errors import ParseError
+from opsbot.parse.gpu import parse_gpu_csv
+from opsbot.parse.logs import count_kinds, parse_log_lines
+from opsbot.parse.metrics import parse_samples
+from opsbot.parse.unit import parse_unit
+
+AXES = ("systemd", "metrics", "health", "logs")
+# The counter that moves while a role does its work (reference/sglang.md: realtime tokens).
+PROGRESS_COUNTER = {"decode": "realtime_tokens_decode", "prefill": "realtime_tokens_prefill_compute"}
+
+
+class RoleFigures(BaseModel):
+    """One role's state, as a probe saw it."""
+
+    role: str = Field(description="the role's name in the inventory")
+    kind: str = Field("", description="prefill, decode or router")
+    node: str
+    unit: str
+    state: str = Field("unknown", description="systemd ActiveState/SubState, 'unit not found' or 'unknown'")
+    restarts: int | None = None
+    health: str = Field("unknown", description="'ok', 'failing (503)', 'unreachable', 'unknown'")
+    running_reqs: float | None = None
+    queued_reqs: float | None = None
+    token_usage: float | None = None
+    tokens_per_s: float | None = None
+    tokens_delta: float | None = None
+    window_s: float | None = None
+    requests_per_s: float | None = Field(None, description="router only: requests routed per second")
+    gpu_memory_gib: float | None = None
+    gpus: int = 0
+    errors: dict[str, int] = Field(default_factory=dict, description="error log lines by kind")
+    failed_axes: list[str] = Field(default_factory=list, description="'axis: error' for evidence not collected")
+    problems: list[str] = Field(default_factory=list, description="evidence that was collected but unreadable")
+
+
+def _health(role: RoleEvidence) -> str:
+    h = role.health
+    if h.ok and h.status == 200:
+        return "ok"
+    if h.status is not None:
+        return f"failing ({h.status})"
+    return "unreachable" if h.error else "unknown"
+
+
+def _gpu_memory(bundle: Bundle, role: RoleEvidence, gpus: list[int] | None) -> tuple[float | None, int, str | None]:
+    node = bundle.node(role.node)
+    if node is None or not node.gpu.ok:
+        return None, 0, f"GPU query failed on {role.node}" if node is not None else None
+    try:
+        rows = parse_gpu_csv(node.gpu.raw)
+    except ParseError as exc:
+        return None, 0, str(exc)
+    wanted = gpus if gpus is not None else getattr(role, "gpus", None)
+    if wanted:
+        rows = [r for r in rows if r.index in wanted]
+    used = [r.memory_used_mib for r in rows if r.memory_used_mib is not None]
+    return (sum(used) / 1024.0 if used else None), len(rows), None
+
+
+def _unit(fig: RoleFigures, role: RoleEvidence) -> None:
+    try:
+        unit = parse_unit(role.systemd.raw)
+    except ParseError as exc:
+        fig.problems.append(f"systemd: {exc}")
+        return
+    if not unit.exists:
+        fig.state = "unit not found"
+        return
+    fig.state = "/".join(s for s in (unit.active_state, unit.sub_state) if s) or "unknown"
+    fig.restarts = unit.n_restarts
+
+
+def _metrics(fig: RoleFigures, role: RoleEvidence) -> None:
+    m = parse_samples(role.metrics.samples)
+    fig.running_reqs = m.gauges.get("num_running_reqs")
+    fig.queued_reqs = m.gauges.get("num_queue_reqs")
+    fig.token_usage = m.gauges.get("token_usage")
+    fig.window_s = m.window_s
+    counter = PROGRESS_COUNTER.get(role.role)
+    if counter and counter in m.rates:
+        fig.tokens_per_s, fig.tokens_delta = m.rates[counter], m.deltas.get(counter)
+    if role.role == "router" and "smg_router_requests" in m.rates:
+        fig.requests_per_s = m.rates["smg_router_requests"]
+    fig.problems.extend(f"metrics: {p}" for p in m.problems if "only one" not in p)
+
+
+def role_figures(bundle: Bundle, role: RoleEvidence, gpus: list[int] | None = None) -> RoleFigures:
+    """A role's unit state, health, queue, KV usage, tokens/s, GPU memory and error lines."""
+    fig = RoleFigures(role=role.key, kind=role.role, node=role.node, unit=role.unit, health=_health(role))
+    fig.failed_axes = [f"{a}: {getattr(role, a).error or 'not collected'}" for a in AXES if not getattr(role, a).ok]
+    if role.systemd.ok:
+        _unit(fig, role)
+    if role.metrics.ok and role.metrics.samples:
+        _metrics(fig, role)
+    if role.logs.ok:
+        fig.errors = count_kinds(parse_log_lines(role.logs.raw))
+    if role.role != "router":
+        fig.gpu_memory_gib, fig.gpus, problem = _gpu_memory(bundle, role, gpus)
+        if problem:
+            fig.problems.append(problem)
+    return fig
