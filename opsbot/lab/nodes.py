@@ -247,8 +247,12 @@ class Lab:
         return [t.key for t in targets]
 
     def reset(self, timeout: float = 60.0) -> None:
-        """Every role back to healthy with load; failed units restarted; returns when all answer."""
+        """Every role back to healthy with load, failed units restarted and the journals emptied (so no
+        log line of an earlier state is read as evidence of the next); returns when all answer."""
         plan = self.plan()
+        for node in plan.nodes:
+            self.ssh(node.name, ["journalctl", "--rotate"], 10)
+            self.ssh(node.name, ["journalctl", "--vacuum-time=1s"], 10)
         for role in plan.roles:
             write_control(self.node_dir(plan.node(role.node)) / "state/control" / f"{role.key}.json", Control())
         for role in plan.roles:
