@@ -95,6 +95,8 @@ def test_wedged_decode_is_restarted_and_verified_then_cooldown_refuses(lab, sett
     assert store.probes(role="decode", incident="decode-wedged")[0].id == out.evidence_probe_id
     assert "decode-wedged" in [f.incident for f in store.findings(role="decode")]
     assert parse_samples(evidence.role("decode").metrics.samples).deltas.get("realtime_tokens", 0) == 0
+    latest = store.probes(role="decode")[0]  # the after-probe records the recovery
+    assert latest.id == out.after_probe_id != out.evidence_probe_id and latest.top_incident is None
     row = store.action(out.action_id)
     assert (row.state, row.approved_by, row.evidence_probe_id) == ("succeeded", "alice", out.evidence_probe_id)
     whats = [e.what for e in reversed(store.audit_log(role="decode"))]

@@ -156,12 +156,10 @@ async def _run_locked(store: Store, inventory: Inventory, action_id: str, plan: 
         except Exception as exc:  # noqa: BLE001 - recorded as the outcome, not lost in a traceback
             steps.append(StepResult(kind="error", role=",".join(plan.roles), argv=[], ok=False,
                                     detail=f"{type(exc).__name__}: {exc}"))
-        after = None
-        if verification is None or not verification["ok"]:
-            failed = await probe(inventory, cluster=plan.cluster, roles=plan.roles, settings=settings, pool=pool,
-                                 trigger=Trigger(kind=_trigger_kind(surface), user=actor,
-                                                 text=f"after failed restart {action_id}"))
-            after = store.save_probe(failed, diagnose(failed))
+        # The after-probe is the record of how it ended: the recovery, or the evidence of the failure.
+        ended = await probe(inventory, cluster=plan.cluster, roles=plan.roles, settings=settings, pool=pool,
+                            trigger=Trigger(kind=_trigger_kind(surface), user=actor, text=f"after restart {action_id}"))
+        after = store.save_probe(ended, diagnose(ended))
         return _record(store, action_id, actor, surface, evidence, after, steps, verification)
     finally:
         if own_pool:
