@@ -58,9 +58,13 @@ def _row_len(len_ptr, row, x_stride):
 
 
 @triton.jit
-def _topk_hist_kernel(x_ptr, len_ptr, hist_ptr, x_stride, ROUND: tl.constexpr, K: tl.constexpr, CHUNK: tl.constexpr):
+def _topk_hist_kernel(
+    x_ptr, len_ptr, hist_ptr, x_stride, ROUND: tl.constexpr, K: tl.constexpr, CHUNK: tl.constexpr, SPARSE: tl.constexpr,
+):
     """Round ROUND of the radix select: this chunk's histogram of digit ROUND among keys that
-    match the prefix chosen so far, added into the row's global histogram."""
+    match the prefix chosen so far, added into the row's global histogram. tl.histogram costs the
+    same for every key of the chunk, masked or not; when at most SPARSE keys match (usual after
+    round 0), each adds its own count instead."""
     row = tl.program_id(0)
     start = tl.program_id(1) * CHUNK
     n = _row_len(len_ptr, row, x_stride)
@@ -69,12 +73,17 @@ def _topk_hist_kernel(x_ptr, len_ptr, hist_ptr, x_stride, ROUND: tl.constexpr, K
         idx = start + tl.arange(0, CHUNK)
         m = idx < n
         key = _sort_key(tl.load(x_ptr + row.to(tl.int64) * x_stride + idx, mask=m, other=0.0))
+        digit = ((key >> (24 - 8 * ROUND)) & 0xFF).to(tl.int32)
+        hist_row = hist_ptr + row.to(tl.int64) * 1024 + ROUND * 256
         if ROUND > 0:
             m = m & ((key >> (32 - 8 * ROUND)) == prefix)
-        if tl.max(m.to(tl.int32)) > 0:  # later rounds: most chunks hold no key with the prefix
-            h = tl.histogram(((key >> (24 - 8 * ROUND)) & 0xFF).to(tl.int32), 256, mask=m)
+        matched = tl.sum(m.to(tl.int32))
+        if matched > SPARSE:  # a dense chunk: a block histogram, one atomic per non-empty bin
+            h = tl.histogram(digit, 256, mask=m)
             bins = tl.arange(0, 256)
-            tl.atomic_add(hist_ptr + row.to(tl.int64) * 1024 + ROUND * 256 + bins, h, mask=h > 0)
+            tl.atomic_add(hist_row + bins, h, mask=h > 0, sem="relaxed")
+        elif matched > 0:  # later rounds: few keys keep the prefix, one atomic each beats the histogram
+            tl.atomic_add(hist_row + digit, tl.full([CHUNK], 1, tl.int32), mask=m, sem="relaxed")
 
 
 @triton.jit
@@ -141,6 +150,7 @@ def topk(
     next_n: int = 1,
     chunk: int = 2048,
     num_warps: int = 4,
+    sparse: bool = True,
 ) -> torch.Tensor:
     """Indices of the k largest logits of each row's first lengths[r] entries → [R, k] int32.
 
@@ -148,7 +158,7 @@ def topk(
     indices are physical slots of row r's request r // next_n; without it, logical positions.
     Each row is split into chunks of `chunk` entries, one program each: four histogram passes
     (8 bits each, summed across chunks) find the k-th key, a count pass and a write pass place
-    the selected indices.
+    the selected indices. `sparse=False` always takes the block histogram (the path before it).
     """
     require("logits", logits, (torch.float32,), (None, None))
     rows, width = logits.shape
@@ -176,7 +186,10 @@ def topk(
     counts = torch.empty(rows, n_chunks, 2, dtype=torch.int32, device=logits.device)
     grid = (rows, n_chunks)
     for rnd in range(4):
-        _topk_hist_kernel[grid](logits, lengths, hist, width, ROUND=rnd, K=k, CHUNK=chunk, num_warps=num_warps)
+        _topk_hist_kernel[grid](
+            logits, lengths, hist, width, ROUND=rnd, K=k, CHUNK=chunk, SPARSE=chunk // 8 if sparse else chunk,
+            num_warps=num_warps,
+        )
     _topk_count_kernel[grid](logits, lengths, hist, counts, width, n_chunks, K=k, CHUNK=chunk, num_warps=num_warps)
     bt = block_table if block_table is not None else lengths
     _topk_write_kernel[grid](

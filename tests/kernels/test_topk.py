@@ -27,8 +27,9 @@ def assert_valid(idx: torch.Tensor, logits: torch.Tensor, lengths: torch.Tensor,
             assert row[got.long()].min() >= row[rest].max()
 
 
+@pytest.mark.parametrize("sparse", [True, False])
 @pytest.mark.parametrize("k", [512, 1024, 2048])
-def test_topk_matches_reference_and_is_valid(k):
+def test_topk_matches_reference_and_is_valid(k, sparse):
     torch.manual_seed(k)
     width = 2 * k + 300
     x = torch.randn(6, width)
@@ -38,7 +39,7 @@ def test_topk_matches_reference_and_is_valid(k):
     x[2, 100:] = float("-inf")  # fewer finite values than k
     x[3] = x[3].abs() * 1e-30  # tiny values, one exponent bin
     lens = torch.tensor([width, width - 7, width, k - 5, 0, k], dtype=torch.int32)
-    got = topk(x, lens, k, chunk=k)  # several chunks a row: ties straddle them
+    got = topk(x, lens, k, chunk=k, sparse=sparse)  # several chunks a row: ties straddle them
     assert torch.equal(got, topk_ref(x, lens, k))
     assert_valid(got, x, lens, k)
     ties = got[1][got[1] >= 0]
