@@ -3,6 +3,7 @@ and torch.topk, against the copy bandwidth measured in the same run; and the pre
 
     python -m bench.kernels speed      [--quick] [--json PATH] [--baseline DIR]
     python -m bench.kernels sweep      [--baseline DIR]      (logits configs and top-k chunking)
+    python -m bench.kernels topk       [--baseline DIR] [--json PATH]   (top-k 2048 variants, graphs)
     python -m bench.kernels precision  [--json PATH]
     python -m bench.kernels plot       --json PATH --png PATH    (no GPU needed)
 """
@@ -253,6 +254,49 @@ def speed(quick: bool, path: str | None, base: dict) -> None:
                        "rows": rows}, f, indent=1)
 
 
+TOPK_VARIANTS = {
+    "sparse c2048 w4": {"chunk": 2048, "num_warps": 4},
+    "sparse c4096 w8": {"chunk": 4096, "num_warps": 8},
+    "fused c2048 w4/8": {"chunk": 2048, "num_warps": 4, "fused": True, "finish_warps": 8},
+    "fused c4096 w8/8": {"chunk": 4096, "num_warps": 8, "fused": True, "finish_warps": 8},
+    "fused c2048 w4/16": {"chunk": 2048, "num_warps": 4, "fused": True, "finish_warps": 16},
+    "fused c4096 w8/16": {"chunk": 4096, "num_warps": 8, "fused": True, "finish_warps": 16},
+}
+
+
+def topk_speed(path: str | None, base: dict) -> None:
+    """Top-k 2048 on decode logits (bf16 keys, ragged lengths, physical slots) under CUDA graphs:
+    each variant of TOPK_VARIANTS beside the baseline's topk and torch.topk; every output checked
+    bit-identical to the baseline's (or this checkout's dense path)."""
+    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
+    names = list(TOPK_VARIANTS)
+    print(f"{'B':>4} {'L':>7} {'before':>7} " + " ".join(f"{n:>18}" for n in names) + f" {'torch.topk':>10}", flush=True)
+    rows = []
+    for batch in (64, 16, 1):
+        for length in (4096, 16384, 65536, 131072):
+            q, w, cache, table, lens = decode_case(batch, length, "bf16")
+            logits = paged_logits(q, w, cache, table, lens)
+            rl = row_lengths(lens, 1)
+            ref_fn = base["topk"] if base else (lambda *a, **kw: topk(*a, sparse=False, **kw))
+            want = ref_fn(logits, rl, 2048, block_table=table)
+            before = timed_graph(lambda: ref_fn(logits, rl, 2048, block_table=table))
+            us = {}
+            for name, cfg in TOPK_VARIANTS.items():
+                got = topk(logits, rl, 2048, block_table=table, **cfg)
+                if not torch.equal(got, want):
+                    raise SystemExit(f"{name} differs from the baseline at B={batch} L={length}")
+                us[name] = timed_graph(lambda: topk(logits, rl, 2048, block_table=table, **cfg))
+            tt = timed_graph(lambda: logits.topk(2048, dim=1, sorted=False))
+            rows.append({"B": batch, "L": length, "before_us": before, **{f"{n}_us": v for n, v in us.items()},
+                         "torch_topk_us": tt})
+            print(f"{batch:>4} {length:>7} {before:7.1f} " + " ".join(f"{us[n]:18.1f}" for n in names) + f" {tt:10.1f}",
+                  flush=True)
+            del q, w, cache, table, lens, logits
+    if path:
+        with open(path, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
 def precision(path: str | None) -> None:
     from kernels.precision import run_study
 
@@ -273,7 +317,7 @@ def precision(path: str | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["speed", "sweep", "precision", "plot"])
+    ap.add_argument("what", choices=["speed", "sweep", "topk", "precision", "plot"])
     ap.add_argument("--baseline", help="a checkout whose kernels/ to time beside this one (before/after)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
@@ -281,6 +325,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.what == "speed":
         speed(a.quick, a.json, load_baseline(a.baseline))
+    elif a.what == "topk":
+        topk_speed(a.json, load_baseline(a.baseline))
     elif a.what == "sweep":
         sweep(a.json, load_baseline(a.baseline))
     elif a.what == "precision":

@@ -142,6 +142,66 @@ def _topk_write_kernel(
         tl.store(out_row + pos, val, mask=sel)
 
 
+@triton.jit
+def _topk_finish_kernel(
+    x_ptr, len_ptr, hist_ptr, cand_ptr, out_ptr, bt_ptr, x_stride, bt_stride, cap,
+    K: tl.constexpr, BLOCK: tl.constexpr, NEXT_N: tl.constexpr, PHYSICAL: tl.constexpr, PAGE_SIZE: tl.constexpr,
+):
+    """One program a row, after rounds 0 and 1: copy the keys that carry the 16-bit prefix (few, as a
+    rule) into the row's candidate buffer in index order, run rounds 2 and 3 over them (over the row
+    itself when more than `cap` carry it), then write the selection in one ordered pass."""
+    row = tl.program_id(0)
+    n = _row_len(len_ptr, row, x_stride)
+    out_row = out_ptr + row.to(tl.int64) * K
+    x_row = x_ptr + row.to(tl.int64) * x_stride
+    if n <= K:  # everything visible is selected, no logits are read
+        j = tl.arange(0, K)
+        keep = j < n
+        val = _translate(j, row, bt_ptr, bt_stride, keep, NEXT_N, PHYSICAL, PAGE_SIZE)
+        tl.store(out_row + j, tl.where(keep, val, -1))
+    else:
+        kth, rem = _radix_state(hist_ptr, row, 2, K)
+        cand_row = cand_ptr + row.to(tl.int64) * cap
+        cnt = tl.zeros((), tl.int32)
+        for start in range(0, n, BLOCK):
+            idx = start + tl.arange(0, BLOCK)
+            v = tl.load(x_row + idx, mask=idx < n, other=0.0)
+            c = (idx < n) & ((_sort_key(v) >> 16) == kth)
+            pos = cnt + tl.cumsum(c.to(tl.int32), 0) - 1
+            tl.store(cand_row + pos, v, mask=c & (pos < cap))
+            cnt += tl.sum(c.to(tl.int32))
+        src = x_row
+        src_n = n
+        if cnt <= cap:
+            src = cand_row
+            src_n = cnt
+        bins = tl.arange(0, 256)
+        for rnd in tl.static_range(2):
+            h = tl.zeros([256], tl.int32)
+            for start in range(0, src_n, BLOCK):
+                idx = start + tl.arange(0, BLOCK)
+                key = _sort_key(tl.load(src + idx, mask=idx < src_n, other=0.0))
+                m = (idx < src_n) & ((key >> (16 - 8 * rnd)) == kth)
+                h += tl.histogram(((key >> (8 - 8 * rnd)) & 0xFF).to(tl.int32), 256, mask=m)
+            at_least = tl.sum(h) - tl.cumsum(h, 0) + h
+            digit = tl.max(tl.where(at_least >= rem, bins, -1))
+            rem = rem - tl.sum(tl.where(bins > digit, h, 0))
+            kth = (kth << 8) | digit.to(tl.uint32)
+        written = tl.zeros((), tl.int32)
+        eq_seen = tl.zeros((), tl.int32)
+        for start in range(0, n, BLOCK):
+            idx = start + tl.arange(0, BLOCK)
+            m = idx < n
+            key = _sort_key(tl.load(x_row + idx, mask=m, other=0.0))
+            eq = m & (key == kth)
+            sel = (m & (key > kth)) | (eq & (eq_seen + tl.cumsum(eq.to(tl.int32), 0) <= rem))
+            pos = written + tl.cumsum(sel.to(tl.int32), 0) - 1
+            val = _translate(idx, row, bt_ptr, bt_stride, sel, NEXT_N, PHYSICAL, PAGE_SIZE)
+            tl.store(out_row + pos, val, mask=sel)
+            written += tl.sum(sel.to(tl.int32))
+            eq_seen += tl.sum(eq.to(tl.int32))
+
+
 def topk(
     logits: torch.Tensor,
     lengths: torch.Tensor,
@@ -151,6 +211,9 @@ def topk(
     chunk: int = 2048,
     num_warps: int = 4,
     sparse: bool = True,
+    fused: bool = False,
+    cap: int = 4096,
+    finish_warps: int = 8,
 ) -> torch.Tensor:
     """Indices of the k largest logits of each row's first lengths[r] entries → [R, k] int32.
 
@@ -158,7 +221,8 @@ def topk(
     indices are physical slots of row r's request r // next_n; without it, logical positions.
     Each row is split into chunks of `chunk` entries, one program each: four histogram passes
     (8 bits each, summed across chunks) find the k-th key, a count pass and a write pass place
-    the selected indices. `sparse=False` always takes the block histogram (the path before it).
+    the selected indices. `fused=True` runs rounds 0-1 that way, then one program a row finishes
+    (rounds 2-3 over at most `cap` candidates, and the ordered write): 3 launches. `sparse=False` always takes the block histogram (the path before it).
     """
     require("logits", logits, (torch.float32,), (None, None))
     rows, width = logits.shape
@@ -183,17 +247,25 @@ def topk(
         return out
     n_chunks = max(1, triton.cdiv(width, chunk))
     hist = torch.zeros(rows, 4, 256, dtype=torch.int32, device=logits.device)
-    counts = torch.empty(rows, n_chunks, 2, dtype=torch.int32, device=logits.device)
     grid = (rows, n_chunks)
-    for rnd in range(4):
+    bt = block_table if block_table is not None else lengths
+    bt_stride = bt.shape[-1] if bt.dim() == 2 else 0
+    for rnd in range(2 if fused else 4):
         _topk_hist_kernel[grid](
             logits, lengths, hist, width, ROUND=rnd, K=k, CHUNK=chunk, SPARSE=chunk // 8 if sparse else chunk,
             num_warps=num_warps,
         )
+    if fused:
+        cand = torch.empty(rows, cap, dtype=torch.float32, device=logits.device)
+        _topk_finish_kernel[(rows,)](
+            logits, lengths, hist, cand, out, bt, width, bt_stride, cap,
+            K=k, BLOCK=4096, NEXT_N=next_n, PHYSICAL=block_table is not None, PAGE_SIZE=PAGE, num_warps=finish_warps,
+        )
+        return out
+    counts = torch.empty(rows, n_chunks, 2, dtype=torch.int32, device=logits.device)
     _topk_count_kernel[grid](logits, lengths, hist, counts, width, n_chunks, K=k, CHUNK=chunk, num_warps=num_warps)
-    bt = block_table if block_table is not None else lengths
     _topk_write_kernel[grid](
-        logits, lengths, hist, counts, out, bt, width, bt.shape[-1] if bt.dim() == 2 else 0, n_chunks,
+        logits, lengths, hist, counts, out, bt, width, bt_stride, n_chunks,
         K=k, CHUNK=chunk, N_CHUNKS_P2=triton.next_power_of_2(n_chunks), NEXT_N=next_n,
         PHYSICAL=block_table is not None, PAGE_SIZE=PAGE, num_warps=num_warps,
     )

@@ -42,7 +42,10 @@ def test_topk_real_shapes(k, batch, width):
     x[::3] = (x[::3] * 4).round()  # ties
     lens = torch.randint(width // 2, width + 1, (batch,), device="cuda", dtype=torch.int32)
     lens[0] = k - 1
-    assert torch.equal(topk(x, lens, k), topk_ref(x, lens, k))
+    want = topk_ref(x, lens, k)
+    assert torch.equal(topk(x, lens, k), want)
+    assert torch.equal(topk(x, lens, k, fused=True), want)
+    assert torch.equal(topk(x, lens, k, sparse=False), want)
 
 
 @pytest.mark.parametrize("ue8m0", [True, False])

@@ -27,9 +27,12 @@ def assert_valid(idx: torch.Tensor, logits: torch.Tensor, lengths: torch.Tensor,
             assert row[got.long()].min() >= row[rest].max()
 
 
-@pytest.mark.parametrize("sparse", [True, False])
+MODES = {"sparse": {}, "dense": {"sparse": False}, "fused": {"fused": True}, "fused-overflow": {"fused": True, "cap": 64}}
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("k", [512, 1024, 2048])
-def test_topk_matches_reference_and_is_valid(k, sparse):
+def test_topk_matches_reference_and_is_valid(k, mode):
     torch.manual_seed(k)
     width = 2 * k + 300
     x = torch.randn(6, width)
@@ -39,7 +42,7 @@ def test_topk_matches_reference_and_is_valid(k, sparse):
     x[2, 100:] = float("-inf")  # fewer finite values than k
     x[3] = x[3].abs() * 1e-30  # tiny values, one exponent bin
     lens = torch.tensor([width, width - 7, width, k - 5, 0, k], dtype=torch.int32)
-    got = topk(x, lens, k, chunk=k, sparse=sparse)  # several chunks a row: ties straddle them
+    got = topk(x, lens, k, chunk=k, **MODES[mode])  # several chunks a row: ties straddle them
     assert torch.equal(got, topk_ref(x, lens, k))
     assert_valid(got, x, lens, k)
     ties = got[1][got[1] >= 0]
@@ -57,6 +60,7 @@ def test_topk_physical_slots_follow_the_shuffled_table():
     logical = topk(logits, lens, 512)
     physical = topk(logits, lens, 512, block_table=table, next_n=2)
     assert torch.equal(physical, topk_ref(logits, lens, 512, table, next_n=2))
+    assert torch.equal(topk(logits, lens, 512, block_table=table, next_n=2, fused=True), physical)
     r = 1  # request 0, row 1: 700 visible tokens > k
     pos = logical[r][logical[r] >= 0].long()
     assert torch.equal(physical[r][: len(pos)].long(), table[0, pos // 64].long() * 64 + pos % 64)
@@ -79,6 +83,7 @@ def test_topk_property(width, length, levels, seed):
     lens = torch.tensor([length, width], dtype=torch.int32)
     got = topk(x, lens, 512, chunk=512)
     assert torch.equal(got, topk_ref(x, lens, 512))
+    assert torch.equal(topk(x, lens, 512, chunk=512, fused=True, cap=256), got)
     assert_valid(got, x, lens.clamp_min(0), 512)
 
 
