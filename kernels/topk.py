@@ -15,7 +15,12 @@ import triton.language as tl
 from kernels.layout import PAGE, KernelInputError, require, require_same_device
 
 TOPK_SIZES = (512, 1024, 2048)
-RADIX_BITS = 8
+RADIX_BITS = (8, 11)  # digit widths: 8+8+8+8 or 11+11+10
+
+
+def hist_width(radix_bits: int) -> int:
+    """Bins a row's histogram buffer holds: all rounds side by side, round r at r << radix_bits."""
+    return 1024 if radix_bits == 8 else 5120
 
 
 @triton.jit
@@ -37,18 +42,19 @@ def _translate(idx, row, bt_ptr, bt_stride, mask, NEXT_N: tl.constexpr, PHYSICAL
 
 
 @triton.jit
-def _radix_state(hist_ptr, row, ROUNDS: tl.constexpr, K: tl.constexpr):
-    """(prefix, rem) after ROUNDS 8-bit digits: the k-th key's top 8 * ROUNDS bits, and how many
-    keys with exactly that prefix still belong to the top k."""
-    bins = tl.arange(0, 256)
+def _radix_state(hist_ptr, row, ROUNDS: tl.constexpr, K: tl.constexpr, RB: tl.constexpr, HW: tl.constexpr):
+    """(prefix, rem) after ROUNDS digits of RB bits (the last one narrower when RB does not divide
+    32): the k-th key's top bits, and how many keys with exactly that prefix still belong to the top k."""
     prefix = tl.zeros((), tl.uint32)
     rem = tl.full((), K, tl.int32)
     for r in tl.static_range(ROUNDS):
-        hist = tl.load(hist_ptr + row.to(tl.int64) * 1024 + r * 256 + bins)
+        W: tl.constexpr = RB if RB * (r + 1) <= 32 else 32 - RB * r
+        bins = tl.arange(0, 1 << W)
+        hist = tl.load(hist_ptr + row.to(tl.int64) * HW + (r << RB) + bins)
         at_least = tl.sum(hist) - tl.cumsum(hist, 0) + hist  # keys with digit >= bin
         digit = tl.max(tl.where(at_least >= rem, bins, -1))
         rem = rem - tl.sum(tl.where(bins > digit, hist, 0))
-        prefix = (prefix << 8) | digit.to(tl.uint32)
+        prefix = (prefix << W) | digit.to(tl.uint32)
     return prefix, rem
 
 
@@ -60,6 +66,7 @@ def _row_len(len_ptr, row, x_stride):
 @triton.jit
 def _topk_hist_kernel(
     x_ptr, len_ptr, hist_ptr, x_stride, ROUND: tl.constexpr, K: tl.constexpr, CHUNK: tl.constexpr, SPARSE: tl.constexpr,
+    RB: tl.constexpr, HW: tl.constexpr,
 ):
     """Round ROUND of the radix select: this chunk's histogram of digit ROUND among keys that
     match the prefix chosen so far, added into the row's global histogram. tl.histogram costs the
@@ -69,25 +76,29 @@ def _topk_hist_kernel(
     start = tl.program_id(1) * CHUNK
     n = _row_len(len_ptr, row, x_stride)
     if (n > K) & (start < n):
-        prefix, rem = _radix_state(hist_ptr, row, ROUND, K)
+        prefix, rem = _radix_state(hist_ptr, row, ROUND, K, RB, HW)
         idx = start + tl.arange(0, CHUNK)
         m = idx < n
         key = _sort_key(tl.load(x_ptr + row.to(tl.int64) * x_stride + idx, mask=m, other=0.0))
-        digit = ((key >> (24 - 8 * ROUND)) & 0xFF).to(tl.int32)
-        hist_row = hist_ptr + row.to(tl.int64) * 1024 + ROUND * 256
+        W: tl.constexpr = RB if RB * (ROUND + 1) <= 32 else 32 - RB * ROUND
+        digit = ((key >> (32 - RB * ROUND - W)) & ((1 << W) - 1)).to(tl.int32)
+        hist_row = hist_ptr + row.to(tl.int64) * HW + (ROUND << RB)
         if ROUND > 0:
-            m = m & ((key >> (32 - 8 * ROUND)) == prefix)
+            m = m & ((key >> (32 - RB * ROUND)) == prefix)
         matched = tl.sum(m.to(tl.int32))
         if matched > SPARSE:  # a dense chunk: a block histogram, one atomic per non-empty bin
-            h = tl.histogram(digit, 256, mask=m)
-            bins = tl.arange(0, 256)
+            h = tl.histogram(digit, 1 << W, mask=m)
+            bins = tl.arange(0, 1 << W)
             tl.atomic_add(hist_row + bins, h, mask=h > 0, sem="relaxed")
         elif matched > 0:  # later rounds: few keys keep the prefix, one atomic each beats the histogram
             tl.atomic_add(hist_row + digit, tl.full([CHUNK], 1, tl.int32), mask=m, sem="relaxed")
 
 
 @triton.jit
-def _topk_count_kernel(x_ptr, len_ptr, hist_ptr, count_ptr, x_stride, n_chunks, K: tl.constexpr, CHUNK: tl.constexpr):
+def _topk_count_kernel(
+    x_ptr, len_ptr, hist_ptr, count_ptr, x_stride, n_chunks, K: tl.constexpr, CHUNK: tl.constexpr,
+    ROUNDS: tl.constexpr, RB: tl.constexpr, HW: tl.constexpr,
+):
     """Per chunk: how many keys beat the k-th key, and how many equal it."""
     row = tl.program_id(0)
     c = tl.program_id(1)
@@ -96,7 +107,7 @@ def _topk_count_kernel(x_ptr, len_ptr, hist_ptr, count_ptr, x_stride, n_chunks, 
     gt = tl.zeros((), tl.int32)
     eq = tl.zeros((), tl.int32)
     if (n > K) & (start < n):
-        kth, rem = _radix_state(hist_ptr, row, 4, K)
+        kth, rem = _radix_state(hist_ptr, row, ROUNDS, K, RB, HW)
         idx = start + tl.arange(0, CHUNK)
         m = idx < n
         key = _sort_key(tl.load(x_ptr + row.to(tl.int64) * x_stride + idx, mask=m, other=0.0))
@@ -111,7 +122,7 @@ def _topk_count_kernel(x_ptr, len_ptr, hist_ptr, count_ptr, x_stride, n_chunks, 
 def _topk_write_kernel(
     x_ptr, len_ptr, hist_ptr, count_ptr, out_ptr, bt_ptr, x_stride, bt_stride, n_chunks,
     K: tl.constexpr, CHUNK: tl.constexpr, N_CHUNKS_P2: tl.constexpr, NEXT_N: tl.constexpr,
-    PHYSICAL: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    PHYSICAL: tl.constexpr, PAGE_SIZE: tl.constexpr, ROUNDS: tl.constexpr, RB: tl.constexpr, HW: tl.constexpr,
 ):
     """Write this chunk's selected indices at their place in ascending index order: every key above
     the k-th key, and the first `rem` keys equal to it (the lower index wins)."""
@@ -127,7 +138,7 @@ def _topk_write_kernel(
             val = _translate(j, row, bt_ptr, bt_stride, keep, NEXT_N, PHYSICAL, PAGE_SIZE)
             tl.store(out_row + j, tl.where(keep, val, -1))
     elif start < n:
-        kth, rem = _radix_state(hist_ptr, row, 4, K)
+        kth, rem = _radix_state(hist_ptr, row, ROUNDS, K, RB, HW)
         ch = tl.arange(0, N_CHUNKS_P2)
         before = count_ptr + (row.to(tl.int64) * n_chunks + ch) * 2
         gt_before = tl.sum(tl.load(before, mask=ch < c, other=0))
@@ -142,66 +153,6 @@ def _topk_write_kernel(
         tl.store(out_row + pos, val, mask=sel)
 
 
-@triton.jit
-def _topk_finish_kernel(
-    x_ptr, len_ptr, hist_ptr, cand_ptr, out_ptr, bt_ptr, x_stride, bt_stride, cap,
-    K: tl.constexpr, BLOCK: tl.constexpr, NEXT_N: tl.constexpr, PHYSICAL: tl.constexpr, PAGE_SIZE: tl.constexpr,
-):
-    """One program a row, after rounds 0 and 1: copy the keys that carry the 16-bit prefix (few, as a
-    rule) into the row's candidate buffer in index order, run rounds 2 and 3 over them (over the row
-    itself when more than `cap` carry it), then write the selection in one ordered pass."""
-    row = tl.program_id(0)
-    n = _row_len(len_ptr, row, x_stride)
-    out_row = out_ptr + row.to(tl.int64) * K
-    x_row = x_ptr + row.to(tl.int64) * x_stride
-    if n <= K:  # everything visible is selected, no logits are read
-        j = tl.arange(0, K)
-        keep = j < n
-        val = _translate(j, row, bt_ptr, bt_stride, keep, NEXT_N, PHYSICAL, PAGE_SIZE)
-        tl.store(out_row + j, tl.where(keep, val, -1))
-    else:
-        kth, rem = _radix_state(hist_ptr, row, 2, K)
-        cand_row = cand_ptr + row.to(tl.int64) * cap
-        cnt = tl.zeros((), tl.int32)
-        for start in range(0, n, BLOCK):
-            idx = start + tl.arange(0, BLOCK)
-            v = tl.load(x_row + idx, mask=idx < n, other=0.0)
-            c = (idx < n) & ((_sort_key(v) >> 16) == kth)
-            pos = cnt + tl.cumsum(c.to(tl.int32), 0) - 1
-            tl.store(cand_row + pos, v, mask=c & (pos < cap))
-            cnt += tl.sum(c.to(tl.int32))
-        src = x_row
-        src_n = n
-        if cnt <= cap:
-            src = cand_row
-            src_n = cnt
-        bins = tl.arange(0, 256)
-        for rnd in tl.static_range(2):
-            h = tl.zeros([256], tl.int32)
-            for start in range(0, src_n, BLOCK):
-                idx = start + tl.arange(0, BLOCK)
-                key = _sort_key(tl.load(src + idx, mask=idx < src_n, other=0.0))
-                m = (idx < src_n) & ((key >> (16 - 8 * rnd)) == kth)
-                h += tl.histogram(((key >> (8 - 8 * rnd)) & 0xFF).to(tl.int32), 256, mask=m)
-            at_least = tl.sum(h) - tl.cumsum(h, 0) + h
-            digit = tl.max(tl.where(at_least >= rem, bins, -1))
-            rem = rem - tl.sum(tl.where(bins > digit, h, 0))
-            kth = (kth << 8) | digit.to(tl.uint32)
-        written = tl.zeros((), tl.int32)
-        eq_seen = tl.zeros((), tl.int32)
-        for start in range(0, n, BLOCK):
-            idx = start + tl.arange(0, BLOCK)
-            m = idx < n
-            key = _sort_key(tl.load(x_row + idx, mask=m, other=0.0))
-            eq = m & (key == kth)
-            sel = (m & (key > kth)) | (eq & (eq_seen + tl.cumsum(eq.to(tl.int32), 0) <= rem))
-            pos = written + tl.cumsum(sel.to(tl.int32), 0) - 1
-            val = _translate(idx, row, bt_ptr, bt_stride, sel, NEXT_N, PHYSICAL, PAGE_SIZE)
-            tl.store(out_row + pos, val, mask=sel)
-            written += tl.sum(sel.to(tl.int32))
-            eq_seen += tl.sum(eq.to(tl.int32))
-
-
 def topk(
     logits: torch.Tensor,
     lengths: torch.Tensor,
@@ -211,9 +162,7 @@ def topk(
     chunk: int = 2048,
     num_warps: int = 4,
     sparse: bool = True,
-    fused: bool = False,
-    cap: int = 4096,
-    finish_warps: int = 8,
+    radix_bits: int = 8,
 ) -> torch.Tensor:
     """Indices of the k largest logits of each row's first lengths[r] entries → [R, k] int32.
 
@@ -221,8 +170,8 @@ def topk(
     indices are physical slots of row r's request r // next_n; without it, logical positions.
     Each row is split into chunks of `chunk` entries, one program each: four histogram passes
     (8 bits each, summed across chunks) find the k-th key, a count pass and a write pass place
-    the selected indices. `fused=True` runs rounds 0-1 that way, then one program a row finishes
-    (rounds 2-3 over at most `cap` candidates, and the ordered write): 3 launches. `sparse=False` always takes the block histogram (the path before it).
+    the selected indices. `radix_bits=11` takes three rounds (11, 11, 10 bits) instead. `sparse=False`
+    always takes the block histogram (the path before it).
     """
     require("logits", logits, (torch.float32,), (None, None))
     rows, width = logits.shape
@@ -246,28 +195,27 @@ def topk(
     if not rows:
         return out
     n_chunks = max(1, triton.cdiv(width, chunk))
-    hist = torch.zeros(rows, 4, 256, dtype=torch.int32, device=logits.device)
+    if radix_bits not in RADIX_BITS:
+        raise KernelInputError(f"radix_bits must be one of {RADIX_BITS}; got {radix_bits}")
+    rounds = -(-32 // radix_bits)
+    hw = hist_width(radix_bits)
+    hist = torch.zeros(rows, hw, dtype=torch.int32, device=logits.device)
+    counts = torch.empty(rows, n_chunks, 2, dtype=torch.int32, device=logits.device)
     grid = (rows, n_chunks)
-    bt = block_table if block_table is not None else lengths
-    bt_stride = bt.shape[-1] if bt.dim() == 2 else 0
-    for rnd in range(2 if fused else 4):
+    for rnd in range(rounds):
         _topk_hist_kernel[grid](
             logits, lengths, hist, width, ROUND=rnd, K=k, CHUNK=chunk, SPARSE=chunk // 8 if sparse else chunk,
-            num_warps=num_warps,
+            RB=radix_bits, HW=hw, num_warps=num_warps,
         )
-    if fused:
-        cand = torch.empty(rows, cap, dtype=torch.float32, device=logits.device)
-        _topk_finish_kernel[(rows,)](
-            logits, lengths, hist, cand, out, bt, width, bt_stride, cap,
-            K=k, BLOCK=4096, NEXT_N=next_n, PHYSICAL=block_table is not None, PAGE_SIZE=PAGE, num_warps=finish_warps,
-        )
-        return out
-    counts = torch.empty(rows, n_chunks, 2, dtype=torch.int32, device=logits.device)
-    _topk_count_kernel[grid](logits, lengths, hist, counts, width, n_chunks, K=k, CHUNK=chunk, num_warps=num_warps)
+    _topk_count_kernel[grid](
+        logits, lengths, hist, counts, width, n_chunks, K=k, CHUNK=chunk, ROUNDS=rounds, RB=radix_bits, HW=hw,
+        num_warps=num_warps,
+    )
+    bt = block_table if block_table is not None else lengths
     _topk_write_kernel[grid](
-        logits, lengths, hist, counts, out, bt, width, bt_stride, n_chunks,
+        logits, lengths, hist, counts, out, bt, width, bt.shape[-1] if bt.dim() == 2 else 0, n_chunks,
         K=k, CHUNK=chunk, N_CHUNKS_P2=triton.next_power_of_2(n_chunks), NEXT_N=next_n,
-        PHYSICAL=block_table is not None, PAGE_SIZE=PAGE, num_warps=num_warps,
+        PHYSICAL=block_table is not None, PAGE_SIZE=PAGE, ROUNDS=rounds, RB=radix_bits, HW=hw, num_warps=num_warps,
     )
     return out
 

@@ -27,7 +27,7 @@ def assert_valid(idx: torch.Tensor, logits: torch.Tensor, lengths: torch.Tensor,
             assert row[got.long()].min() >= row[rest].max()
 
 
-MODES = {"sparse": {}, "dense": {"sparse": False}, "fused": {"fused": True}, "fused-overflow": {"fused": True, "cap": 64}}
+MODES = {"sparse": {}, "dense": {"sparse": False}, "radix11": {"radix_bits": 11}, "radix11-dense": {"radix_bits": 11, "sparse": False}}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -60,7 +60,7 @@ def test_topk_physical_slots_follow_the_shuffled_table():
     logical = topk(logits, lens, 512)
     physical = topk(logits, lens, 512, block_table=table, next_n=2)
     assert torch.equal(physical, topk_ref(logits, lens, 512, table, next_n=2))
-    assert torch.equal(topk(logits, lens, 512, block_table=table, next_n=2, fused=True), physical)
+    assert torch.equal(topk(logits, lens, 512, block_table=table, next_n=2, radix_bits=11), physical)
     r = 1  # request 0, row 1: 700 visible tokens > k
     pos = logical[r][logical[r] >= 0].long()
     assert torch.equal(physical[r][: len(pos)].long(), table[0, pos // 64].long() * 64 + pos % 64)
@@ -83,7 +83,7 @@ def test_topk_property(width, length, levels, seed):
     lens = torch.tensor([length, width], dtype=torch.int32)
     got = topk(x, lens, 512, chunk=512)
     assert torch.equal(got, topk_ref(x, lens, 512))
-    assert torch.equal(topk(x, lens, 512, chunk=512, fused=True, cap=256), got)
+    assert torch.equal(topk(x, lens, 512, chunk=512, radix_bits=11), got)
     assert_valid(got, x, lens.clamp_min(0), 512)
 
 
@@ -114,6 +114,11 @@ def test_chunk_size_makes_no_difference():
     want = topk_ref(x, lens, 1024)
     for chunk in (1024, 2048, 8192):
         assert torch.equal(topk(x, lens, 1024, chunk=chunk), want)
+
+
+def test_radix_bits_are_checked():
+    with pytest.raises(KernelInputError, match="radix_bits"):
+        topk(torch.zeros(1, 10), torch.zeros(1, dtype=torch.int32), 512, radix_bits=9)
 
 
 def test_chunk_must_hold_k():
