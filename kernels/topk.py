@@ -15,12 +15,7 @@ import triton.language as tl
 from kernels.layout import PAGE, KernelInputError, require, require_same_device
 
 TOPK_SIZES = (512, 1024, 2048)
-RADIX_BITS = (8, 11)  # digit widths: 8+8+8+8 or 11+11+10
-
-
-def hist_width(radix_bits: int) -> int:
-    """Bins a row's histogram buffer holds: all rounds side by side, round r at r << radix_bits."""
-    return 1024 if radix_bits == 8 else 5120
+RADIX_BITS = 8
 
 
 @triton.jit
@@ -42,19 +37,18 @@ def _translate(idx, row, bt_ptr, bt_stride, mask, NEXT_N: tl.constexpr, PHYSICAL
 
 
 @triton.jit
-def _radix_state(hist_ptr, row, ROUNDS: tl.constexpr, K: tl.constexpr, RB: tl.constexpr, HW: tl.constexpr):
-    """(prefix, rem) after ROUNDS digits of RB bits (the last one narrower when RB does not divide
-    32): the k-th key's top bits, and how many keys with exactly that prefix still belong to the top k."""
+def _radix_state(hist_ptr, row, ROUNDS: tl.constexpr, K: tl.constexpr):
+    """(prefix, rem) after ROUNDS 8-bit digits: the k-th key's top 8 * ROUNDS bits, and how many
+    keys with exactly that prefix still belong to the top k."""
+    bins = tl.arange(0, 256)
     prefix = tl.zeros((), tl.uint32)
     rem = tl.full((), K, tl.int32)
     for r in tl.static_range(ROUNDS):
-        W: tl.constexpr = RB if RB * (r + 1) <= 32 else 32 - RB * r
-        bins = tl.arange(0, 1 << W)
-        hist = tl.load(hist_ptr + row.to(tl.int64) * HW + (r << RB) + bins)
+        hist = tl.load(hist_ptr + row.to(tl.int64) * 1024 + r * 256 + bins)
         at_least = tl.sum(hist) - tl.cumsum(hist, 0) + hist  # keys with digit >= bin
         digit = tl.max(tl.where(at_least >= rem, bins, -1))
         rem = rem - tl.sum(tl.where(bins > digit, hist, 0))
-        prefix = (prefix << W) | digit.to(tl.uint32)
+        prefix = (prefix << 8) | digit.to(tl.uint32)
     return prefix, rem
 
 
@@ -66,7 +60,6 @@ def _row_len(len_ptr, row, x_stride):
 @triton.jit
 def _topk_hist_kernel(
     x_ptr, len_ptr, hist_ptr, x_stride, ROUND: tl.constexpr, K: tl.constexpr, CHUNK: tl.constexpr, SPARSE: tl.constexpr,
-    RB: tl.constexpr, HW: tl.constexpr,
 ):
     """Round ROUND of the radix select: this chunk's histogram of digit ROUND among keys that
     match the prefix chosen so far, added into the row's global histogram. tl.histogram costs the
@@ -76,29 +69,25 @@ def _topk_hist_kernel(
     start = tl.program_id(1) * CHUNK
     n = _row_len(len_ptr, row, x_stride)
     if (n > K) & (start < n):
-        prefix, rem = _radix_state(hist_ptr, row, ROUND, K, RB, HW)
+        prefix, rem = _radix_state(hist_ptr, row, ROUND, K)
         idx = start + tl.arange(0, CHUNK)
         m = idx < n
         key = _sort_key(tl.load(x_ptr + row.to(tl.int64) * x_stride + idx, mask=m, other=0.0))
-        W: tl.constexpr = RB if RB * (ROUND + 1) <= 32 else 32 - RB * ROUND
-        digit = ((key >> (32 - RB * ROUND - W)) & ((1 << W) - 1)).to(tl.int32)
-        hist_row = hist_ptr + row.to(tl.int64) * HW + (ROUND << RB)
+        digit = ((key >> (24 - 8 * ROUND)) & 0xFF).to(tl.int32)
+        hist_row = hist_ptr + row.to(tl.int64) * 1024 + ROUND * 256
         if ROUND > 0:
-            m = m & ((key >> (32 - RB * ROUND)) == prefix)
+            m = m & ((key >> (32 - 8 * ROUND)) == prefix)
         matched = tl.sum(m.to(tl.int32))
         if matched > SPARSE:  # a dense chunk: a block histogram, one atomic per non-empty bin
-            h = tl.histogram(digit, 1 << W, mask=m)
-            bins = tl.arange(0, 1 << W)
+            h = tl.histogram(digit, 256, mask=m)
+            bins = tl.arange(0, 256)
             tl.atomic_add(hist_row + bins, h, mask=h > 0, sem="relaxed")
         elif matched > 0:  # later rounds: few keys keep the prefix, one atomic each beats the histogram
             tl.atomic_add(hist_row + digit, tl.full([CHUNK], 1, tl.int32), mask=m, sem="relaxed")
 
 
 @triton.jit
-def _topk_count_kernel(
-    x_ptr, len_ptr, hist_ptr, count_ptr, x_stride, n_chunks, K: tl.constexpr, CHUNK: tl.constexpr,
-    ROUNDS: tl.constexpr, RB: tl.constexpr, HW: tl.constexpr,
-):
+def _topk_count_kernel(x_ptr, len_ptr, hist_ptr, count_ptr, x_stride, n_chunks, K: tl.constexpr, CHUNK: tl.constexpr):
     """Per chunk: how many keys beat the k-th key, and how many equal it."""
     row = tl.program_id(0)
     c = tl.program_id(1)
@@ -107,7 +96,7 @@ def _topk_count_kernel(
     gt = tl.zeros((), tl.int32)
     eq = tl.zeros((), tl.int32)
     if (n > K) & (start < n):
-        kth, rem = _radix_state(hist_ptr, row, ROUNDS, K, RB, HW)
+        kth, rem = _radix_state(hist_ptr, row, 4, K)
         idx = start + tl.arange(0, CHUNK)
         m = idx < n
         key = _sort_key(tl.load(x_ptr + row.to(tl.int64) * x_stride + idx, mask=m, other=0.0))
@@ -122,7 +111,7 @@ def _topk_count_kernel(
 def _topk_write_kernel(
     x_ptr, len_ptr, hist_ptr, count_ptr, out_ptr, bt_ptr, x_stride, bt_stride, n_chunks,
     K: tl.constexpr, CHUNK: tl.constexpr, N_CHUNKS_P2: tl.constexpr, NEXT_N: tl.constexpr,
-    PHYSICAL: tl.constexpr, PAGE_SIZE: tl.constexpr, ROUNDS: tl.constexpr, RB: tl.constexpr, HW: tl.constexpr,
+    PHYSICAL: tl.constexpr, PAGE_SIZE: tl.constexpr,
 ):
     """Write this chunk's selected indices at their place in ascending index order: every key above
     the k-th key, and the first `rem` keys equal to it (the lower index wins)."""
@@ -138,7 +127,7 @@ def _topk_write_kernel(
             val = _translate(j, row, bt_ptr, bt_stride, keep, NEXT_N, PHYSICAL, PAGE_SIZE)
             tl.store(out_row + j, tl.where(keep, val, -1))
     elif start < n:
-        kth, rem = _radix_state(hist_ptr, row, ROUNDS, K, RB, HW)
+        kth, rem = _radix_state(hist_ptr, row, 4, K)
         ch = tl.arange(0, N_CHUNKS_P2)
         before = count_ptr + (row.to(tl.int64) * n_chunks + ch) * 2
         gt_before = tl.sum(tl.load(before, mask=ch < c, other=0))
@@ -162,7 +151,6 @@ def topk(
     chunk: int = 2048,
     num_warps: int = 4,
     sparse: bool = True,
-    radix_bits: int = 8,
 ) -> torch.Tensor:
     """Indices of the k largest logits of each row's first lengths[r] entries → [R, k] int32.
 
@@ -170,8 +158,7 @@ def topk(
     indices are physical slots of row r's request r // next_n; without it, logical positions.
     Each row is split into chunks of `chunk` entries, one program each: four histogram passes
     (8 bits each, summed across chunks) find the k-th key, a count pass and a write pass place
-    the selected indices. `radix_bits=11` takes three rounds (11, 11, 10 bits) instead. `sparse=False`
-    always takes the block histogram (the path before it).
+    the selected indices. `sparse=False` always takes the block histogram (the path before it).
     """
     require("logits", logits, (torch.float32,), (None, None))
     rows, width = logits.shape
@@ -195,27 +182,20 @@ def topk(
     if not rows:
         return out
     n_chunks = max(1, triton.cdiv(width, chunk))
-    if radix_bits not in RADIX_BITS:
-        raise KernelInputError(f"radix_bits must be one of {RADIX_BITS}; got {radix_bits}")
-    rounds = -(-32 // radix_bits)
-    hw = hist_width(radix_bits)
-    hist = torch.zeros(rows, hw, dtype=torch.int32, device=logits.device)
+    hist = torch.zeros(rows, 4, 256, dtype=torch.int32, device=logits.device)
     counts = torch.empty(rows, n_chunks, 2, dtype=torch.int32, device=logits.device)
     grid = (rows, n_chunks)
-    for rnd in range(rounds):
+    for rnd in range(4):
         _topk_hist_kernel[grid](
             logits, lengths, hist, width, ROUND=rnd, K=k, CHUNK=chunk, SPARSE=chunk // 8 if sparse else chunk,
-            RB=radix_bits, HW=hw, num_warps=num_warps,
+            num_warps=num_warps,
         )
-    _topk_count_kernel[grid](
-        logits, lengths, hist, counts, width, n_chunks, K=k, CHUNK=chunk, ROUNDS=rounds, RB=radix_bits, HW=hw,
-        num_warps=num_warps,
-    )
+    _topk_count_kernel[grid](logits, lengths, hist, counts, width, n_chunks, K=k, CHUNK=chunk, num_warps=num_warps)
     bt = block_table if block_table is not None else lengths
     _topk_write_kernel[grid](
         logits, lengths, hist, counts, out, bt, width, bt.shape[-1] if bt.dim() == 2 else 0, n_chunks,
         K=k, CHUNK=chunk, N_CHUNKS_P2=triton.next_power_of_2(n_chunks), NEXT_N=next_n,
-        PHYSICAL=block_table is not None, PAGE_SIZE=PAGE, ROUNDS=rounds, RB=radix_bits, HW=hw, num_warps=num_warps,
+        PHYSICAL=block_table is not None, PAGE_SIZE=PAGE, num_warps=num_warps,
     )
     return out
 

@@ -27,12 +27,9 @@ def assert_valid(idx: torch.Tensor, logits: torch.Tensor, lengths: torch.Tensor,
             assert row[got.long()].min() >= row[rest].max()
 
 
-MODES = {"sparse": {}, "dense": {"sparse": False}, "radix11": {"radix_bits": 11}, "radix11-dense": {"radix_bits": 11, "sparse": False}}
-
-
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("sparse", [True, False])
 @pytest.mark.parametrize("k", [512, 1024, 2048])
-def test_topk_matches_reference_and_is_valid(k, mode):
+def test_topk_matches_reference_and_is_valid(k, sparse):
     torch.manual_seed(k)
     width = 2 * k + 300
     x = torch.randn(6, width)
@@ -42,7 +39,7 @@ def test_topk_matches_reference_and_is_valid(k, mode):
     x[2, 100:] = float("-inf")  # fewer finite values than k
     x[3] = x[3].abs() * 1e-30  # tiny values, one exponent bin
     lens = torch.tensor([width, width - 7, width, k - 5, 0, k], dtype=torch.int32)
-    got = topk(x, lens, k, chunk=k, **MODES[mode])  # several chunks a row: ties straddle them
+    got = topk(x, lens, k, chunk=k, sparse=sparse)  # several chunks a row: ties straddle them
     assert torch.equal(got, topk_ref(x, lens, k))
     assert_valid(got, x, lens, k)
     ties = got[1][got[1] >= 0]
@@ -60,7 +57,6 @@ def test_topk_physical_slots_follow_the_shuffled_table():
     logical = topk(logits, lens, 512)
     physical = topk(logits, lens, 512, block_table=table, next_n=2)
     assert torch.equal(physical, topk_ref(logits, lens, 512, table, next_n=2))
-    assert torch.equal(topk(logits, lens, 512, block_table=table, next_n=2, radix_bits=11), physical)
     r = 1  # request 0, row 1: 700 visible tokens > k
     pos = logical[r][logical[r] >= 0].long()
     assert torch.equal(physical[r][: len(pos)].long(), table[0, pos // 64].long() * 64 + pos % 64)
@@ -83,7 +79,6 @@ def test_topk_property(width, length, levels, seed):
     lens = torch.tensor([length, width], dtype=torch.int32)
     got = topk(x, lens, 512, chunk=512)
     assert torch.equal(got, topk_ref(x, lens, 512))
-    assert torch.equal(topk(x, lens, 512, chunk=512, radix_bits=11), got)
     assert_valid(got, x, lens.clamp_min(0), 512)
 
 
@@ -114,11 +109,6 @@ def test_chunk_size_makes_no_difference():
     want = topk_ref(x, lens, 1024)
     for chunk in (1024, 2048, 8192):
         assert torch.equal(topk(x, lens, 1024, chunk=chunk), want)
-
-
-def test_radix_bits_are_checked():
-    with pytest.raises(KernelInputError, match="radix_bits"):
-        topk(torch.zeros(1, 10), torch.zeros(1, dtype=torch.int32), 512, radix_bits=9)
 
 
 def test_chunk_must_hold_k():
