@@ -10,29 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from pydantic import BaseModel
 
 from opsbot.bundle import Bundle
+from opsbot.diagnose import Finding
 from opsbot.store import AlertIn, Store
+from tests.findings import diagnosis, finding
 
 CLUSTER = "dsv4"
 MODEL = "deepseek-ai/DeepSeek-V4-Flash"
 
-
-class SeedFinding(BaseModel):
-    """Shaped as DIAG's Finding contract (incident, severity, roles, evidence, summary)."""
-
-    incident: str
-    title: str = ""
-    severity: str
-    roles: list[str]
-    evidence: list[str] = []
-    summary: str = ""
-
-
-class SeedDiagnosis(BaseModel):
-    bundle: str
-    findings: list[SeedFinding]
 
 
 def _iso(t: datetime) -> str:
@@ -96,12 +82,12 @@ def bundle_at(t: datetime, *, prefill: RoleLoad | None = None, decode: RoleLoad 
                                   "roles": roles, "nodes": nodes})
 
 
-QUEUE = SeedFinding(
-    incident="prefill-queue-saturation", title="Prefill queue saturated", severity="critical", roles=["prefill"],
+QUEUE = finding(
+    "prefill-queue-saturation", "critical", ["prefill"], title="Prefill queue saturated",
     evidence=["prefill queue: 48 requests, 512,000 pending tokens", "decode: 31 KVTransferError ... Aborted by AbortReq"],
     summary="A burst filled the prefill queue; clients time out and abort.")
-WEDGED = SeedFinding(
-    incident="decode-wedged", title="Decode is alive but produces no tokens", severity="critical", roles=["decode"],
+WEDGED = finding(
+    "decode-wedged", "critical", ["decode"], title="Decode is alive but produces no tokens",
     evidence=["running requests: 17, token usage 0.31", "tokens decoded in 3.0 s: 0"],
     summary="The decode scheduler holds requests but has not advanced them.")
 
@@ -117,9 +103,9 @@ class SeededWeek:
     restarts: int = 0
 
 
-def save(store: Store, t: datetime, findings: list[SeedFinding] = (), **kw) -> str:  # type: ignore[assignment]
+def save(store: Store, t: datetime, findings: list[Finding] = (), **kw) -> str:  # type: ignore[assignment]
     b = bundle_at(t, **kw)
-    return store.save_probe(b, SeedDiagnosis(bundle=b.id, findings=list(findings)))
+    return store.save_probe(b, diagnosis(b.id, list(findings)))
 
 
 def seed_week(store: Store, start: datetime, *, every: timedelta = timedelta(hours=6)) -> SeededWeek:

@@ -9,7 +9,6 @@ from datetime import timedelta
 
 import psycopg
 import pytest
-from pydantic import BaseModel
 from sqlalchemy import inspect, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -18,25 +17,11 @@ from opsbot.store import AlertIn, SchemaTooNew, Store, StoreBusy, StoreError
 from opsbot.store.database import head_revision
 from opsbot.store.models import Base, Probe
 from tests.databases import free_port
+from tests.findings import diagnosis, finding
 
 TABLES = {"probes", "findings", "alerts", "actions", "approvals", "audit", "reports", "notes", "decisions",
           "job_runs", "api_tokens", "role_locks", "slack_threads"}
 
-
-class _Finding(BaseModel):
-    """Shaped as DIAG's Finding contract (incident, severity, roles, evidence, summary)."""
-
-    incident: str
-    title: str = ""
-    severity: str
-    roles: list[str]
-    evidence: list[str] = []
-    summary: str = ""
-
-
-class _Diagnosis(BaseModel):
-    bundle: str
-    findings: list[_Finding]
 
 
 def _bundle(cluster: str = "lab", ok: bool = True) -> Bundle:
@@ -212,9 +197,9 @@ def test_concurrent_claimers_exactly_one_wins(database_url):
 
 def test_probe_bundle_is_compressed_and_round_trips_with_findings(store):
     b = _bundle(ok=False)
-    diag = _Diagnosis(bundle=b.id, findings=[  # diagnose() puts the most likely first
-        _Finding(incident="decode-wedged", severity="critical", roles=["decode"], evidence=["0 tokens in 3 s"]),
-        _Finding(incident="decode-slow", severity="warning", roles=["decode"], summary="slow"),
+    diag = diagnosis(b.id, [  # diagnose() puts the most likely first
+        finding("decode-wedged", "critical", ["decode"], evidence=["0 tokens in 3 s"]),
+        finding("decode-slow", "warning", ["decode"], summary="slow"),
     ])
     assert store.save_probe(b, diag) == b.id
     assert store.save_probe(b, diag) == b.id  # saving again keeps one copy
@@ -229,7 +214,7 @@ def test_probe_bundle_is_compressed_and_round_trips_with_findings(store):
 
 def test_a_failing_write_leaves_no_partial_rows(store):
     b = _bundle()
-    bad = _Diagnosis(bundle=b.id, findings=[_Finding(incident="x" * 500, severity="critical", roles=["decode"])])
+    bad = diagnosis(b.id, [finding("x" * 500, "critical", ["decode"])])
     if store.engine.dialect.name == "sqlite":  # SQLite does not enforce VARCHAR lengths: break NOT NULL instead
         bad.findings[0].incident = None  # type: ignore[assignment]
     with pytest.raises(DBAPIError):
