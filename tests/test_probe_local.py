@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import http.server
-import threading
 import time
 
 import pytest
@@ -13,6 +11,7 @@ from opsbot.collect.probe import probe, since_timestamp
 from opsbot.inventory import Inventory, UnknownRole
 from opsbot.parse.metrics import parse_samples
 from opsbot.settings import Settings
+from tests.httpstub import serve
 from tests.sshd import free_port
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDr6mGNmEXLk0ioh9kKUT1GYnDt4hO8VkqQ3M2qA3q8P"
@@ -23,33 +22,22 @@ def server():
     """A /metrics whose decode counter moves 100 tokens per request, and a /health."""
     state = {"tokens": 0}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            if self.path == "/metrics":
-                state["tokens"] += 100
-                body = (
-                    "# TYPE sglang:num_running_reqs gauge\n"
-                    'sglang:num_running_reqs{tp_rank="0"} 4\n'
-                    "# TYPE sglang:realtime_tokens_total counter\n"
-                    f'sglang:realtime_tokens_total{{mode="decode",tp_rank="0"}} {state["tokens"]}\n'
-                ).encode()
-            elif self.path == "/slow":
-                time.sleep(4)
-                body = b"late"
-            else:
-                body = b""
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def body_for(path: str) -> bytes:
+        if path == "/metrics":
+            state["tokens"] += 100
+            return (
+                "# TYPE sglang:num_running_reqs gauge\n"
+                'sglang:num_running_reqs{tp_rank="0"} 4\n'
+                "# TYPE sglang:realtime_tokens_total counter\n"
+                f'sglang:realtime_tokens_total{{mode="decode",tp_rank="0"}} {state["tokens"]}\n'
+            ).encode()
+        if path == "/slow":
+            time.sleep(4)
+            return b"late"
+        return b""
 
-        def log_message(self, *args):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
+    with serve(body_for) as url:
+        yield url
 
 
 def _inventory(url: str, dead_port: int, health: str = "/health") -> Inventory:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 
 import pytest
 from typer.testing import CliRunner
@@ -13,6 +11,7 @@ from opsbot.cli import app
 from opsbot.settings import get_settings
 from opsbot.store import Store
 from tests.promweek import week_start
+from tests.httpstub import serve
 from tests.reportseed import seed_week
 
 runner = CliRunner()
@@ -75,36 +74,23 @@ def test_status_with_a_fresh_probe_of_a_local_node(env, tmp_path, monkeypatch):
     """`opsbot status --probe --save`: the real probe() on this machine, a local SGLang-like /metrics."""
     state = {"tokens": 0}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            if self.path == "/metrics":
-                state["tokens"] += 300
-            body = ("# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{tp_rank=\"0\"} 7\n"
-                    "# TYPE sglang:realtime_tokens_total counter\n"
-                    f'sglang:realtime_tokens_total{{mode="decode",tp_rank="0"}} {state["tokens"]}\n').encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def body_for(path: str) -> bytes:
+        if path == "/metrics":
+            state["tokens"] += 300
+        return ("# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{tp_rank=\"0\"} 7\n"
+                "# TYPE sglang:realtime_tokens_total counter\n"
+                f'sglang:realtime_tokens_total{{mode="decode",tp_rank="0"}} {state["tokens"]}\n').encode()
 
-        def log_message(self, *args):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{srv.server_address[1]}"
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(
-        "clusters:\n  here:\n    nodes:\n      - {name: self, address: localhost, transport: local}\n"
-        f"    roles:\n      - {{role: decode, node: self, unit: sglang-dsv4-decode.service, "
-        f"metrics_url: '{url}/metrics', health_url: '{url}/health', http_via_ssh: false}}\n")
-    monkeypatch.setenv("OPSBOT_INVENTORY", str(inventory))
-    monkeypatch.setenv("OPSBOT_METRICS_WINDOW_S", "0.5")
-    get_settings.cache_clear()
-    try:
+    with serve(body_for) as url:
+        inventory = tmp_path / "inventory.yaml"
+        inventory.write_text(
+            "clusters:\n  here:\n    nodes:\n      - {name: self, address: localhost, transport: local}\n"
+            f"    roles:\n      - {{role: decode, node: self, unit: sglang-dsv4-decode.service, "
+            f"metrics_url: '{url}/metrics', health_url: '{url}/health', http_via_ssh: false}}\n")
+        monkeypatch.setenv("OPSBOT_INVENTORY", str(inventory))
+        monkeypatch.setenv("OPSBOT_METRICS_WINDOW_S", "0.5")
+        get_settings.cache_clear()
         out = runner.invoke(app, ["status", "--probe", "--save", "--format", "json"])
-    finally:
-        srv.shutdown()
     assert out.exit_code == 0, out.output
     report = json.loads(out.stdout[out.stdout.index("{"):])
     assert report["current"]["fresh"] is True and report["current"]["cluster"] == "here"

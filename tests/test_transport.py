@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import http.server
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 from opsbot.collect.transport import HostKeyRefused, LocalTransport, SshTransport, TransportPool
 from opsbot.inventory import Node
 from opsbot.settings import Settings
+from tests.httpstub import serve
 from tests.sshd import free_port, start_sshd
 
 WRONG_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDr6mGNmEXLk0ioh9kKUT1GYnDt4hO8VkqQ3M2qA3q8P"
@@ -121,21 +120,8 @@ async def test_dead_node_fails_fast_and_once(settings):
 
 @pytest.fixture(scope="module")
 def web():
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = (b"sglang:num_running_reqs 3\n" * 1000) if self.path == "/metrics" else b"OK"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serve(lambda path: (b"sglang:num_running_reqs 3\n" * 1000) if path == "/metrics" else b"OK") as url:
+        yield url
 
 
 async def test_http_through_ssh_forward_and_direct(sshd, settings, web):
