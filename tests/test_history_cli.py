@@ -63,7 +63,7 @@ def test_parse_since():
 
 def test_db_upgrade_and_refusal_of_a_newer_database(tmp_path):
     first = _opsbot(tmp_path, "db", "upgrade")
-    assert first.returncode == 0 and "(empty) -> 0002" in first.stdout
+    assert first.returncode == 0 and "(empty) -> 0005" in first.stdout
     with Store(f"sqlite:///{tmp_path / 'opsbot.db'}") as store, store.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = 'ffff0002'"))
     refused = _opsbot(tmp_path, "history")

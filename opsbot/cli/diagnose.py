@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from opsbot.bundle import BundleError, Trigger, read_bundle
+from opsbot.chat.intents import Intent, parse_intent
 from opsbot.cli.probe import load_or_exit, run_with_progress, save_bundle
 from opsbot.collect.probe import scope
 from opsbot.diagnose import Diagnosis, diagnose, load_runbooks, roles_for_words
@@ -54,13 +55,22 @@ def ask(
     save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
     runbooks: Path = RUNBOOKS_OPT,
 ) -> None:
-    """Probe the roles your words name (all when none), diagnose, and say what to do.
+    """Answer a question about what happened, or probe the roles your words name and diagnose.
+
+    Questions with an answer in the store: "what happened last night / since 02:00 / this week",
+    "why did decode restart", "is it safe to restart prefill" (the guards' dry run), "incidents",
+    "history decode 24h", "help" (times in OPSBOT_REPORT_TIMEZONE). Anything else probes:
 
     Naming prefill or decode also probes the other PD role and the router: "decode is stuck"
     probes decode, prefill and router, so a saturated prefill or a router without workers behind
     a stuck decode is found. Naming only the router probes only the router.
     """
     s = get_settings()
+    intent = parse_intent(text)
+    if intent.kind != "probe":
+        _answer(intent, inventory, as_json)
+        return
+    typer.echo(f"({intent.understood()})", err=True)
     inv = load_or_exit(inventory or s.inventory_path())
     try:
         _name, c = inv.cluster(cluster or s.cluster)
@@ -76,6 +86,31 @@ def ask(
         save_bundle(b, save)
     typer.echo(f"bundle saved: {kept}" + (f" and {save}" if save else ""), err=True)
     _emit(diagnose(b, load_runbooks(runbooks)), as_json)
+
+
+def _answer(intent: Intent, inventory: Path | None, as_json: bool) -> None:
+    from datetime import datetime, timezone
+
+    from opsbot.chat.answers import answer, zone
+    from opsbot.inventory import load_inventory
+    from opsbot.store import StoreError, open_store
+
+    s = get_settings()
+    try:
+        inv = load_inventory(inventory or s.inventory_path())
+    except (ConfigError, OSError):
+        inv = None  # only the dry run needs it, and says so
+    try:
+        store = open_store(s.db_url())
+    except StoreError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    result = answer(intent, store, inv, s, zone(None, s.report_timezone), datetime.now(timezone.utc))
+    assert result is not None
+    if as_json:
+        typer.echo(json.dumps({"understood": result.understood, "title": result.title, "lines": result.lines}, indent=2))
+    else:
+        typer.echo(result.text())
 
 
 @runbooks_app.command("lint")

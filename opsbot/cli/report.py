@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from opsbot.bundle import Bundle
+from opsbot.lab.monitoring import with_lab_monitoring
 from opsbot.report.model import StatusReport, WeeklyReport
 from opsbot.report.render import FORMATS, render
 from opsbot.report.status import build_status
@@ -76,7 +77,7 @@ def status(
     out: Path | None = typer.Option(None, "--out", help="write into this directory instead of printing"),
 ) -> None:
     """Where the deployment stands: goal, current state, incidents, actions, notes, decisions, context."""
-    settings = get_settings()
+    settings = with_lab_monitoring(get_settings())
     kind = _format(fmt)
     store = _store(settings)
     bundle, incidents = _fresh_probe(settings) if probe else (None, None)
@@ -98,7 +99,7 @@ def weekly(
     out: Path | None = typer.Option(None, "--out", help="write the report and its charts (PNG) into this directory"),
 ) -> None:
     """The weekly report: figures from Prometheus and opsbot's history, charts, the week before."""
-    settings = get_settings()
+    settings = with_lab_monitoring(get_settings())
     kind = _format(fmt)
     store = _store(settings)
     try:

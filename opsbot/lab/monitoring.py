@@ -24,6 +24,7 @@ import yaml
 
 import serving
 from opsbot.lab.layout import ALERTMANAGER_OFFSET, PROMETHEUS_OFFSET, LabPlan
+from opsbot.settings import Settings
 from serving.alerts import alert_rules_yaml
 from serving.render import alertmanager_config
 from serving.spec import DeploymentSpec, load_spec
@@ -203,7 +204,24 @@ class Monitoring:
 
 def lab_prometheus_url(lab_dir: Path) -> str | None:
     """The running lab Prometheus's URL, for the status page and weekly report's default."""
+    return _running(lab_dir).get("prometheus")
+
+
+def _running(lab_dir: Path) -> dict[str, str]:
     try:
-        return json.loads((lab_dir / "monitoring" / "monitoring.json").read_text())["prometheus"]
-    except (OSError, ValueError, KeyError):
-        return None
+        data = json.loads((lab_dir / "monitoring" / "monitoring.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def with_lab_monitoring(settings: Settings) -> Settings:
+    """Settings whose Prometheus and Alertmanager default to the lab's, when the lab's monitoring runs.
+
+    Called where a command composes its settings (``opsbot serve``, status, weekly report); what the
+    environment sets always wins, and without a lab nothing changes.
+    """
+    running = _running(settings.lab_path())
+    update = {f"{name}_url": running[name] for name in ("prometheus", "alertmanager")
+              if running.get(name) and getattr(settings, f"{name}_url") is None}
+    return settings.model_copy(update=update) if update else settings

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from opsbot import __version__
+from opsbot.lab.monitoring import with_lab_monitoring
 from opsbot.service import api, pages
 from opsbot.service.intake import AlertIntake
 from opsbot.service.jobs import Jobs
@@ -51,7 +52,7 @@ async def _reconcile(runtime: Runtime) -> None:
 
 def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None) -> FastAPI:
     """Build the app; ``runtime`` lets tests and benchmarks choose the store and probe function."""
-    settings = settings or get_settings()
+    settings = with_lab_monitoring(settings or get_settings())
     runtime = runtime or Runtime(settings=settings, store=_open_store(settings))
 
     @asynccontextmanager
