@@ -70,6 +70,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 await socket.close_async()
             await app.state.intake.close()
             await app.state.jobs.close()
+            if slack:
+                await slack.incidents.close()
 
     app = FastAPI(title="opsbot", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.runtime = runtime

@@ -121,6 +121,8 @@ class AlertIntake:
 
     async def _probe_and_notify(self, scope: Scope, alerts: list[StoredAlert]) -> None:
         cluster, role = scope
+        resolved = [a for a in alerts if a.status == "resolved"]
+        closed = await self.runtime.incidents.resolved(cluster, resolved) if resolved else []
         trigger = Trigger(kind="alert", text=_names(alerts), alerts=sorted({a.fingerprint for a in alerts}))
         result: ProbeResult | None = None
         error: str | None = None
@@ -132,8 +134,14 @@ class AlertIntake:
             await self.runtime.db(self.runtime.store.alert_probe_failed, [a.id for a in alerts], error,
                                   max_attempts=self.runtime.settings.alert_probe_attempts,
                                   final=isinstance(exc, (UnknownRole, ConfigError)))
+        firing = [a for a in alerts if a.status == "firing"]
+        opened = None
         if result is not None:
             await self.runtime.db(self.runtime.store.link_alert_probe, [a.id for a in alerts], result.probe_id)
+            if firing:
+                opened = await self.runtime.incidents.sighted(result, firing, self.runtime.request_restart)
+        if opened or closed:
+            return  # the incident's own message says it (one message per incident)
         if self.notifier is not None:
             by_group: dict[str, list[StoredAlert]] = defaultdict(list)
             for a in alerts:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from anyio import to_thread
 
 from opsbot.bundle import Bundle, Trigger
+from opsbot.incidents import Incidents
 from opsbot.inventory import Inventory, load_inventory
 from opsbot.service.telemetry import Telemetry
 from opsbot.settings import Settings
@@ -70,6 +71,10 @@ class Runtime:
     telemetry: Telemetry = field(default_factory=Telemetry)
     instance: str = field(default_factory=_instance_id)
     _inventory: tuple[float, Inventory] | None = None
+    incidents: Incidents = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.incidents = Incidents(self.store, self.db)
 
     def inventory(self) -> Inventory:
         """The inventory file, reloaded when it changes (the lab rewrites it on ``lab up``)."""
@@ -122,9 +127,12 @@ class Runtime:
         from opsbot.act import approve, execute
 
         await self.db(approve, self.store, action_id, approver, surface, self.settings)
+        await self.incidents.action_moved(action_id, f"restart approved by {approver} via {surface}; running")
         outcome = await execute(self.store, self.inventory(), action_id, actor=approver, surface=surface,
                                 settings=self.settings)
         self.telemetry.actions.labels(outcome.state).inc()
+        await self.incidents.action_moved(action_id, f"restart {outcome.state}: {outcome.message}",
+                                          outcome.after_probe_id)
         return outcome
 
     async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Any:
@@ -133,4 +141,5 @@ class Runtime:
                             what="restart dismissed", outcome=f"dismissed by {actor} via {surface}")
         if row is not None:
             self.telemetry.actions.labels("dismissed").inc()
+            await self.incidents.action_moved(action_id, f"restart dismissed by {actor} via {surface}")
         return row

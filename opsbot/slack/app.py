@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import OrderedDict
 from typing import Any
 
@@ -20,10 +21,12 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from opsbot.bundle import Trigger
+from opsbot.chat.intents import Intent, parse_intent
 from opsbot.diagnose import roles_for_words
-from opsbot.service.runtime import ProbeResult, Runtime
-from opsbot.slack.blocks import decided_blocks, finding_blocks, help_blocks, plan_blocks, section
+from opsbot.service.runtime import InventoryUnavailable, ProbeResult, Runtime
+from opsbot.slack.blocks import context, decided_blocks, finding_blocks, help_blocks, plan_blocks, section
 from opsbot.slack.commands import Command, parse_command
+from opsbot.slack.incident import IncidentMessages, escape
 from opsbot.slack.threads import AlertThreads
 
 log = logging.getLogger(__name__)
@@ -44,8 +47,11 @@ class SlackSurface:
         self.bolt = AsyncApp(client=self.client, signing_secret=s.slack_signing_secret, process_before_response=False)
         self.handler = AsyncSlackRequestHandler(self.bolt)
         self.threads = AlertThreads(self)
+        self.incidents = IncidentMessages(self.client, runtime.store, runtime.db, s.slack_alert_channel, s.page_url)
+        runtime.incidents.notifier = self.incidents
         self._plans: OrderedDict[Any, dict[str, str]] = OrderedDict()  # probe id -> role -> planned action
         self.bolt.command(s.slack_command)(self._command)
+        self.bolt.event("app_mention")(self._mention)
         self.bolt.action("restart_approve")(self._approve)
         self.bolt.action("restart_dismiss")(self._dismiss)
 
@@ -101,9 +107,49 @@ class SlackSurface:
                                                          reason=f"/opsbot restart by <@{user}>")
             commands = [" ".join(step.argv) + f"   # {step.node}" for step in plan.steps]
             return plan_blocks(cmd.args[0], action.id, commands, f"{action.expires_at:%H:%M:%S} UTC"), f"restart {cmd.args[0]}?"
+        intent = parse_intent(cmd.text) if cmd.verb == "ask" else None
+        if intent is not None and intent.kind != "probe":
+            return await self._intent_answer(intent, user)
         roles = cmd.args if cmd.verb == "probe" else _roles_for_words(runtime, cmd.text)
         result = await runtime.run_probe(None, roles or None, Trigger(kind="slack", user=user, text=cmd.text))
-        return await self.result_blocks(result, actor=f"slack:{user}"), _headline(result)
+        said = [context(intent.understood())] if intent is not None else []
+        return said + await self.result_blocks(result, actor=f"slack:{user}"), _headline(result)
+
+    async def _intent_answer(self, intent: Intent, user: str) -> tuple[list[dict[str, Any]], str]:
+        """A question the store answers, with times in the asker's zone (Slack profile, else the report zone)."""
+        from datetime import datetime, timezone
+
+        from opsbot.chat.answers import answer, zone
+
+        runtime = self.runtime
+        try:
+            inventory = runtime.inventory()
+        except InventoryUnavailable:
+            inventory = None
+        tz = zone(await self._user_zone(user), runtime.settings.report_timezone)
+        said = await runtime.db(answer, intent, runtime.store, inventory, runtime.settings, tz, datetime.now(timezone.utc))
+        lines = "\n".join(f"• {escape(line)}" for line in said.lines)
+        return [context(said.understood), section(f"*{escape(said.title)}*\n{lines}")], said.title
+
+    async def _user_zone(self, user: str) -> str | None:
+        """The IANA zone of the user's Slack profile (``users.info``), None when Slack does not say."""
+        try:
+            info = await self.client.users_info(user=user)
+        except Exception:  # noqa: BLE001 - no profile: the report zone is used
+            return None
+        return ((info.get("user") or {}).get("tz")) or None
+
+    async def _mention(self, event: dict[str, Any], say: Any) -> None:
+        """``@opsbot what happened since 02:00`` in a channel or an incident's thread: answered in the thread."""
+        text = re.sub(r"<@[A-Z0-9]+>", " ", event.get("text", "")).strip()
+        user, thread = event.get("user", "?"), event.get("thread_ts") or event.get("ts")
+        cmd = parse_command(text)
+        try:
+            blocks, title = ((help_blocks(self.runtime.settings.slack_command), "opsbot help") if cmd.verb == "help"
+                             else await self._answer(cmd, user))
+        except Exception as exc:  # noqa: BLE001 - the operator sees why
+            blocks, title = [section(f":warning: {escape(str(exc))}")], str(exc)
+        await self.client.chat_postMessage(channel=event["channel"], thread_ts=thread, blocks=blocks, text=title)
 
     async def result_blocks(self, result: ProbeResult, *, actor: str) -> list[dict[str, Any]]:
         """The findings, with a planned restart (buttons) for each remedy that needs approval.
@@ -158,6 +204,12 @@ class SlackSurface:
                 text=f":no_entry: <@{user}> is not allowed to approve restarts (ask someone in the approvers list).",
             )
             return
+        if await self.runtime.db(self.runtime.store.incident_for_action, action_id) is not None:
+            try:  # the incident's message follows the restart (the flow tells it)
+                await self.runtime.approve_and_execute(action_id, approver=f"slack:{user}", surface="slack")
+            except ApprovalRefused as exc:
+                await self.client.chat_postEphemeral(channel=channel, user=user, text=f":warning: not done: {exc}")
+            return
         running = f":hourglass_flowing_sand: *{label}* approved by <@{user}>; running…"
         await self.client.chat_update(channel=channel, ts=ts, text=label, blocks=decided_blocks(original, running))
         try:
@@ -175,6 +227,8 @@ class SlackSurface:
         user = body["user"]["id"]
         channel, ts = body["container"]["channel_id"], body["container"]["message_ts"]
         await self.runtime.dismiss(action["value"], actor=f"slack:{user}", surface="slack")
+        if await self.runtime.db(self.runtime.store.incident_for_action, action["value"]) is not None:
+            return  # the incident's message says it
         line = f":heavy_multiplication_x: dismissed by <@{user}>"
         await self.client.chat_update(channel=channel, ts=ts, text=line,
                                       blocks=decided_blocks((body.get("message") or {}).get("blocks", []), line))

@@ -95,19 +95,52 @@ class IncidentMessages:
         self.client, self.store, self.db, self.channel = client, store, db, channel
         self.page_url = page_url
         self.attempts, self.first_delay_s, self.timeout_s = attempts, first_delay_s, timeout_s
-        self._locks: dict[str, asyncio.Lock] = {}
+        self.resync_delays_s = [5.0, 15.0, 30.0, 60.0, 120.0, 300.0]  # Slack still down: try again later
+        self._dirty: set[str] = set()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
 
-    async def changed(self, incident_id: str) -> None:
-        """Post or edit the message and add the new timeline entries to its thread; never raises."""
+    def notify(self, incident_id: str) -> None:
+        """The incident changed: bring its message up to date in the background, one sync at a time."""
         if not self.channel:
             return
-        lock = self._locks.setdefault(incident_id, asyncio.Lock())
-        async with lock:
-            try:
-                await self._sync(incident_id)
-            except Exception as exc:  # noqa: BLE001 - Slack down must not stop the incident; the store says why
-                log.warning("incident %s: Slack message not up to date: %s", incident_id, exc)
-                await self.db(self.store.slack_failed, incident_id, f"{type(exc).__name__}: {exc}")
+        self._dirty.add(incident_id)
+        if incident_id not in self._tasks:
+            self._tasks[incident_id] = asyncio.create_task(self._drive(incident_id), name=f"incident:{incident_id}")
+
+    async def _drive(self, incident_id: str) -> None:
+        try:
+            failures = 0
+            while incident_id in self._dirty:
+                self._dirty.discard(incident_id)
+                if await self.changed(incident_id):
+                    failures = 0
+                    continue
+                if failures < len(self.resync_delays_s):
+                    await asyncio.sleep(self.resync_delays_s[failures])
+                    failures += 1
+                    self._dirty.add(incident_id)
+        finally:
+            del self._tasks[incident_id]
+
+    async def drain(self) -> None:
+        """Until every pending message is up to date or given up on (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+    async def changed(self, incident_id: str) -> bool:
+        """Post or edit the message and add the new timeline entries to its thread; False when Slack failed."""
+        try:
+            await self._sync(incident_id)
+            return True
+        except Exception as exc:  # noqa: BLE001 - Slack down must not stop the incident; the store says why
+            log.warning("incident %s: Slack message not up to date: %s", incident_id, exc)
+            await self.db(self.store.slack_failed, incident_id, f"{type(exc).__name__}: {exc}")
+            return False
 
     async def _snapshot(self, incident_id: str) -> Snapshot:
         return await self.db(_snapshot, self.store, incident_id)

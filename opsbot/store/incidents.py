@@ -101,8 +101,8 @@ class IncidentRecords:
         raise RuntimeError(f"could not open or join the incident {key}")
 
     def incident_event(self, incident_id: str, kind: str, what: str, ref: str | None = None, *,
-                       action_id: str | None = None) -> IncidentRow | None:
-        """Append to the timeline (and the actions list); None when there is no such incident."""
+                       action_id: str | None = None, probe_id: str | None = None) -> IncidentRow | None:
+        """Append to the timeline (and the actions or probes list); None when there is no such incident."""
 
         def _go(session: Session) -> IncidentRow | None:
             row = session.get(IncidentRow, incident_id, with_for_update=True)
@@ -110,6 +110,8 @@ class IncidentRecords:
                 return None
             if action_id:
                 row.actions = _merge(row.actions, [action_id])
+            if probe_id:
+                row.probes = _merge(row.probes, [probe_id])
             row.timeline = [*row.timeline, _event(kind, what, ref)]
             row.last_seen = now()
             return row

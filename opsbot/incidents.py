@@ -1,0 +1,87 @@
+"""An incident's life, between the flow and the record: an alert's probe that names a class opens (or
+joins) the incident and plans the restart its finding asks for; approvals, restarts and their outcomes
+are its timeline; resolved alerts close it. After each change the notifier (the Slack message) is told.
+
+Every surface reaches this through the flow (``Runtime``), never directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from opsbot.store import Sighting
+
+log = logging.getLogger(__name__)
+LIVE_ACTIONS = ("planned", "approved", "executing")
+
+
+class IncidentNotifier(Protocol):
+    def notify(self, incident_id: str) -> None: ...
+
+
+class Incidents:
+    """The incident steps of the flow; ``db`` runs store calls off the event loop."""
+
+    def __init__(self, store: Any, db: Callable[..., Awaitable[Any]]) -> None:
+        self.store = store
+        self.db = db
+        self.notifier: IncidentNotifier | None = None
+
+    def _tell(self, incident_id: str) -> None:
+        if self.notifier is not None:
+            self.notifier.notify(incident_id)
+
+    async def sighted(self, result: Any, alerts: list[Any],
+                      plan_restart: Callable[..., Awaitable[Any]]) -> str | None:
+        """A probe triggered by firing alerts: open or join the incident its top finding names; plan the
+        restart that finding asks for (unless one is already under way). The incident id, or None."""
+        findings = result.diagnosis.findings
+        if not findings:
+            return None
+        f = findings[0]  # diagnose orders them, most likely first
+        sighting = Sighting(
+            cluster=result.bundle.cluster, incident=f.incident, severity=str(f.severity), roles=list(f.roles),
+            title=f.title, summary=f.summary, confidence=f.confidence, probe_id=str(result.probe_id),
+            alert_ids=[a.id for a in alerts], fingerprints=sorted({a.fingerprint for a in alerts}),
+            alertnames=sorted({a.labels.get("alertname", "alert") for a in alerts}))
+        row, _opened = await self.db(self.store.record_sighting, sighting)
+        for remedy in f.remedies:
+            if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role:
+                continue
+            if await self._restart_under_way(row, remedy.role):
+                continue
+            try:
+                action, _ = await plan_restart(remedy.role, row.cluster, actor="alertmanager", surface="alert",
+                                               reason=f"{f.incident} (incident {row.id}, probe {result.probe_id})")
+            except Exception as exc:  # noqa: BLE001 - a plan the guards refuse is said in the timeline
+                await self.db(self.store.incident_event, row.id, "action", f"restart {remedy.role} not offered: {exc}")
+                continue
+            await self.db(self.store.incident_event, row.id, "action",
+                          f"approval asked: restart {remedy.role} (plan {action.id})", action.id, action_id=action.id)
+        self._tell(row.id)
+        return str(row.id)
+
+    async def _restart_under_way(self, row: Any, role: str) -> bool:
+        for action_id in row.actions:
+            action = await self.db(self.store.action, action_id)
+            if action.state in LIVE_ACTIONS and role in action.role.split(","):
+                return True
+        return False
+
+    async def resolved(self, cluster: str, alerts: list[Any]) -> list[str]:
+        """Resolved alerts: the incidents holding them close once none of their alerts fires."""
+        rows = await self.db(self.store.resolve_alerts, cluster, sorted({a.fingerprint for a in alerts}),
+                             sorted({a.labels.get("alertname", "alert") for a in alerts}))
+        for row in rows:
+            self._tell(row.id)
+        return [r.id for r in rows]
+
+    async def action_moved(self, action_id: str, what: str, probe_id: str | None = None) -> None:
+        """An action of an incident moved (approved, running, verified, failed, dismissed)."""
+        row = await self.db(self.store.incident_for_action, action_id)
+        if row is None:
+            return
+        await self.db(self.store.incident_event, row.id, "action", what, probe_id, probe_id=probe_id)
+        self._tell(row.id)
