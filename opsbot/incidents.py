@@ -71,17 +71,27 @@ class Incidents:
         return False
 
     async def resolved(self, cluster: str, alerts: list[Any]) -> list[str]:
-        """Resolved alerts: the incidents holding them close once none of their alerts fires."""
+        """Resolved alerts: the incidents holding them close once none of their alerts fires and no
+        restart of theirs runs (stopping a role ends its alert's series: that is not a recovery)."""
+        hold = frozenset(await self.db(self._restarting, cluster))
         rows = await self.db(self.store.resolve_alerts, cluster, sorted({a.fingerprint for a in alerts}),
-                             sorted({a.labels.get("alertname", "alert") for a in alerts}))
+                             sorted({a.labels.get("alertname", "alert") for a in alerts}), hold=hold)
         for row in rows:
             self._tell(row.id)
         return [r.id for r in rows]
 
+    def _restarting(self, cluster: str) -> list[str]:
+        """Open incidents of the cluster with an approved or running restart (runs in a worker thread)."""
+        return [r.id for r in self.store.incidents(cluster=cluster, state="open")
+                if any(self.store.action(a).state in ("approved", "executing") for a in r.actions)]
+
     async def action_moved(self, action_id: str, what: str, probe_id: str | None = None) -> None:
-        """An action of an incident moved (approved, running, verified, failed, dismissed)."""
+        """An action of an incident moved (approved, running, verified, failed, dismissed); once it
+        ended, an incident whose alerts all resolved meanwhile closes."""
         row = await self.db(self.store.incident_for_action, action_id)
         if row is None:
             return
         await self.db(self.store.incident_event, row.id, "action", what, probe_id, probe_id=probe_id)
+        if (await self.db(self.store.action, action_id)).state not in LIVE_ACTIONS:
+            await self.db(self.store.close_if_quiet, row.id)
         self._tell(row.id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
@@ -113,7 +114,7 @@ class SlackRecorder:
             answer.update(channel=args.get("channel"), ts=ts, message={"text": args.get("text", "")})
             if method == "chat.postMessage":
                 meta = args.get("metadata")
-                self.messages.append({"channel": args.get("channel"), "ts": ts, "text": args.get("text", ""),
+                self.messages.append({"at": time.time(), "channel": args.get("channel"), "ts": ts, "text": args.get("text", ""),
                                       "thread_ts": args.get("thread_ts"), "blocks": args.get("blocks"),
                                       "metadata": json.loads(meta) if isinstance(meta, str) else meta})
         elif method == "conversations.history":

@@ -118,8 +118,10 @@ class IncidentRecords:
 
         return self.write(_go, "incident event")
 
-    def resolve_alerts(self, cluster: str, fingerprints: list[str], alertnames: list[str]) -> list[IncidentRow]:
-        """Mark the fingerprints resolved in the open incidents holding them; those left with none firing close."""
+    def resolve_alerts(self, cluster: str, fingerprints: list[str], alertnames: list[str], *,
+                       hold: frozenset[str] = frozenset()) -> list[IncidentRow]:
+        """Mark the fingerprints resolved in the open incidents holding them; those left with none firing
+        close, except the ``hold`` ones (a restart of theirs still runs: ``close_if_quiet`` closes them after)."""
         fps = set(fingerprints)
 
         def _go(session: Session) -> list[IncidentRow]:
@@ -131,16 +133,28 @@ class IncidentRecords:
                 at = now()
                 row.firing = [f for f in row.firing if f not in fps]
                 events = [_event("alert", f"resolved: {', '.join(alertnames) or 'alert'}", None, at)]
-                if not row.firing:
-                    row.state, row.resolved_at, row.open_key = "resolved", at, None
-                    ttr = (at - row.first_seen).total_seconds()
-                    events.append(_event("resolved", f"resolved; time to recovery {duration_text(ttr)}", None, at))
+                if not row.firing and row.id not in hold:
+                    events.append(_close(row, at))
+                elif not row.firing:
+                    events.append(_event("alert", "every alert resolved; closing when the restart ends", None, at))
                 row.timeline = [*row.timeline, *events]
                 row.last_seen = at
                 out.append(row)
             return out
 
         return self.write(_go, "resolve incident alerts")
+
+    def close_if_quiet(self, incident_id: str) -> IncidentRow | None:
+        """Close the incident if none of its alerts fires any more (after a held restart ended); the row if closed."""
+
+        def _go(session: Session) -> IncidentRow | None:
+            row = session.get(IncidentRow, incident_id, with_for_update=True)
+            if row is None or row.state != "open" or row.firing or not row.alerts:
+                return None
+            row.timeline = [*row.timeline, _close(row, now())]
+            return row
+
+        return self.write(_go, "close incident")
 
     def incident(self, incident_id: str) -> IncidentRow | None:
         return self.read(lambda s: s.get(IncidentRow, incident_id))
@@ -219,6 +233,12 @@ class IncidentRecords:
         q = select(IncidentRow).where(IncidentRow.slack_error.is_not(None)).order_by(
             IncidentRow.last_seen.desc()).limit(limit)
         return list(self.read(lambda s: s.scalars(q).all()))
+
+
+def _close(row: IncidentRow, at: datetime) -> dict[str, Any]:
+    row.state, row.resolved_at, row.open_key, row.last_seen = "resolved", at, None, at
+    return _event("resolved", f"resolved; time to recovery {duration_text((at - row.first_seen).total_seconds())}",
+                  None, at)
 
 
 def duration_text(seconds: float) -> str:

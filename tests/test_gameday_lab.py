@@ -1,0 +1,52 @@
+"""Game day on the lab, end to end: break a class, real Prometheus evaluates the rendered rules, real
+Alertmanager posts to ``opsbot serve``, one probe names the class in one Slack message (the recording
+server), a Restart button only where a restart helps, the approver's signed click runs the guarded
+restart, the role recovers, the alerts resolve and the message says so. One lab and one monitoring
+stack for the module (tests/gameday.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.gameday import GameDay
+
+pytestmark = [pytest.mark.lab, pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def gameday(lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GameDay]:
+    day = GameDay(lab, tmp_path_factory.mktemp("gameday")).start()
+    try:
+        day.quiet()
+        yield day
+    finally:
+        day.stop()
+        lab.reset()
+
+
+@pytest.mark.parametrize(("incident", "restart_helps"), [
+    ("decode-wedged", True),
+    ("prefill-queue-saturation", False),
+    ("config-crashloop", False),
+    ("router-no-healthy-workers", False),
+])
+def test_break_alert_message_recover_resolve(gameday: GameDay, incident: str, restart_helps: bool):
+    try:
+        run = gameday.run(incident, timeout=60)
+    finally:
+        gameday.quiet()
+    assert run.alert_s is not None and run.finding_s is not None and run.slack_s is not None
+    assert run.alert_s < run.finding_s <= run.slack_s, run
+    assert run.probes_at_message >= 1
+    assert run.messages == 1, f"one Slack message for the incident, saw {run.messages}"
+    assert run.restart_offered is restart_helps
+    print(run)
+    if restart_helps:
+        assert run.recovery_s is not None and run.recovery_s < run.resolved_s  # type: ignore[operator]
+        action = gameday.store.actions(limit=1)[0]  # type: ignore[union-attr]
+        assert action.state == "succeeded" and action.approved_by == "slack:U0ALICE"
+    row = gameday.store.incident(run.incident_id)  # type: ignore[union-attr,arg-type]
+    assert row.state == "resolved" and row.time_to_recovery_s is not None
+    assert any(e["kind"] == "resolved" for e in row.timeline)
