@@ -15,7 +15,8 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+from opsbot.datafiles import data_dir
+
 T = TypeVar("T")
 
 
@@ -128,7 +129,7 @@ def retrying(fn: Callable[[], T], *, attempts: int, first_delay_s: float, what: 
 
 def alembic_config(url: str | None = None) -> Config:
     cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("script_location", str(data_dir("migrations")))
     if url:
         cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return cfg
