@@ -189,9 +189,10 @@ class GameDay:
         run = Run(incident)
         since = time.time()
         self.lab.break_class(incident)
-        fired = wait(f"{incident}: its alert firing in Prometheus", lambda: [
+        signs = alerted_by(incident)
+        fired = wait(f"{incident}: an alert of {sorted(signs)} firing in Prometheus", lambda: [
             a for a in self.prometheus_alerts()
-            if a.get("state") == "firing" and a.get("labels", {}).get("incident") == incident], timeout, 0.2)
+            if a.get("state") == "firing" and a.get("labels", {}).get("incident") in signs], timeout, 0.2)
         run.alert_s = time.time() - since
         names = [a["labels"].get("alertname") for a in fired]
         row = wait(f"{incident}: an incident of that class opened by an alert's probe (alerts firing: {names}; "
@@ -234,6 +235,17 @@ class GameDay:
         others = [m for m in self.slack.recorder.posted(CHANNEL) if m["at"] >= since and m["ts"] != message["ts"]]
         run.notes += [f"other message: {m['text'][:120]}" for m in others]
         return run
+
+
+def alerted_by(incident: str) -> set[str]:
+    """The alert rules' incident labels that announce ``incident``: its own, and those its runbook explains
+    (a crash loop shows as the role down: no rule sees the configuration error in the log)."""
+    from opsbot.diagnose.evaluate import RUNBOOKS_DIR
+    from opsbot.diagnose.runbook import load_runbooks
+
+    runbook = next((rb for rb in load_runbooks(RUNBOOKS_DIR).runbooks if rb.spec.id == incident), None)
+    explained = {e.split("@")[0] for e in runbook.spec.explains} if runbook is not None else set()
+    return {incident, *explained}
 
 
 def _restart_plan(blocks: list[dict[str, Any]]) -> str | None:

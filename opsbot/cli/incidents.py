@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from opsbot.chat.answers import zone
 from opsbot.cli.history import parse_since
-from opsbot.settings import get_settings
-from opsbot.store import Store, StoreError, open_store
-from opsbot.store.incidents import duration_text
+
+if TYPE_CHECKING:
+    from opsbot.store import Store
 
 app = typer.Typer(help="Incidents: first seen, class, alerts, probes, actions, resolved at, time to recovery.",
                   invoke_without_command=True)
@@ -20,6 +21,9 @@ console = Console()
 
 
 def _store() -> Store:
+    from opsbot.settings import get_settings
+    from opsbot.store import StoreError, open_store
+
     try:
         return open_store(get_settings().db_url())
     except StoreError as exc:
@@ -37,6 +41,10 @@ def incidents(
     """List incidents (newest first); `opsbot incidents show ID` for one with its timeline."""
     if ctx.invoked_subcommand is not None:
         return
+    from opsbot.chat.answers import zone
+    from opsbot.settings import get_settings
+    from opsbot.store.incidents import duration_text
+
     if state not in (None, "open", "resolved"):
         raise typer.BadParameter(f"{state!r}: open or resolved", param_hint="--state")
     settings = get_settings()
@@ -61,6 +69,10 @@ def incidents(
 def show(incident_id: str = typer.Argument(..., help="an id from `opsbot incidents`"),
          as_json: bool = typer.Option(False, "--json")) -> None:
     """One incident: what, where, confidence, alerts, probes, actions and its timeline."""
+    from opsbot.chat.answers import zone
+    from opsbot.settings import get_settings
+    from opsbot.store.incidents import duration_text
+
     row = _store().incident(incident_id)
     if row is None:
         typer.secho(f"no incident {incident_id!r}; `opsbot incidents` lists them", fg="red", err=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -10,11 +11,10 @@ from rich.table import Table
 
 from opsbot.lab.breaks import BREAKS
 from opsbot.lab.emulator.control import STATES
-from opsbot.lab.emulator.scheduler import VERSIONS
-from opsbot.lab.monitoring import MonitoringError
-from opsbot.lab.nodes import Lab, LabError
-from opsbot.lab.rootfs import RootfsError
-from opsbot.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from opsbot.lab.nodes import Lab
+    from opsbot.settings import Settings
 
 app = typer.Typer(help="The lab: real systemd + sshd nodes running the SGLang emulator (a test stand-in).",
                   no_args_is_help=True)
@@ -23,6 +23,9 @@ STATE_HELP = "; ".join(f"{name}: {desc} [{'/'.join(kinds)}]" for name, (kinds, d
 
 
 def _lab() -> Lab:
+    from opsbot.lab.nodes import Lab
+    from opsbot.settings import get_settings
+
     return Lab(get_settings())
 
 
@@ -39,6 +42,12 @@ def up(
                                     "and Alertmanager routing to opsbot serve"),
 ) -> None:
     """Build the root file system once, boot the nodes, start the units, write the inventory."""
+    from opsbot.lab.emulator.scheduler import VERSIONS
+    from opsbot.lab.monitoring import MonitoringError
+    from opsbot.lab.nodes import Lab, LabError
+    from opsbot.lab.rootfs import RootfsError
+    from opsbot.settings import get_settings
+
     settings = get_settings()
     if sglang_version is not None:
         if sglang_version not in VERSIONS:
@@ -115,6 +124,8 @@ def break_(
             table.add_row(name, b.role, f"{b.state}: {b.what}", "yes" if b.until_restart else "no")
         console.print(table)
         return
+    from opsbot.lab.nodes import LabError
+
     try:
         how = _lab().break_class(incident)
     except (LabError, KeyError) as e:
@@ -125,6 +136,8 @@ def break_(
 @app.command()
 def heal() -> None:
     """Every role healthy again: states cleared, stopped or failed units started, journals emptied."""
+    from opsbot.lab.nodes import LabError
+
     with console.status("healing the lab ..."):
         try:
             _lab().reset()
@@ -142,6 +155,8 @@ def inject(
     until_restart: bool = typer.Option(False, "--until-restart",
                                        help="the state clears at the role's next start (as a restart fixes it)"),
 ) -> None:
+    from opsbot.lab.nodes import LabError
+
     try:
         changed = _lab().inject(role, state, message, load=not no_load, until_restart=until_restart)
     except (LabError, KeyError) as e:
