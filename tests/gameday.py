@@ -99,20 +99,21 @@ class GameDay:
         self.slack: RecorderThread | None = None
         self.serve: subprocess.Popen[bytes] | None = None
         self.store: Store | None = None
+        self.token = ""
 
     # -- set-up ---------------------------------------------------------------------------------
     def start(self) -> GameDay:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.slack = RecorderThread()
         self.store = Store(self.db_url)
-        token = self.store.create_token(f"gameday-alertmanager-{self.port}", ["probe"])
+        self.token = self.store.create_token(f"gameday-alertmanager-{self.port}", ["probe"])
+        self.lab.monitoring.start(f"{self.url}/alerts", self.token)  # first: serve reads its URLs at start
         env = {**os.environ, "PYTHONPATH": str(REPO), **self.environment(), **self.extra_env}
         log = open(self.workdir / "serve.log", "ab")
         self.serve = subprocess.Popen([sys.executable, "-m", "opsbot", "serve", "--port", str(self.port),
                                        "--log-level", "warning"], env=env, stdout=log, stderr=log,
                                       start_new_session=True)
         wait("opsbot serve answering /healthz", self._serving, 60, 0.2)
-        self.lab.monitoring.start(f"{self.url}/alerts", token)
         return self
 
     def environment(self) -> dict[str, str]:
@@ -174,6 +175,12 @@ class GameDay:
         body = block_actions_body("restart_approve", plan_id, user=user, channel=CHANNEL,
                                   message={"ts": ts, "blocks": self.latest_blocks(ts)})
         return httpx.post(f"{self.url}/slack/events", content=body, headers=signed(body), timeout=10).status_code
+
+    def integrations(self) -> str:
+        """The status page's integrations table, as served."""
+        page = httpx.get(f"{self.url}/", timeout=30).text
+        start = page.index('id="integrations"')
+        return page[start:page.index("</table>", start)]
 
     def quiet(self, timeout: float = 90) -> None:
         """The lab healed and calm: no alert pending or firing, every incident closed."""

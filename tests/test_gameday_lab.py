@@ -6,11 +6,12 @@ stack for the module (tests/gameday.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.gameday import GameDay
+from tests.gameday import GameDay, wait
 
 pytestmark = [pytest.mark.lab, pytest.mark.integration]
 
@@ -42,7 +43,6 @@ def test_break_alert_message_recover_resolve(gameday: GameDay, incident: str, re
     assert run.probes_at_message >= 1
     assert run.messages == 1, f"one Slack message for the incident, saw {run.messages}"
     assert run.restart_offered is restart_helps
-    print(run)
     if restart_helps:
         assert run.recovery_s is not None and run.recovery_s < run.resolved_s  # type: ignore[operator]
         action = gameday.store.actions(limit=1)[0]  # type: ignore[union-attr]
@@ -50,3 +50,35 @@ def test_break_alert_message_recover_resolve(gameday: GameDay, incident: str, re
     row = gameday.store.incident(run.incident_id)  # type: ignore[union-attr,arg-type]
     assert row.state == "resolved" and row.time_to_recovery_s is not None
     assert any(e["kind"] == "resolved" for e in row.timeline)
+
+
+def test_alertmanager_and_prometheus_down(gameday: GameDay):
+    """Alertmanager down: the status page says so, and once it is back the firing alert still reaches
+    opsbot (Prometheus re-sends), the incident is recorded and probed; Prometheus down: said too."""
+    monitoring = gameday.lab.monitoring
+    store = gameday.store
+    assert store is not None
+    monitoring.stop(only="alertmanager")
+    try:
+        table = gameday.integrations()
+        assert "Alertmanager" in table and table.count("FAILING") == 1
+        since = time.time()
+        gameday.lab.break_class("decode-wedged")
+        wait("the alert firing with nowhere to go", lambda: [
+            a for a in gameday.prometheus_alerts() if a["state"] == "firing"
+            and a["labels"].get("incident") == "decode-wedged"], 60, 0.5)
+        assert not store.incidents(state="open")
+    finally:
+        monitoring.start(f"{gameday.url}/alerts", gameday.token)
+    row = wait("the incident recorded once Alertmanager is back", lambda: next(
+        (r for r in store.incidents(state="open", incident="decode-wedged") if r.first_seen.timestamp() >= since),
+        None), 60, 0.5)
+    assert row.probes and wait("its message", lambda: gameday.messages(row.id), 30, 0.2)
+    monitoring.stop(only="prometheus")
+    try:
+        table = gameday.integrations()
+        assert "Prometheus" in table and "FAILING" in table and "not answering" in table
+    finally:
+        monitoring.start(f"{gameday.url}/alerts", gameday.token)
+        gameday.quiet()
+    assert "FAILING" not in gameday.integrations()

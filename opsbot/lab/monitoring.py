@@ -150,8 +150,9 @@ class Monitoring:
                                                "alertmanager": self.urls.alertmanager, "opsbot": opsbot_url}))
         return self.urls
 
-    def stop(self, timeout: float = 10.0) -> None:
-        for name in BINARIES:
+    def stop(self, timeout: float = 10.0, only: str | None = None) -> None:
+        """Stop both servers (or ``only`` one of them: game days take one down on purpose)."""
+        for name in [only] if only else list(BINARIES):
             pid = self._pid(name)
             if pid is None:
                 continue
@@ -162,7 +163,8 @@ class Monitoring:
             if self._pid(name) is not None:
                 os.kill(pid, signal.SIGKILL)
             (self.dir / f"{name}.pid").unlink(missing_ok=True)
-        self.state_file.unlink(missing_ok=True)
+        if only is None:
+            self.state_file.unlink(missing_ok=True)
 
     def _pid(self, name: str) -> int | None:
         """The server's pid if that process is still the one we started (its command line names our dir)."""
