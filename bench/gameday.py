@@ -68,10 +68,10 @@ def main() -> None:
     failures: dict[str, list[str]] = {}
     baselines: dict[str, list[float]] = {}
     console.print(f"booting the lab in {work} ...")
-    lab.up(2)
-    day = GameDay(lab, work / "opsbot").start()
+    day = GameDay(lab, work / "opsbot")
     try:
-        day.quiet()
+        lab.up(2)
+        day.start().quiet()
         for cls in classes:
             for i in range(args.runs):
                 console.print(f"{cls} run {i + 1}/{args.runs} ...")

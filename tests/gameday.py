@@ -247,10 +247,10 @@ class GameDay:
 def alerted_by(incident: str) -> set[str]:
     """The alert rules' incident labels that announce ``incident``: its own, and those its runbook explains
     (a crash loop shows as the role down: no rule sees the configuration error in the log)."""
-    from opsbot.diagnose.evaluate import RUNBOOKS_DIR
+    from opsbot.datafiles import data_dir
     from opsbot.diagnose.runbook import load_runbooks
 
-    runbook = next((rb for rb in load_runbooks(RUNBOOKS_DIR).runbooks if rb.spec.id == incident), None)
+    runbook = next((rb for rb in load_runbooks(data_dir("runbooks")).runbooks if rb.spec.id == incident), None)
     explained = {e.split("@")[0] for e in runbook.spec.explains} if runbook is not None else set()
     return {incident, *explained}
 
