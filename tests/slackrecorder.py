@@ -120,7 +120,8 @@ class SlackRecorder:
         elif method == "conversations.history":
             answer.update(messages=[m for m in reversed(self.posted(args.get("channel")))], has_more=False)
         elif method == "users.info":
-            answer.update(user={"id": args.get("user"), "tz": self.zones.get(args.get("user", ""), "UTC")})
+            zone = self.zones.get(args.get("user", ""))
+            answer.update(user={"id": args.get("user"), **({"tz": zone} if zone else {})})
         elif method == "chat.postEphemeral":
             answer.update(message_ts=f"1700000001.{next(self._ts):06d}")
         elif method == "apps.connections.open":

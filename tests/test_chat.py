@@ -122,3 +122,38 @@ async def test_rest_incidents_probe_view_and_integrations(tmp_path):
         status = (await client.get("/")).text
         table = status[status.index('id="integrations"'):status.index("</table>", status.index('id="integrations"'))]
         assert table.count("FAILING") == 3 and "not answering" in table and "internal_error" in table
+
+
+async def test_slack_asks_in_the_users_zone_and_answers_mentions_in_the_thread(tmp_path):
+    import time as _time
+
+    from tests.servicekit import SIGNING_SECRET, signed, slash_body
+    from tests.slackrecorder import SlackRecorder
+
+    slack = await SlackRecorder(zones={"U0ALICE": "Asia/Tokyo"}).start()
+    try:
+        settings = lab_settings(tmp_path, f"sqlite:///{tmp_path / 'opsbot.db'}", slack_bot_token="xoxb-test",
+                                slack_signing_secret=SIGNING_SECRET, slack_api_url=slack.url)
+        runtime = runtime_for(settings, replay("decode-hang-health-200"))
+        incident_id, _ = seed(runtime.store)
+        async with served(settings, runtime) as client:
+            body = slash_body("what happened in the last 3h", user="U0ALICE")
+            assert (await client.post("/slack/events", content=body, headers=signed(body))).status_code == 200
+            (post,) = await slack.wait_for("chat.postMessage")
+            text = json.dumps(post.args["blocks"])
+            assert "understood: what happened, in the last 3 h" in text and incident_id in text and "JST" in text
+            event = {"token": "legacy", "team_id": "T0LAB", "api_app_id": "A0OPSBOT", "type": "event_callback",
+                     "event_id": "Ev1", "event_time": int(_time.time()),
+                     "event": {"type": "app_mention", "user": "U0BOB", "text": "<@U0BOT> why did decode restart?",
+                               "ts": "1700000000.000009", "thread_ts": "1700000000.000001", "channel": "C0ALERTS",
+                               "event_ts": "1700000000.000009"}}
+            raw = json.dumps(event)
+            headers = {**signed(raw), "Content-Type": "application/json"}
+            assert (await client.post("/slack/events", content=raw, headers=headers)).status_code == 200
+            replies = await slack.wait_for("chat.postMessage", 2)
+            reply = replies[-1].args
+            assert reply["thread_ts"] == "1700000000.000001" and reply["channel"] == "C0ALERTS"
+            assert "why a role restarted" in json.dumps(reply["blocks"]) and "slack:U0BOB" in json.dumps(reply["blocks"])
+            assert "UTC" in json.dumps(reply["blocks"])  # U0BOB's profile has no zone: OPSBOT_REPORT_TIMEZONE
+    finally:
+        await slack.stop()
