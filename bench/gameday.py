@@ -35,7 +35,7 @@ from opsbot.lab.nodes import Lab, isolated_settings  # noqa: E402
 from opsbot.settings import Settings  # noqa: E402
 from tests.gameday import GameDay, GameDayError, Run  # noqa: E402
 
-console = Console()
+console = Console(width=220)
 
 
 def bare_probe_s(lab: Lab, role: str) -> float:

@@ -54,7 +54,8 @@ class Run:
     named: str | None = None  # the class the first incident message named
     restart_offered: bool = False
     messages: int = 0  # top-level Slack messages for the incident (must be 1)
-    probes_at_message: int = 0
+    probes_at_message: int = 0  # alert-triggered probes from the break to the message
+    first_message: str = ""  # the message as first posted (its text, blocks as JSON)
     incident_id: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -216,6 +217,7 @@ class GameDay:
         run.finding_s = (opening.finished_at or opening.started_at).timestamp() - since
         message = wait(f"{incident}: the incident's Slack message", lambda: self.messages(row.id), timeout, 0.05)[0]
         run.slack_s = message["at"] - since
+        run.first_message = _text(message["blocks"])
         run.probes_at_message = len([p for p in self.store.probes(limit=200)
                                      if p.trigger_kind == "alert" and p.started_at.timestamp() >= since
                                      and p.started_at.timestamp() <= message["at"]])

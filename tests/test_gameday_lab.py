@@ -40,7 +40,8 @@ def test_break_alert_message_recover_resolve(gameday: GameDay, incident: str, re
         gameday.quiet()
     assert run.alert_s is not None and run.finding_s is not None and run.slack_s is not None
     assert run.alert_s < run.finding_s <= run.slack_s, run
-    assert run.probes_at_message >= 1
+    assert run.probes_at_message >= 1 and "1 probe(s)" in run.first_message  # one probe named it
+    assert incident in run.first_message and "confidence" in run.first_message and "/probes/" in run.first_message
     assert run.messages == 1, f"one Slack message for the incident, saw {run.messages}"
     assert run.restart_offered is restart_helps
     if restart_helps:
@@ -48,7 +49,7 @@ def test_break_alert_message_recover_resolve(gameday: GameDay, incident: str, re
         action = gameday.store.actions(limit=1)[0]  # type: ignore[union-attr]
         assert action.state == "succeeded" and action.approved_by == "slack:U0ALICE"
     row = gameday.store.incident(run.incident_id)  # type: ignore[union-attr,arg-type]
-    assert row.state == "resolved" and row.time_to_recovery_s is not None
+    assert row.state == "resolved" and row.time_to_recovery_s is not None and row.alertnames  # the alert reached opsbot
     assert any(e["kind"] == "resolved" for e in row.timeline)
 
 

@@ -71,7 +71,7 @@ def lab_spec(plan: LabPlan, service_port_base: int, opsbot_url: str, token_file:
     data["alertmanager"] = {
         "opsbot_url": opsbot_url, "token_file": str(token_file),
         "address": f"127.0.0.1:{service_port_base + ALERTMANAGER_OFFSET}",
-        "group_wait": "0s", "group_interval": "5s", "repeat_interval": "1h",
+        "group_wait": "0s", "group_interval": "1s", "repeat_interval": "1h",
     }
     data["alerts"] = {**data.get("alerts", {}), "time_scale": TIME_SCALE}
     tmp = token_file.parent / "lab-spec.yaml"
