@@ -108,6 +108,7 @@ async def test_no_restart_button_where_a_restart_does_not_help(settings, slack):
         await settle(client)
         (message,) = slack.posted("C0ALERTS")
         assert "prefill-queue-saturation" in text_of(message["blocks"]) and buttons(message["blocks"]) == {}
+        assert "a restart does not help" in text_of(message["blocks"])
         assert runtime.store.incidents()[0].actions == []
 
 

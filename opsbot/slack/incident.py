@@ -34,15 +34,15 @@ def escape(text: object) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def stage(incident: Any, actions: list[Any]) -> str:
+def stage(incident: Any, actions: list[Any], restart_helps: bool) -> str:
     """Where the incident stands, in one line (the message's status line)."""
     if incident.state == "resolved":
         return (f":white_check_mark: *Resolved*: its alerts resolved; time to recovery "
                 f"*{duration_text(incident.time_to_recovery_s or 0)}*")
     latest = actions[0] if actions else None
     if latest is None:
-        return ":rotating_light: *Open*: no restart helps this class; see what to do" if not incident.actions \
-            else ":rotating_light: *Open*"
+        return (":rotating_light: *Open*: a restart would help but was not offered (the thread says why)"
+                if restart_helps else ":rotating_light: *Open*: a restart does not help this class; see what to do")
     who = f" (approved by {escape(latest.approved_by)})" if latest.approved_by else ""
     return {
         "planned": f":raising_hand: *Approval asked*: restart {escape(latest.role)}; an approver clicks Restart",
@@ -67,10 +67,10 @@ def incident_blocks(incident: Any, actions: list[Any], finding: Any | None, evid
     blocks = [section(head + (f"\n{escape(incident.summary)}" if incident.summary else "")), context(facts)]
     if finding is not None and finding.evidence:
         blocks.append(section("*Evidence*\n" + "\n".join(f"• {escape(e)}" for e in finding.evidence[:8])))
-    remedies = [r.get("text") for r in (finding.detail.get("remedies") or [])] if finding is not None else []
+    remedies = list(finding.detail.get("remedies") or []) if finding is not None else []
     if remedies:
-        blocks.append(section("*What to do*\n" + "\n".join(f"• {escape(t)}" for t in remedies if t)))
-    blocks.append(section(stage(incident, actions)))
+        blocks.append(section("*What to do*\n" + "\n".join(f"• {escape(r.get('text'))}" for r in remedies if r.get("text"))))
+    blocks.append(section(stage(incident, actions, any(r.get("kind") == "restart" for r in remedies))))
     waiting = [a for a in actions if a.state == "planned"] if incident.state == "open" else []
     blocks += [restart_buttons(a.role, a.id) for a in waiting[:1]]
     blocks.append(context(f"<{evidence_url}|evidence: probe {incident.probes[-1]}> · incident `{incident.id}` · "
