@@ -12,15 +12,18 @@ import asyncio
 import posixpath
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal
 
 from opsbot.collect.transport import TransportPool
+from opsbot.contracts import GuardRefused
 from serving.render import Rendering, health_url, render
 from serving.spec import DeploymentSpec
 
 ROLLOUT_ORDER = ("prefill", "decode", "router", "exporter")
 Progress = Callable[[str], None]
+RestartGuard = Callable[[str, str], AbstractAsyncContextManager[None]]  # (role, node)
 
 
 @dataclass(frozen=True)
@@ -174,9 +177,12 @@ async def upload(spec: DeploymentSpec, pool: TransportPool, states: list[FileSta
     return changed
 
 
-async def apply(spec: DeploymentSpec, pool: TransportPool, progress: Progress = lambda _: None,
+async def apply(spec: DeploymentSpec, pool: TransportPool, guard: RestartGuard, progress: Progress = lambda _: None,
                 restart_all: bool = False) -> ApplyOutcome:
-    """Upload changed files, daemon-reload, restart changed roles in order with health checks between."""
+    """Upload changed files, daemon-reload, restart changed roles in order with health checks between.
+
+    Each restart runs inside ``guard(role, node)`` (``opsbot.act.deploy.DeployGuard``: the role's restart
+    lock and an audit entry); a guard that refuses stops the rollout there, as a failed restart does."""
     outcome = ApplyOutcome(True)
     try:
         outcome.uploaded = await upload(spec, pool, await diff(spec, pool), progress)
@@ -191,7 +197,11 @@ async def apply(spec: DeploymentSpec, pool: TransportPool, progress: Progress = 
             if not (restart_all or role in changed_roles or not active):
                 continue
             await t.run(["systemctl", "enable", unit], timeout=30)
-            problem = await _restart(pool, spec, role, node, progress)
+            try:
+                async with guard(role, node):
+                    problem = await _restart(pool, spec, role, node, progress)
+            except GuardRefused as exc:  # an incident restart holds the role's lock
+                problem = str(exc)
             if problem:
                 outcome.ok, outcome.failed_step = False, f"{role} on {node}"
                 outcome.evidence = [problem, *await _evidence(pool, spec, node, unit)]

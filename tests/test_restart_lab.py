@@ -169,10 +169,10 @@ def test_a_role_that_never_comes_back_is_recorded_failed_with_evidence(lab, sett
 
 async def _start_service(settings: Settings, store: Store) -> None:
     """Start and stop the opsbot service (its lifespan) on this store."""
+    from opsbot.flow import Flow
     from opsbot.service.app import create_app
-    from opsbot.service.runtime import Runtime
 
-    app = create_app(settings, runtime=Runtime(settings=settings, store=store))
+    app = create_app(settings, flow=Flow(settings=settings, store=store))
     async with app.router.lifespan_context(app):
         pass
 

@@ -22,9 +22,10 @@ from opsbot.act.steps import StepResult, run_command, verify_roles, wait_gpu_rel
 from opsbot.bundle import Trigger
 from opsbot.collect.probe import probe
 from opsbot.collect.transport import Transport, TransportPool
+from opsbot.contracts import ActionState, allowed
 from opsbot.diagnose import diagnose
 from opsbot.inventory import Cluster, Inventory, Node, Role
-from opsbot.settings import Settings, get_settings
+from opsbot.settings import Settings
 from opsbot.store import Store
 from opsbot.store.models import Action, now
 
@@ -72,21 +73,21 @@ def _holder_dead(holder: str) -> bool:
 
 def request_restart(store: Store, inventory: Inventory, roles: list[str], *, actor: str, surface: str,
                     cluster: str | None = None, pair: bool = False, reason: str | None = None,
-                    settings: Settings | None = None) -> tuple[Action, RestartPlan]:
-    """Plan and record a restart (state ``planned``); unknown roles and unsafe plans raise before anything."""
-    settings = settings or get_settings()
+                    settings: Settings, plan_key: str | None = None) -> tuple[Action, RestartPlan]:
+    """Plan and record a restart (state ``planned``); unknown roles and unsafe plans raise before anything.
+
+    With ``plan_key``, an action already planned under that key is returned instead of a second one."""
     plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings)
     action = store.create_action(kind="restart", cluster=plan.cluster, role=",".join(plan.roles),
                                  plan=plan.model_dump(mode="json"), reason=reason, requested_by=actor,
-                                 surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s))
-    if not settings.restart_requires_approval:
+                                 surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s), plan_key=plan_key)
+    if not settings.restart_requires_approval and action.state == "planned":
         action = approve(store, action.id, "policy:no-approval-required", surface, settings)
     return action, plan
 
 
-def approve(store: Store, action_id: str, approver: str, surface: str, settings: Settings | None = None) -> Action:
+def approve(store: Store, action_id: str, approver: str, surface: str, settings: Settings) -> Action:
     """Record an approval (who, through which surface); it expires after ``approval_ttl_s``."""
-    settings = settings or get_settings()
     try:
         action = store.action(action_id)
     except KeyError as exc:
@@ -94,7 +95,7 @@ def approve(store: Store, action_id: str, approver: str, surface: str, settings:
     if action.state != "planned":
         raise ApprovalRefused(f"action {action_id} is {action.state}, not waiting for approval")
     if action.expires_at <= now():
-        store.transition(action_id, ("planned",), "expired", actor=approver, surface=surface, what="restart expired",
+        _move(store, action_id, ("planned",), "expired", actor=approver, surface=surface, what="restart expired",
                          outcome=f"plan expired unapproved at {action.expires_at:%H:%M:%S} UTC")
         raise ApprovalRefused(f"action {action_id} expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC before "
                               "it was approved; request the restart again")
@@ -104,10 +105,22 @@ def approve(store: Store, action_id: str, approver: str, surface: str, settings:
     return approved
 
 
+def _move(store: Store, action_id: str, from_states: tuple[str, ...], to_state: str, **kw: Any) -> Action | None:
+    """``Store.transition`` for a move ``ActionState`` allows; any other (say succeeded → executing) is a bug."""
+    if not all(allowed(f, to_state) for f in from_states):
+        raise ValueError(f"action {action_id}: {'/'.join(from_states)} → {to_state} is not an allowed transition")
+    return store.transition(action_id, from_states, to_state, **kw)
+
+
+def dismiss(store: Store, action_id: str, *, actor: str, surface: str) -> Action | None:
+    """A planned restart nobody will approve: closed as refused, with who dismissed it; None if not planned."""
+    return _move(store, action_id, (ActionState.planned.value,), ActionState.refused.value, actor=actor, surface=surface,
+                            what="restart dismissed", outcome=f"dismissed by {actor} via {surface}")
+
+
 async def execute(store: Store, inventory: Inventory, action_id: str, *, actor: str, surface: str,
-                  settings: Settings | None = None, pool: TransportPool | None = None) -> ActionOutcome:
+                  settings: Settings, pool: TransportPool | None = None) -> ActionOutcome:
     """Run an approved restart behind its guards; the outcome is recorded whatever happens."""
-    settings = settings or get_settings()
     action = store.action(action_id)
     plan = RestartPlan.model_validate(action.plan)
     if action.state == "planned":
@@ -119,7 +132,7 @@ async def execute(store: Store, inventory: Inventory, action_id: str, *, actor: 
                              message=f"action is already {action.state}; nothing was done ({action.outcome or ''})")
     if action.expires_at <= now():
         msg = f"approval expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC; request the restart again"
-        store.transition(action_id, ("approved",), "expired", actor=actor, surface=surface, what="restart expired",
+        _move(store, action_id, ("approved",), "expired", actor=actor, surface=surface, what="restart expired",
                          outcome=msg)
         return ActionOutcome(action_id=action_id, state="expired", message=msg)
     _, cluster = inventory.cluster(plan.cluster)
@@ -209,7 +222,7 @@ def _record(store: Store, action_id: str, actor: str, surface: str, evidence: st
         msg += f" (evidence: probe {evidence} before, probe {after} after)"
     execution = [s.model_dump() for s in steps]
     verification = {**(verification or {}), "after_probe": after}
-    row = store.transition(action_id, ("executing",), state, actor=actor, surface=surface, what=f"restart {state}",
+    row = _move(store, action_id, ("executing",), state, actor=actor, surface=surface, what=f"restart {state}",
                            audit_detail={"outcome": msg}, finished_at=now(), execution=execution,
                            verification=verification, outcome=msg)
     if row is None:
@@ -220,7 +233,7 @@ def _record(store: Store, action_id: str, actor: str, surface: str, evidence: st
 
 def _refuse(store: Store, action_id: str, actor: str, surface: str, msg: str,
             allowed_at: datetime | None = None) -> ActionOutcome:
-    row = store.transition(action_id, ("approved",), "refused", actor=actor, surface=surface, what="restart refused",
+    row = _move(store, action_id, ("approved",), "refused", actor=actor, surface=surface, what="restart refused",
                            audit_detail={"why": msg}, outcome=msg, finished_at=now())
     state = "refused" if row is not None else store.action(action_id).state
     return ActionOutcome(action_id=action_id, state=state, message=msg, allowed_at=allowed_at)
@@ -279,7 +292,7 @@ async def _begin(store: Store, action_id: str, plan: RestartPlan, roles: list[Ro
         refusal = _guards(store, plan, roles, cluster, settings)
         if refusal:
             return refusal
-        row = store.transition(action_id, ("approved",), "executing", actor=actor, surface=surface,
+        row = _move(store, action_id, ("approved",), "executing", actor=actor, surface=surface,
                                what="restart executing", audit_detail={"evidence_probe": evidence},
                                started_at=now(), evidence_probe_id=evidence)
         if row is None:
@@ -289,10 +302,9 @@ async def _begin(store: Store, action_id: str, plan: RestartPlan, roles: list[Ro
         store.release_lock(plan.cluster, BUDGET_LOCK, action_id)
 
 
-async def reconcile(store: Store, inventory: Inventory, settings: Settings | None = None,
+async def reconcile(store: Store, inventory: Inventory, settings: Settings,
                     pool: TransportPool | None = None) -> list[ActionOutcome]:
     """Settle actions left ``executing`` by a process that died: look at the unit, record, never re-run."""
-    settings = settings or get_settings()
     expire_overdue(store)
     orphans = [a for a in store.actions(state="executing", limit=1000) if _orphaned(store, a)]
     if not orphans:
@@ -311,7 +323,7 @@ async def reconcile(store: Store, inventory: Inventory, settings: Settings | Non
             problems = "; ".join(p for r in verification["roles"] for p in r["problems"])
             msg = ("interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
                    + ("the role is active and healthy" if verification["ok"] else f"the role is not healthy: {problems}"))
-            row = store.transition(a.id, ("executing",), state, actor="opsbot", surface="reconcile",
+            row = _move(store, a.id, ("executing",), state, actor="opsbot", surface="reconcile",
                                    what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
                                    finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
             for r in roles:
@@ -331,7 +343,7 @@ def expire_overdue(store: Store) -> list[str]:
     expired = []
     for state in ("planned", "approved"):
         for a in store.actions(state=state, limit=1000):
-            if a.expires_at <= at and store.transition(
+            if a.expires_at <= at and _move(store, 
                 a.id, (state,), "expired", actor="opsbot", surface="reconcile", what="restart expired",
                 outcome=f"{'approval' if state == 'approved' else 'plan'} expired at {a.expires_at:%H:%M:%S} UTC "
                         "before it ran; request the restart again"):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from opsbot.act.deploy import DeployGuard
 from opsbot.collect.transport import TransportPool
 from opsbot.settings import Settings, get_settings
 from opsbot.yamlsource import ConfigError
@@ -17,11 +20,24 @@ from serving.render import render as render_spec
 from serving.render import write
 from serving.rollout import apply, diff, drift
 
+if TYPE_CHECKING:
+    from opsbot.store import Store
+
 app = typer.Typer(help="Check, render, diff and apply a deployment spec.", no_args_is_help=True)
 out = Console()
 err = Console(stderr=True)
 
 SpecArg = typer.Argument(..., exists=False, help="deployment spec YAML, e.g. serving/examples/dsv4-flash-1node.yaml")
+
+
+def _store(settings: Settings) -> Store:
+    from opsbot.store import StoreError, open_store
+
+    try:
+        return open_store(settings.db_url())
+    except StoreError as exc:
+        err.print(str(exc), style="red", markup=False)
+        raise typer.Exit(2) from exc
 
 
 def _refuse(exc: ConfigError) -> typer.Exit:
@@ -117,10 +133,14 @@ def apply_command(
     except ConfigError as exc:
         raise _refuse(exc) from None
 
+    settings = get_settings()
+    guard = DeployGuard(_store(settings), s.name, actor=getpass.getuser(), settings=settings)
+
     async def go():
-        async with TransportPool(get_settings()) as pool:
+        async with TransportPool(settings) as pool:
             with err.status("applying") as status:
-                return await apply(s, pool, progress=lambda msg: (status.update(msg), err.print(msg, highlight=False)),
+                return await apply(s, pool, guard,
+                                   progress=lambda msg: (status.update(msg), err.print(msg, highlight=False)),
                                    restart_all=restart_all)
 
     outcome = asyncio.run(go())

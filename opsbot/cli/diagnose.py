@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from opsbot.bundle import BundleError, Trigger, read_bundle
-from opsbot.cli.probe import load_or_exit, run_with_progress, save_bundle
+from opsbot.cli.probe import cli_flow, keep_bundle, load_or_exit, run_with_progress
 from opsbot.collect.probe import scope
 from opsbot.diagnose import Diagnosis, diagnose, load_runbooks, roles_for_words
 from opsbot.diagnose.evaluate import RUNBOOKS_DIR
@@ -54,7 +54,7 @@ def ask(
     save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
     runbooks: Path = RUNBOOKS_OPT,
 ) -> None:
-    """Probe the roles your words name (all when none), diagnose, and say what to do.
+    """Probe the roles your words name (all when none), diagnose, record, and say what to do.
 
     Naming prefill or decode also probes the other PD role and the router: "decode is stuck"
     probes decode, prefill and router, so a saturated prefill or a router without workers behind
@@ -69,13 +69,13 @@ def ask(
     except (UnknownRole, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    trigger = Trigger(kind="cli", text=text, user=getpass.getuser())
-    b = run_with_progress(inv, cluster or s.cluster, roles, s, trigger)
-    kept = save_bundle(b, s.data_dir / "bundles" / f"{b.id}.json")
-    if save:
-        save_bundle(b, save)
-    typer.echo(f"bundle saved: {kept}" + (f" and {save}" if save else ""), err=True)
-    _emit(diagnose(b, load_runbooks(runbooks)), as_json)
+    flow = cli_flow(s, inventory)
+    if runbooks != RUNBOOKS_DIR:
+        chosen = load_runbooks(runbooks)
+        flow.diagnose = lambda bundle: diagnose(bundle, chosen)
+    result = run_with_progress(flow, cluster or s.cluster, roles, Trigger(kind="cli", text=text, user=getpass.getuser()))
+    keep_bundle(flow, result, save)
+    _emit(result.diagnosis, as_json)
 
 
 @runbooks_app.command("lint")

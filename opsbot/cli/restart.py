@@ -11,12 +11,15 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from opsbot.act import ActionOutcome, ApprovalRefused, PlanRefused, RestartPlan, approve, execute, plan_restart, reconcile, request_restart
+from opsbot.act import ActionOutcome, ApprovalRefused, PlanRefused, RestartPlan, plan_restart, reconcile
+from opsbot.flow import Flow
 from opsbot.inventory import Inventory, UnknownRole, load_inventory
 from opsbot.settings import Settings, get_settings
-from opsbot.store import Store, StoreError, open_store
+from opsbot.store import StoreError, open_store
 from opsbot.yamlsource import ConfigError
 
 console = Console()
@@ -44,15 +47,15 @@ def _inventory(settings: Settings) -> Inventory:
         raise _fail(f"inventory refused:\n{exc}") from exc
 
 
-def _store(settings: Settings, inventory: Inventory) -> Store:
-    """Open (and upgrade) the store, then settle any action a crashed opsbot left executing."""
+def _flow(settings: Settings, inventory: Inventory) -> Flow:
+    """The CLI's flow over the store (opened and upgraded), after settling any action a crashed opsbot left executing."""
     try:
-        store = open_store(settings.db_url())
+        flow = Flow(settings=settings, store=open_store(settings.db_url()))
     except StoreError as exc:
         raise _fail(str(exc)) from exc
-    for o in asyncio.run(reconcile(store, inventory, settings)):
-        console.print(f"[yellow]reconciled interrupted action {o.action_id}: {o.state}: {o.message}[/yellow]")
-    return store
+    for o in asyncio.run(reconcile(flow.store, inventory, settings)):
+        console.print(f"[yellow]reconciled interrupted action {o.action_id}: {o.state}: {escape(o.message)}[/yellow]")
+    return flow
 
 
 def show_plan(plan: RestartPlan) -> None:
@@ -60,22 +63,22 @@ def show_plan(plan: RestartPlan) -> None:
     for col in ("#", "step", "role", "node", "command", "note"):
         table.add_column(col, overflow="fold")
     for i, s in enumerate(plan.steps, 1):
-        table.add_row(str(i), s.kind, s.role, s.node, shlex.join(s.argv), s.note)
+        table.add_row(str(i), *(Text(cell) for cell in (s.kind, s.role, s.node, shlex.join(s.argv), s.note)))
     console.print(table)
-    console.print("pre-checks:\n" + "\n".join(f"  - {c}" for c in plan.checks))
-    console.print("verify: " + "; ".join(plan.verify))
+    console.print("pre-checks:\n" + "\n".join(f"  - {c}" for c in plan.checks), markup=False)
+    console.print("verify: " + "; ".join(plan.verify), markup=False)
 
 
 def _report(outcome: ActionOutcome) -> None:
     colour = {"succeeded": "green", "refused": "yellow", "planned": "yellow"}.get(outcome.state, "red")
-    console.print(f"[{colour}]action {outcome.action_id}: {outcome.state}[/{colour}]: {outcome.message}")
+    console.print(f"[{colour}]action {outcome.action_id}: {outcome.state}[/{colour}]: {escape(outcome.message)}")
     if outcome.evidence_probe_id:
         console.print(f"evidence probe: {outcome.evidence_probe_id}")
 
 
-def _execute(store: Store, inventory: Inventory, action_id: str, actor: str, settings: Settings) -> ActionOutcome:
+def _execute(flow: Flow, action_id: str, actor: str) -> ActionOutcome:
     with console.status(f"restarting (action {action_id}): probe, stop, wait for GPU release, start, verify ..."):
-        return asyncio.run(execute(store, inventory, action_id, actor=actor, surface="cli", settings=settings))
+        return asyncio.run(flow.execute(action_id, actor=actor, surface="cli"))
 
 
 def restart(
@@ -100,16 +103,16 @@ def restart(
         return
     actor = getpass.getuser()
     with _store_errors():
-        store = _store(settings, inventory)
-        action, _ = request_restart(store, inventory, roles, actor=actor, surface="cli", cluster=cluster, pair=pair,
-                                    reason=reason, settings=settings)
+        flow = _flow(settings, inventory)
+        action, _ = asyncio.run(flow.request_restart(roles, cluster, actor=actor, surface="cli", reason=reason,
+                                                     pair=pair))
         if action.state == "planned" and not approve_now:
             console.print(f"[yellow]approval required[/yellow]: `opsbot actions approve {action.id}` "
                           f"before {action.expires_at:%H:%M:%S} UTC (or re-run with --approve)")
             return
         if action.state == "planned":
-            approve(store, action.id, actor, "cli", settings)
-        outcome = _execute(store, inventory, action.id, actor, settings)
+            asyncio.run(flow.approve(action.id, approver=actor, surface="cli"))
+        outcome = _execute(flow, action.id, actor)
     _report(outcome)
     if not outcome.ok:
         raise typer.Exit(1)
@@ -119,14 +122,14 @@ def restart(
 def list_actions(state: str | None = typer.Option(None, "--state"), limit: int = typer.Option(30, "--limit")) -> None:
     """Recent actions and their state (`opsbot actions show ID` for one in full)."""
     settings = get_settings()
-    store = _store(settings, _inventory(settings))
+    store = _flow(settings, _inventory(settings)).store
     table = Table(title="actions")
     for col in ("id", "created (UTC)", "cluster", "role", "state", "by", "approved by", "outcome"):
         table.add_column(col, overflow="fold")
     for a in store.actions(state=state, limit=limit):
-        table.add_row(a.id, f"{a.created_at:%Y-%m-%d %H:%M:%S}", a.cluster, a.role, a.state,
-                      f"{a.requested_by} ({a.surface})", f"{a.approved_by} ({a.approved_surface})" if a.approved_by else "",
-                      a.outcome or "")
+        table.add_row(*(Text(cell) for cell in (
+            a.id, f"{a.created_at:%Y-%m-%d %H:%M:%S}", a.cluster, a.role, a.state, f"{a.requested_by} ({a.surface})",
+            f"{a.approved_by} ({a.approved_surface})" if a.approved_by else "", a.outcome or "")))
     console.print(table)
 
 
@@ -137,17 +140,16 @@ def approve_action(
 ) -> None:
     """Approve a planned action (recorded with your name and the CLI surface), then run it."""
     settings = get_settings()
-    inventory = _inventory(settings)
-    store = _store(settings, inventory)
+    flow = _flow(settings, _inventory(settings))
     actor = getpass.getuser()
     try:
-        action = approve(store, action_id, actor, "cli", settings)
+        action = asyncio.run(flow.approve(action_id, approver=actor, surface="cli"))
     except ApprovalRefused as exc:
         raise _fail(f"refused: {exc}") from exc
     console.print(f"approved {action.id} ({action.role}); approval valid until {action.expires_at:%H:%M:%S} UTC")
     if run:
         with _store_errors():
-            outcome = _execute(store, inventory, action.id, actor, settings)
+            outcome = _execute(flow, action.id, actor)
         _report(outcome)
         if not outcome.ok:
             raise typer.Exit(1)
@@ -165,24 +167,28 @@ def show_action(action_id: str) -> None:
             raise _fail(str(exc.args[0])) from exc
         approvals = store.approvals(action_id)
     show_plan(RestartPlan.model_validate(a.plan))
-    console.print(f"state: [bold]{a.state}[/bold]; requested by {a.requested_by} via {a.surface} at "
-                  f"{a.created_at:%Y-%m-%d %H:%M:%S} UTC" + (f"; reason: {a.reason}" if a.reason else ""))
+    e = escape  # every stored string is shown as text, never read as rich markup
+    console.print(f"state: [bold]{e(a.state)}[/bold]; requested by {e(a.requested_by)} via {e(a.surface)} at "
+                  f"{a.created_at:%Y-%m-%d %H:%M:%S} UTC" + (f"; reason: {e(a.reason)}" if a.reason else ""))
     for ap in approvals:
-        console.print(f"approved by {ap.approver} via {ap.surface} at {ap.at:%H:%M:%S} UTC "
+        console.print(f"approved by {e(ap.approver)} via {e(ap.surface)} at {ap.at:%H:%M:%S} UTC "
                       f"(valid until {ap.expires_at:%H:%M:%S})")
     steps = Table(title="execution")
     for col in ("step", "role", "ok", "exit", "ms", "detail"):
         steps.add_column(col, overflow="fold")
     for s in a.execution or []:
-        steps.add_row(s["kind"], s["role"], "yes" if s["ok"] else "[red]no[/red]", str(s["exit_status"]),
-                      f"{s['elapsed_ms']:.0f}", s["detail"])
+        steps.add_row(*(Text(str(s.get(k, ""))) for k in ("kind", "role")),
+                      "yes" if s.get("ok") else "[red]no[/red]", str(s.get("exit_status")),
+                      f"{s.get('elapsed_ms') or 0:.0f}", Text(str(s.get("detail", ""))))
     if a.execution:
         console.print(steps)
     for r in (a.verification or {}).get("roles", []):
-        console.print(f"verify {r['role']}: unit {r['active_state']}, health {r['health_status']}, "
-                      f"tokens moved {r['tokens_delta']}" + (f"; problems: {'; '.join(r['problems'])}" if r["problems"] else ""))
+        problems = "; ".join(r.get("problems") or [])
+        console.print(f"verify {e(str(r.get('role')))}: unit {e(str(r.get('active_state')))}, health "
+                      f"{r.get('health_status')}, tokens moved {r.get('tokens_delta')}"
+                      + (f"; problems: {e(problems)}" if problems else ""))
     if a.evidence_probe_id:
-        console.print(f"evidence probe (before): {a.evidence_probe_id}")
+        console.print(f"evidence probe (before): {e(a.evidence_probe_id)}")
     if (a.verification or {}).get("after_probe"):
-        console.print(f"evidence probe (after): {a.verification['after_probe']}")
-    console.print(f"outcome: {a.outcome or '(none yet)'}")
+        console.print(f"evidence probe (after): {e(str(a.verification['after_probe']))}")
+    console.print(f"outcome: {e(a.outcome or '(none yet)')}")
