@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from anyio import to_thread
 
+from opsbot.bundle import TriggerKind
 from opsbot.contracts import Bundle, Diagnosis, Trigger
 from opsbot.inventory import Inventory, load_inventory
 from opsbot.settings import Settings
@@ -30,6 +31,7 @@ R = TypeVar("R")
 ProbeFn = Callable[..., Awaitable[Bundle]]
 DiagnoseFn = Callable[[Bundle], Diagnosis]
 Progress = Callable[[str, str], None]
+TRIGGER_KINDS: tuple[str, ...] = TriggerKind.__args__
 
 
 def _default_probe() -> ProbeFn:
@@ -159,10 +161,34 @@ class Flow:
         """Run an approved restart behind its guards (``opsbot.act.execute``) and count its outcome."""
         from opsbot.act import execute
 
-        outcome = await execute(self.store, self.inventory(), action_id, actor=actor, surface=surface,
-                                settings=self.settings)
+        outcome = await execute(self.run_context(actor, surface), action_id)
         self.telemetry.actions.labels(outcome.state).inc()
         return outcome
+
+    async def reconcile(self) -> list[Any]:
+        """Settle restarts a dead opsbot left ``executing``, by probing their roles; never re-run."""
+        from opsbot.act import reconcile
+
+        return await reconcile(self.run_context("opsbot", "reconcile"))
+
+    def run_context(self, actor: str, surface: str) -> Any:
+        """What act runs an action with: this flow's store, inventory and settings, and its two ports."""
+        from opsbot.act import RunContext
+
+        trigger = Trigger(kind=surface if surface in TRIGGER_KINDS else "cli", user=actor)
+
+        async def evidence(cluster: str, roles: list[str], why: str) -> str:
+            bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
+                                      trigger=trigger.model_copy(update={"text": why}))
+            return await self.db(self.store.save_probe, bundle, self.diagnose(bundle))
+
+        async def look(cluster: str, roles: list[str], why: str) -> tuple[Bundle, Diagnosis]:
+            bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
+                                      trigger=trigger.model_copy(update={"text": why}))
+            return bundle, self.diagnose(bundle)
+
+        return RunContext(store=self.store, inventory=self.inventory(), settings=self.settings, actor=actor,
+                          surface=surface, evidence=evidence, look=look)
 
     async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Any:
         """A planned restart nobody will approve: closed as refused, with who dismissed it."""

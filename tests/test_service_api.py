@@ -182,7 +182,7 @@ async def test_the_service_reconciles_interrupted_actions_at_start(tmp_path, dat
                              what="restart executing", started_at=action.created_at)
     async with served(settings, flow):
         row = flow.store.action(action.id)
-    # the unit does not exist on this machine, so the reconciled restart is recorded as failed, never re-run
+    # the flow's probe (a replayed wedged decode) shows no token progress: recorded as failed, never re-run
     assert row.state == "failed" and row.outcome.startswith("interrupted while executing")
     assert row.verification["reconciled"] is True
     assert [e.what for e in flow.store.audit_log() if e.detail.get("action") == action.id][0] == "restart failed (reconciled)"

@@ -1,10 +1,11 @@
-"""act: guarded actions (plan, approve, cooldown, budget, lock, execute, verify)."""
+"""act (stage: act): guarded actions (plan, approve, cooldown, budget, lock, execute, verify); plan in, outcome out."""
 
 from opsbot.act.plan import PlanRefused, RestartPlan, Step, plan_restart
 from opsbot.act.remedies import PlannedRemedies, plan_remedies
 from opsbot.act.restart import (
     ActionOutcome,
     ApprovalRefused,
+    RunContext,
     approve,
     dismiss,
     execute,
@@ -13,5 +14,5 @@ from opsbot.act.restart import (
     request_restart,
 )
 
-__all__ = ["ActionOutcome", "ApprovalRefused", "PlanRefused", "PlannedRemedies", "RestartPlan", "Step", "approve",
+__all__ = ["ActionOutcome", "ApprovalRefused", "PlanRefused", "PlannedRemedies", "RestartPlan", "RunContext", "Step", "approve",
            "dismiss", "execute", "expire_overdue", "plan_remedies", "plan_restart", "reconcile", "request_restart"]

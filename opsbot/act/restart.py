@@ -12,24 +12,40 @@ import os
 import socket
 import time
 from datetime import datetime, timedelta
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from opsbot.act.guards import budget_until, cooldown_until, when
 from opsbot.act.plan import RestartPlan, plan_restart
-from opsbot.act.steps import StepResult, run_command, verify_roles, wait_gpu_release
-from opsbot.bundle import Trigger
-from opsbot.collect.probe import probe
+from opsbot.act.steps import StepResult, run_command, wait_gpu_release
+from opsbot.act.verify import Look, verify_roles
 from opsbot.collect.transport import Transport, TransportPool
 from opsbot.contracts import ActionState, allowed
-from opsbot.diagnose import diagnose
 from opsbot.inventory import Cluster, Inventory, Node, Role
 from opsbot.settings import Settings
 from opsbot.store import Store
 from opsbot.store.models import Action, now
 
 BUDGET_LOCK = "*budget*"  # a short-lived cluster lock around the budget check and the move to executing
+# The flow's port: probe these roles of the cluster, diagnose, record; the probe id (text says why).
+Evidence = Callable[[str, list[str], str], Awaitable[str]]
+
+
+@dataclass
+class RunContext:
+    """What running an action needs, handed in by the flow: where to record, what to act on, the two ports."""
+
+    store: Store
+    inventory: Inventory
+    settings: Settings
+    actor: str
+    surface: str
+    evidence: Evidence
+    look: Look
+    pool: TransportPool | None = None
 
 
 class ApprovalRefused(ValueError):
@@ -118,9 +134,9 @@ def dismiss(store: Store, action_id: str, *, actor: str, surface: str) -> Action
                             what="restart dismissed", outcome=f"dismissed by {actor} via {surface}")
 
 
-async def execute(store: Store, inventory: Inventory, action_id: str, *, actor: str, surface: str,
-                  settings: Settings, pool: TransportPool | None = None) -> ActionOutcome:
+async def execute(ctx: RunContext, action_id: str) -> ActionOutcome:
     """Run an approved restart behind its guards; the outcome is recorded whatever happens."""
+    store, actor, surface = ctx.store, ctx.actor, ctx.surface
     action = store.action(action_id)
     plan = RestartPlan.model_validate(action.plan)
     if action.state == "planned":
@@ -133,54 +149,46 @@ async def execute(store: Store, inventory: Inventory, action_id: str, *, actor: 
     if action.expires_at <= now():
         msg = f"approval expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC; request the restart again"
         _move(store, action_id, ("approved",), "expired", actor=actor, surface=surface, what="restart expired",
-                         outcome=msg)
+              outcome=msg)
         return ActionOutcome(action_id=action_id, state="expired", message=msg)
-    _, cluster = inventory.cluster(plan.cluster)
+    _, cluster = ctx.inventory.cluster(plan.cluster)
     roles = cluster.select(plan.roles)
-    refusal = _guards(store, plan, roles, cluster, settings) or _take_locks(store, plan, action_id, settings)
+    refusal = _guards(store, plan, roles, cluster, ctx.settings) or _take_locks(store, plan, action_id, ctx.settings)
     if refusal:
         return _refuse(store, action_id, actor, surface, *refusal)
     try:
-        return await _run_locked(store, inventory, action_id, plan, roles, cluster, actor, surface, settings, pool)
+        return await _run_locked(ctx, action_id, plan, roles, cluster)
     finally:
         for r in roles:
             store.release_lock(plan.cluster, r.key, action_id)
 
 
-async def _run_locked(store: Store, inventory: Inventory, action_id: str, plan: RestartPlan, roles: list[Role],
-                      cluster: Cluster, actor: str, surface: str, settings: Settings,
-                      pool: TransportPool | None) -> ActionOutcome:
-    own_pool = pool is None
-    pool = pool or TransportPool(settings)
+async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list[Role],
+                      cluster: Cluster) -> ActionOutcome:
+    store, actor, surface = ctx.store, ctx.actor, ctx.surface
+    own_pool = ctx.pool is None
+    pool = ctx.pool or TransportPool(ctx.settings)
     try:
-        bundle = await probe(inventory, cluster=plan.cluster, roles=plan.roles, settings=settings, pool=pool,
-                             trigger=Trigger(kind=_trigger_kind(surface), user=actor, text=f"before restart {action_id}"))
-        evidence = store.save_probe(bundle, diagnose(bundle))
-        refusal = await _begin(store, action_id, plan, roles, cluster, actor, surface, evidence, settings)
+        evidence = await ctx.evidence(plan.cluster, plan.roles, f"before restart {action_id}")
+        refusal = await _begin(ctx, action_id, plan, roles, cluster, evidence)
         if refusal:
             return _refuse(store, action_id, actor, surface, *refusal)
         steps: list[StepResult] = []
         verification = None
         try:
-            transports = {r.node: await pool.get(_node(inventory, plan.cluster, r.node)) for r in roles}
-            await _run_steps(transports, plan, roles, settings, steps)
+            transports = {r.node: await pool.get(_node(ctx.inventory, plan.cluster, r.node)) for r in roles}
+            await _run_steps(transports, plan, roles, ctx.settings, steps)
             if all(s.ok for s in steps):
-                verification = await verify_roles(transports, roles, settings)
+                verification = await verify_roles(ctx.look, plan.cluster, roles, ctx.settings)
         except Exception as exc:  # noqa: BLE001 - recorded as the outcome, not lost in a traceback
             steps.append(StepResult(kind="error", role=",".join(plan.roles), argv=[], ok=False,
                                     detail=f"{type(exc).__name__}: {exc}"))
         # The after-probe is the record of how it ended: the recovery, or the evidence of the failure.
-        ended = await probe(inventory, cluster=plan.cluster, roles=plan.roles, settings=settings, pool=pool,
-                            trigger=Trigger(kind=_trigger_kind(surface), user=actor, text=f"after restart {action_id}"))
-        after = store.save_probe(ended, diagnose(ended))
+        after = await ctx.evidence(plan.cluster, plan.roles, f"after restart {action_id}")
         return _record(store, action_id, actor, surface, evidence, after, steps, verification)
     finally:
         if own_pool:
             await pool.close()
-
-
-def _trigger_kind(surface: str) -> str:
-    return surface if surface in ("cli", "rest", "slack", "alert", "schedule") else "cli"
 
 
 def _node(inventory: Inventory, cluster: str, name: str) -> Node:
@@ -280,9 +288,10 @@ def _take_locks(store: Store, plan: RestartPlan, action_id: str, settings: Setti
     return None
 
 
-async def _begin(store: Store, action_id: str, plan: RestartPlan, roles: list[Role], cluster: Cluster, actor: str,
-                 surface: str, evidence: str, settings: Settings) -> tuple[str, datetime | None] | None:
+async def _begin(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list[Role], cluster: Cluster,
+                 evidence: str) -> tuple[str, datetime | None] | None:
     """Re-check the guards under the cluster's budget lock, then move to ``executing`` (counts in the budget)."""
+    store, settings = ctx.store, ctx.settings
     deadline = time.monotonic() + 10
     while (held := store.take_lock(plan.cluster, BUDGET_LOCK, action_id, holder_id(), timedelta(seconds=30))):
         if time.monotonic() > deadline:
@@ -292,7 +301,7 @@ async def _begin(store: Store, action_id: str, plan: RestartPlan, roles: list[Ro
         refusal = _guards(store, plan, roles, cluster, settings)
         if refusal:
             return refusal
-        row = _move(store, action_id, ("approved",), "executing", actor=actor, surface=surface,
+        row = _move(store, action_id, ("approved",), "executing", actor=ctx.actor, surface=ctx.surface,
                                what="restart executing", audit_detail={"evidence_probe": evidence},
                                started_at=now(), evidence_probe_id=evidence)
         if row is None:
@@ -302,38 +311,29 @@ async def _begin(store: Store, action_id: str, plan: RestartPlan, roles: list[Ro
         store.release_lock(plan.cluster, BUDGET_LOCK, action_id)
 
 
-async def reconcile(store: Store, inventory: Inventory, settings: Settings,
-                    pool: TransportPool | None = None) -> list[ActionOutcome]:
+async def reconcile(ctx: RunContext) -> list[ActionOutcome]:
     """Settle actions left ``executing`` by a process that died: look at the unit, record, never re-run."""
+    store = ctx.store
     expire_overdue(store)
     orphans = [a for a in store.actions(state="executing", limit=1000) if _orphaned(store, a)]
-    if not orphans:
-        return []
-    own_pool = pool is None
-    pool = pool or TransportPool(settings)
-    quick = settings.model_copy(update={"verify_deadline_s": min(settings.verify_deadline_s, 10.0)})
+    quick = ctx.settings.model_copy(update={"verify_deadline_s": min(ctx.settings.verify_deadline_s, 10.0)})
     out: list[ActionOutcome] = []
-    try:
-        for a in orphans:
-            plan = RestartPlan.model_validate(a.plan)
-            roles = inventory.cluster(plan.cluster)[1].select(plan.roles)
-            transports = {r.node: await pool.get(_node(inventory, plan.cluster, r.node)) for r in roles}
-            verification = await verify_roles(transports, roles, quick)
-            state = "succeeded" if verification["ok"] else "failed"
-            problems = "; ".join(p for r in verification["roles"] for p in r["problems"])
-            msg = ("interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
-                   + ("the role is active and healthy" if verification["ok"] else f"the role is not healthy: {problems}"))
-            row = _move(store, a.id, ("executing",), state, actor="opsbot", surface="reconcile",
-                                   what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
-                                   finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
-            for r in roles:
-                store.release_lock(plan.cluster, r.key, a.id)
-            if row is not None:
-                out.append(ActionOutcome(action_id=a.id, state=state, message=msg, evidence_probe_id=a.evidence_probe_id,
-                                         verification=verification))
-    finally:
-        if own_pool:
-            await pool.close()
+    for a in orphans:
+        plan = RestartPlan.model_validate(a.plan)
+        roles = ctx.inventory.cluster(plan.cluster)[1].select(plan.roles)
+        verification = await verify_roles(ctx.look, plan.cluster, roles, quick)
+        state = "succeeded" if verification["ok"] else "failed"
+        problems = "; ".join(p for r in verification["roles"] for p in r["problems"])
+        msg = ("interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
+               + ("the role is active and healthy" if verification["ok"] else f"the role is not healthy: {problems}"))
+        row = _move(store, a.id, ("executing",), state, actor="opsbot", surface="reconcile",
+                    what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
+                    finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
+        for r in roles:
+            store.release_lock(plan.cluster, r.key, a.id)
+        if row is not None:
+            out.append(ActionOutcome(action_id=a.id, state=state, message=msg, evidence_probe_id=a.evidence_probe_id,
+                                     verification=verification))
     return out
 
 

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from opsbot.act import ActionOutcome, ApprovalRefused, PlanRefused, RestartPlan, plan_restart, reconcile
+from opsbot.act import ActionOutcome, ApprovalRefused, PlanRefused, RestartPlan, plan_restart
 from opsbot.flow import Flow
 from opsbot.inventory import Inventory, UnknownRole, load_inventory
 from opsbot.settings import Settings, get_settings
@@ -47,13 +47,13 @@ def _inventory(settings: Settings) -> Inventory:
         raise _fail(f"inventory refused:\n{exc}") from exc
 
 
-def _flow(settings: Settings, inventory: Inventory) -> Flow:
+def _flow(settings: Settings) -> Flow:
     """The CLI's flow over the store (opened and upgraded), after settling any action a crashed opsbot left executing."""
     try:
         flow = Flow(settings=settings, store=open_store(settings.db_url()))
     except StoreError as exc:
         raise _fail(str(exc)) from exc
-    for o in asyncio.run(reconcile(flow.store, inventory, settings)):
+    for o in asyncio.run(flow.reconcile()):
         console.print(f"[yellow]reconciled interrupted action {o.action_id}: {o.state}: {escape(o.message)}[/yellow]")
     return flow
 
@@ -103,7 +103,7 @@ def restart(
         return
     actor = getpass.getuser()
     with _store_errors():
-        flow = _flow(settings, inventory)
+        flow = _flow(settings)
         action, _ = asyncio.run(flow.request_restart(roles, cluster, actor=actor, surface="cli", reason=reason,
                                                      pair=pair))
         if action.state == "planned" and not approve_now:
@@ -122,7 +122,8 @@ def restart(
 def list_actions(state: str | None = typer.Option(None, "--state"), limit: int = typer.Option(30, "--limit")) -> None:
     """Recent actions and their state (`opsbot actions show ID` for one in full)."""
     settings = get_settings()
-    store = _flow(settings, _inventory(settings)).store
+    _inventory(settings)
+    store = _flow(settings).store
     table = Table(title="actions")
     for col in ("id", "created (UTC)", "cluster", "role", "state", "by", "approved by", "outcome"):
         table.add_column(col, overflow="fold")
@@ -140,7 +141,8 @@ def approve_action(
 ) -> None:
     """Approve a planned action (recorded with your name and the CLI surface), then run it."""
     settings = get_settings()
-    flow = _flow(settings, _inventory(settings))
+    _inventory(settings)
+    flow = _flow(settings)
     actor = getpass.getuser()
     try:
         action = asyncio.run(flow.approve(action_id, approver=actor, surface="cli"))

@@ -35,15 +35,13 @@ def _open_store(settings: Settings) -> Any:
 
 async def _reconcile(flow: Flow) -> None:
     """Settle restarts a dead opsbot left ``executing`` (by looking at the units), as the CLI does at start."""
-    from opsbot.act import reconcile
-
     try:
-        inventory = flow.inventory()
+        flow.inventory()
     except InventoryUnavailable as exc:
         log.warning("interrupted actions not reconciled at start-up: %s", exc)
         return
     try:
-        for o in await reconcile(flow.store, inventory, flow.settings):
+        for o in await flow.reconcile():
             log.warning("reconciled interrupted action %s: %s: %s", o.action_id, o.state, o.message)
     except Exception:  # a node that cannot be reached must not keep the service down; the next start retries
         log.exception("reconciling interrupted actions failed; they stay 'executing' until the next start")
