@@ -27,7 +27,7 @@ from rich.table import Table
 from opsbot.bundle import parse_bundle
 from opsbot.diagnose import diagnose, load_runbooks
 from opsbot.diagnose.evaluate import RUNBOOKS_DIR, evaluate
-from opsbot.diagnose.facts import bundle_facts
+from opsbot.parse.facts import bundle_facts
 
 DEFAULT = Path(__file__).resolve().parents[1] / "tests/scenarios/lab/prefill-saturated.json"
 

@@ -99,7 +99,7 @@ class Flow:
 
     def roles_for_words(self, text: str, cluster: str | None = None) -> list[str] | None:
         """The roles an operator's words name, with their PD peer and the router (None: all)."""
-        from opsbot.diagnose import roles_for_words
+        from opsbot.scope import roles_for_words
 
         return roles_for_words(text, self.inventory().cluster(cluster or self.settings.cluster)[1])
 

@@ -10,13 +10,14 @@ import typer
 from rich.console import Console
 
 from opsbot.bundle import BundleError, Trigger, read_bundle
+from opsbot.cli.diagnosis_view import render
 from opsbot.cli.probe import cli_flow, keep_bundle, load_or_exit, run_with_progress
 from opsbot.collect.probe import scope
-from opsbot.diagnose import Diagnosis, diagnose, load_runbooks, roles_for_words
+from opsbot.diagnose import Diagnosis, diagnose, load_runbooks
 from opsbot.diagnose.evaluate import RUNBOOKS_DIR
 from opsbot.diagnose.lint import lint
-from opsbot.diagnose.terminal import render
 from opsbot.inventory import UnknownRole
+from opsbot.scope import roles_for_words
 from opsbot.settings import get_settings
 from opsbot.yamlsource import ConfigError
 

@@ -10,8 +10,8 @@ import cel
 
 from opsbot.bundle import Bundle
 from opsbot.contracts import Diagnosis, Finding, Remedy, Undetermined, severity_rank
-from opsbot.diagnose.facts import BundleFacts, bundle_facts
 from opsbot.diagnose.runbook import Runbook, RunbookSet, load_runbooks
+from opsbot.parse.facts import BundleFacts, bundle_facts
 
 RUNBOOKS_DIR = Path(__file__).resolve().parents[2] / "runbooks"
 _MISSING_PENALTY = 0.15

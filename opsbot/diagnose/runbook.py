@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from opsbot.contracts.states import Severity
 from opsbot.diagnose.conditions import Condition, ConditionError
-from opsbot.diagnose.facts import unknown_fact
 from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
+from opsbot.parse.facts import unknown_fact
 from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
 
 RoleKind = Literal["prefill", "decode", "router"]
