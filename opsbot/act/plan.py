@@ -6,29 +6,14 @@ memory is released (``nvidia-smi`` on the role's GPUs), then starts it and verif
 
 from __future__ import annotations
 
-from typing import Literal
-
-from opsbot.bundle import GPU_QUERY, SYSTEMD_PROPERTIES
 from opsbot.contracts.plans import RestartPlan, Step, StepKind
 from opsbot.inventory import Inventory, Role
+from opsbot.nodecommands import gpu_query, systemctl, unit_show
 from opsbot.settings import Settings
 
 
 class PlanRefused(ValueError):
     """The request cannot become a plan; the message says what to ask for instead."""
-
-
-def systemctl(verb: Literal["stop", "start"], unit: str) -> list[str]:
-    return ["systemctl", verb, unit]
-
-
-def unit_show(unit: str) -> list[str]:
-    return ["systemctl", "show", unit, f"--property={SYSTEMD_PROPERTIES}"]
-
-
-def gpu_query(gpus: list[int]) -> list[str]:
-    return ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits",
-            "-i", ",".join(str(g) for g in gpus)]
 
 
 def plan_restart(inventory: Inventory, roles: list[str], *, cluster: str | None = None, pair: bool = False,

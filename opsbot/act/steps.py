@@ -7,8 +7,9 @@ import time
 
 from pydantic import BaseModel
 
-from opsbot.act.plan import Step, gpu_query
+from opsbot.act.plan import Step
 from opsbot.collect.transport import CommandResult, Transport
+from opsbot.nodecommands import gpu_query
 from opsbot.parse.errors import ParseError
 from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.settings import Settings

@@ -188,15 +188,26 @@ class Store:
 
     def probes(self, *, cluster: str | None = None, role: str | None = None, since: datetime | None = None,
                incident: str | None = None, limit: int = 100) -> list[Probe]:
-        q = select(Probe).order_by(Probe.started_at.desc()).limit(limit)
+        """The newest ``limit`` probes matching; ``role`` filters before the limit (the roles are a JSON list,
+        so it is applied page by page rather than in SQL)."""
+        q = select(Probe).order_by(Probe.started_at.desc(), Probe.id)
         if cluster:
             q = q.where(Probe.cluster == cluster)
         if since:
             q = q.where(Probe.started_at >= since)
         if incident:
             q = q.where(Probe.top_incident == incident)
-        rows = list(self.read(lambda s: s.scalars(q).all()))
-        return [p for p in rows if role is None or role in p.roles]
+        if role is None:
+            return list(self.read(lambda s: s.scalars(q.limit(limit)).all()))
+        out: list[Probe] = []
+        page, offset = max(limit, 100), 0
+        while len(out) < limit:
+            rows = list(self.read(lambda s: s.scalars(q.offset(offset).limit(page)).all()))
+            out += [p for p in rows if role in p.roles]
+            if len(rows) < page:
+                break
+            offset += page
+        return out[:limit]
 
     def findings(self, *, since: datetime | None = None, until: datetime | None = None,
                  cluster: str | None = None, role: str | None = None) -> list[Finding]:
