@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import getpass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,17 +9,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from opsbot.act.deploy import DeployGuard
-from opsbot.collect.transport import TransportPool
-from opsbot.settings import Settings, get_settings
-from opsbot.yamlsource import ConfigError
-from serving.checked import load_checked
-from serving.render import render as render_spec
-from serving.render import write
-from serving.rollout import apply, diff, drift
-
 if TYPE_CHECKING:
+    from opsbot.settings import Settings
     from opsbot.store import Store
+    from opsbot.yamlsource import ConfigError
 
 app = typer.Typer(help="Check, render, diff and apply a deployment spec.", no_args_is_help=True)
 out = Console()
@@ -50,6 +41,9 @@ def _refuse(exc: ConfigError) -> typer.Exit:
 @app.command()
 def check(spec: Path = SpecArg) -> None:
     """Validate SPEC: schema, then every deployment rule (id, reason, fix)."""
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+
     try:
         s = load_checked(spec)
     except ConfigError as exc:
@@ -61,6 +55,11 @@ def check(spec: Path = SpecArg) -> None:
 @app.command()
 def render(spec: Path = SpecArg, directory: Path = typer.Argument(..., help="output directory")) -> None:
     """Render serve scripts, units, Prometheus, Alertmanager, Grafana and the inventory into DIRECTORY."""
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.render import render as render_spec
+    from serving.render import write
+
     try:
         s = load_checked(spec)
     except ConfigError as exc:
@@ -87,6 +86,13 @@ def file_states_table(states, title: str) -> Table:
 
 def show_drift(spec_path: Path, settings: Settings) -> int:
     """Print roles whose unit or serve script differs from what SPEC renders; the number of such files."""
+    import asyncio
+
+    from opsbot.collect.transport import TransportPool
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.rollout import drift
+
     try:
         spec = load_checked(spec_path)
     except ConfigError as exc:
@@ -107,6 +113,14 @@ def show_drift(spec_path: Path, settings: Settings) -> int:
 @app.command("diff")
 def diff_command(spec: Path = SpecArg) -> None:
     """Show what `apply` would change on each node (SHA-256 of each rendered file, read over SSH)."""
+    import asyncio
+
+    from opsbot.collect.transport import TransportPool
+    from opsbot.settings import get_settings
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.rollout import diff
+
     try:
         s = load_checked(spec)
     except ConfigError as exc:
@@ -128,6 +142,16 @@ def apply_command(
     restart_all: bool = typer.Option(False, "--restart-all", help="restart every role, changed or not"),
 ) -> None:
     """Upload changed files, daemon-reload, restart prefill, decode, router in order with health checks."""
+    import asyncio
+    import getpass
+
+    from opsbot.act.deploy import DeployGuard
+    from opsbot.collect.transport import TransportPool
+    from opsbot.settings import get_settings
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.rollout import apply
+
     try:
         s = load_checked(spec)
     except ConfigError as exc:

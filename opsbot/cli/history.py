@@ -10,9 +10,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from opsbot.settings import get_settings
-from opsbot.store import StoreError, open_store
-
 KIND_STYLE = {"probe": "cyan", "finding": "red", "action": "yellow", "alert": "magenta", "audit": "dim"}
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -36,6 +33,9 @@ def history(
     limit: int = typer.Option(200, "--limit"),
 ) -> None:
     """What opsbot saw and did: probes, findings, actions, audit."""
+    from opsbot.settings import get_settings
+    from opsbot.store import StoreError, open_store
+
     settings = get_settings()
     start = parse_since(since, datetime.now(timezone.utc))
     try:

@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
-import getpass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from opsbot.bundle import Bundle, Trigger
-from opsbot.cli.probe_view import failures_table, nodes_table, roles_table
-from opsbot.collect.probe import planned_axes, scope
-from opsbot.flow import Flow, ProbeResult
-from opsbot.inventory import Inventory, UnknownRole, load_inventory
-from opsbot.settings import Settings, get_settings
-from opsbot.yamlsource import ConfigError
+if TYPE_CHECKING:
+    from opsbot.bundle import Bundle, Trigger
+    from opsbot.flow import Flow, ProbeResult
+    from opsbot.inventory import Inventory
+    from opsbot.settings import Settings
 
 err = Console(stderr=True, soft_wrap=True)
 
 
 def load_or_exit(path: Path) -> Inventory:
+    from opsbot.inventory import load_inventory
+    from opsbot.yamlsource import ConfigError
+
     try:
         return load_inventory(path)
     except ConfigError as exc:
@@ -39,6 +37,7 @@ def save_bundle(bundle: Bundle, path: Path) -> Path:
 
 def cli_flow(settings: Settings, inventory: Path | None = None) -> Flow:
     """The CLI's composition root: one Flow over the configured store (``--inventory`` overrides the file)."""
+    from opsbot.flow import Flow
     from opsbot.store import StoreError, open_store
 
     if inventory is not None:
@@ -52,6 +51,13 @@ def cli_flow(settings: Settings, inventory: Path | None = None) -> Flow:
 
 def run_with_progress(flow: Flow, cluster: str | None, roles: list[str] | None, trigger: Trigger) -> ProbeResult:
     """The flow's probe (recorded, diagnosed, remedies planned) with a progress bar on stderr."""
+    import asyncio
+
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from opsbot.collect.probe import planned_axes, scope
+
     _name, selected, nodes = scope(flow.inventory(), cluster, roles)
     names = planned_axes(selected, nodes)
     columns = (SpinnerColumn(), TextColumn("probing {task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -89,6 +95,15 @@ def probe_command(
     spec: Path | None = typer.Option(None, "--spec", help="deployment spec: also report roles drifted from it"),
 ) -> None:
     """Probe roles on four axes (systemd, metrics, GPU, logs); the probe is diagnosed and recorded."""
+    import getpass
+
+    from opsbot.bundle import Trigger
+    from opsbot.cli.probe_view import failures_table, nodes_table, roles_table
+    from opsbot.collect.probe import scope
+    from opsbot.inventory import UnknownRole
+    from opsbot.settings import get_settings
+    from opsbot.yamlsource import ConfigError
+
     s = get_settings()
     inv = load_or_exit(inventory or s.inventory_path())
     try:

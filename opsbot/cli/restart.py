@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -15,12 +16,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from opsbot.act import ActionOutcome, ApprovalRefused, PlanRefused, RestartPlan, plan_restart
-from opsbot.flow import Flow
-from opsbot.inventory import Inventory, UnknownRole, load_inventory
-from opsbot.settings import Settings, get_settings
-from opsbot.store import StoreError, open_store
-from opsbot.yamlsource import ConfigError
+if TYPE_CHECKING:
+    from opsbot.act import ActionOutcome, RestartPlan
+    from opsbot.flow import Flow
+    from opsbot.inventory import Inventory
+    from opsbot.settings import Settings
 
 console = Console()
 actions_app = typer.Typer(help="Guarded actions: list them, approve a pending one.", no_args_is_help=True)
@@ -29,6 +29,8 @@ actions_app = typer.Typer(help="Guarded actions: list them, approve a pending on
 @contextmanager
 def _store_errors() -> Iterator[None]:
     """A database that stays busy or goes away mid-command: one clear line, exit 2."""
+    from opsbot.store import StoreError
+
     try:
         yield
     except StoreError as exc:
@@ -41,6 +43,9 @@ def _fail(msg: str, code: int = 2) -> typer.Exit:
 
 
 def _inventory(settings: Settings) -> Inventory:
+    from opsbot.inventory import load_inventory
+    from opsbot.yamlsource import ConfigError
+
     try:
         return load_inventory(Path(settings.inventory_path()))
     except ConfigError as exc:
@@ -49,6 +54,9 @@ def _inventory(settings: Settings) -> Inventory:
 
 def _flow(settings: Settings) -> Flow:
     """The CLI's flow over the store (opened and upgraded), after settling any action a crashed opsbot left executing."""
+    from opsbot.flow import Flow
+    from opsbot.store import StoreError, open_store
+
     try:
         flow = Flow(settings=settings, store=open_store(settings.db_url()))
     except StoreError as exc:
@@ -90,6 +98,11 @@ def restart(
     pair: bool = typer.Option(False, "--pair", help="restart a prefill and a decode together on purpose (pd-desync)"),
 ) -> None:
     """Restart a role behind approval, cooldown, budget and lock; verify it came back."""
+    from opsbot.act import PlanRefused, plan_restart
+    from opsbot.inventory import UnknownRole
+    from opsbot.settings import get_settings
+    from opsbot.yamlsource import ConfigError
+
     settings = get_settings()
     inventory = _inventory(settings)
     cluster = cluster or settings.cluster
@@ -121,6 +134,8 @@ def restart(
 @actions_app.command("list")
 def list_actions(state: str | None = typer.Option(None, "--state"), limit: int = typer.Option(30, "--limit")) -> None:
     """Recent actions and their state (`opsbot actions show ID` for one in full)."""
+    from opsbot.settings import get_settings
+
     settings = get_settings()
     _inventory(settings)
     store = _flow(settings).store
@@ -140,6 +155,9 @@ def approve_action(
     run: bool = typer.Option(True, "--run/--no-run", help="run the restart right after approving"),
 ) -> None:
     """Approve a planned action (recorded with your name and the CLI surface), then run it."""
+    from opsbot.act import ApprovalRefused
+    from opsbot.settings import get_settings
+
     settings = get_settings()
     _inventory(settings)
     flow = _flow(settings)
@@ -160,6 +178,10 @@ def approve_action(
 @actions_app.command("show")
 def show_action(action_id: str) -> None:
     """One action in full: plan, approvals, each step's result, verification, outcome, evidence."""
+    from opsbot.act import RestartPlan
+    from opsbot.settings import get_settings
+    from opsbot.store import open_store
+
     settings = get_settings()
     with _store_errors():
         store = open_store(settings.db_url())
