@@ -11,7 +11,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from opsbot.store import Sighting
 
 log = logging.getLogger(__name__)
 LIVE_ACTIONS = ("planned", "approved", "executing")
@@ -33,10 +32,12 @@ class Incidents:
         if self.notifier is not None:
             self.notifier.notify(incident_id)
 
-    async def sighted(self, result: Any, alerts: list[Any],
-                      plan_restart: Callable[..., Awaitable[Any]]) -> str | None:
-        """A probe triggered by firing alerts: open or join the incident its top finding names; plan the
-        restart that finding asks for (unless one is already under way). The incident id, or None."""
+    async def sighted(self, result: Any, alerts: list[Any]) -> str | None:
+        """A probe triggered by firing alerts: open or join the incident its top finding names, and take
+        the restart the flow planned for that finding (unless one of the incident's is under way).
+        The incident id, or None."""
+        from opsbot.store import Sighting
+
         findings = result.diagnosis.findings
         if not findings:
             return None
@@ -46,20 +47,18 @@ class Incidents:
             title=f.title, summary=f.summary, confidence=f.confidence, probe_id=str(result.probe_id),
             alert_ids=[a.id for a in alerts], fingerprints=sorted({a.fingerprint for a in alerts}),
             alertnames=sorted({a.labels.get("alertname", "alert") for a in alerts}))
-        row, _opened = await self.db(self.store.record_sighting, sighting)
+        row, opened = await self.db(self.store.record_sighting, sighting)
         for remedy in f.remedies:
             if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role:
                 continue
-            if await self._restart_under_way(row, remedy.role):
-                continue
-            try:
-                action, _ = await plan_restart(remedy.role, row.cluster, actor="alertmanager", surface="alert",
-                                               reason=f"{f.incident} (incident {row.id}, probe {result.probe_id})")
-            except Exception as exc:  # noqa: BLE001 - a plan the guards refuse is said in the timeline
-                await self.db(self.store.incident_event, row.id, "action", f"restart {remedy.role} not offered: {exc}")
-                continue
-            await self.db(self.store.incident_event, row.id, "action",
-                          f"approval asked: restart {remedy.role} (plan {action.id})", action.id, action_id=action.id)
+            action_id = result.plans.get(remedy.role)
+            if action_id is None:
+                why = next((r for r in result.refused if r.startswith(f"restart {remedy.role}:")), "not planned")
+                if opened:
+                    await self.db(self.store.incident_event, row.id, "action", f"restart not offered: {why}")
+            elif not await self._restart_under_way(row, remedy.role):
+                await self.db(self.store.incident_event, row.id, "action",
+                              f"approval asked: restart {remedy.role} (plan {action_id})", action_id, action_id=action_id)
         self._tell(row.id)
         return str(row.id)
 

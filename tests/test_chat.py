@@ -18,7 +18,7 @@ from opsbot.inventory import load_inventory
 from opsbot.store import Sighting, Store
 from opsbot.store.models import now
 from tests.databases import free_port
-from tests.servicekit import lab_settings, replay, runtime_for, served
+from tests.servicekit import lab_settings, replay, flow_for, served
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -96,7 +96,7 @@ async def test_rest_incidents_probe_view_and_integrations(tmp_path):
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens: Prometheus and Alertmanager are down
     settings = lab_settings(tmp_path, f"sqlite:///{tmp_path / 'opsbot.db'}", prometheus_url=dead,
                             alertmanager_url=dead, slack_bot_token="xoxb-test")
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
+    flow = flow_for(settings, replay("decode-hang-health-200"))
     with Store(settings.db_url()) as store:
         incident_id, _ = seed(store)
         store.record_sighting(Sighting(cluster="lab", incident="cuda-oom", severity="critical", roles=["decode"],
@@ -104,7 +104,7 @@ async def test_rest_incidents_probe_view_and_integrations(tmp_path):
         opened = store.incidents(state="open")[0]
         store.slack_failed(opened.id, "SlackApiError: internal_error (500)")
         token = store.create_token("reader", ["read"])
-    async with served(settings, runtime) as client:
+    async with served(settings, flow) as client:
         h = {"Authorization": f"Bearer {token}"}
         assert (await client.get("/incidents")).status_code == 401
         rows = (await client.get("/incidents", headers=h)).json()
@@ -114,7 +114,7 @@ async def test_rest_incidents_probe_view_and_integrations(tmp_path):
         assert (await client.get(f"/incidents/{incident_id}", headers=h)).json()["timeline"][0]["kind"] == "opened"
         assert (await client.get("/incidents/nope", headers=h)).status_code == 404
 
-        result = await runtime.run_probe(None, None, Trigger(kind="cli", user="test"))
+        result = await flow.run_probe(None, None, Trigger(kind="cli", user="test"))
         page = await client.get(f"/probes/{result.probe_id}")
         assert page.status_code == 200 and 'id="finding-decode-wedged"' in page.text and "<b>decode</b>" in page.text
         assert (await client.get("/probes/<script>")).status_code == 404
@@ -134,9 +134,9 @@ async def test_slack_asks_in_the_users_zone_and_answers_mentions_in_the_thread(t
     try:
         settings = lab_settings(tmp_path, f"sqlite:///{tmp_path / 'opsbot.db'}", slack_bot_token="xoxb-test",
                                 slack_signing_secret=SIGNING_SECRET, slack_api_url=slack.url)
-        runtime = runtime_for(settings, replay("decode-hang-health-200"))
-        incident_id, _ = seed(runtime.store)
-        async with served(settings, runtime) as client:
+        flow = flow_for(settings, replay("decode-hang-health-200"))
+        incident_id, _ = seed(flow.store)
+        async with served(settings, flow) as client:
             body = slash_body("what happened in the last 3h", user="U0ALICE")
             assert (await client.post("/slack/events", content=body, headers=signed(body))).status_code == 200
             (post,) = await slack.wait_for("chat.postMessage")

@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from tests.servicekit import block_actions_body, lab_settings, replay, runtime_for, served, signed
+from tests.servicekit import block_actions_body, lab_settings, replay, flow_for, served, signed
 from tests.slackrecorder import SlackRecorder
 from tests.test_service_alerts import HDR, alert, webhook
 
@@ -51,12 +51,12 @@ async def settle(client) -> None:
 
 
 async def test_one_message_lives_with_the_incident(settings, slack):
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, flow) as client:
         await client.post("/alerts", json=webhook(alert("fa")), headers=HDR)
         await settle(client)
         (message,) = slack.posted("C0ALERTS")
-        (incident,) = runtime.store.incidents()
+        (incident,) = flow.store.incidents()
         assert incident.incident == "decode-wedged" and message["metadata"]["event_payload"]["incident"] == incident.id
         body = text_of(message["blocks"])
         assert "decode-wedged" in body and "confidence" in body and "Approval asked" in body
@@ -72,18 +72,18 @@ async def test_one_message_lives_with_the_incident(settings, slack):
         assert len(slack.posted("C0ALERTS")) == 1
         update = slack.of("chat.update")[-1].args
         assert update["ts"] == message["ts"] and "2 alert(s)" in text_of(update["blocks"])
-        assert len(runtime.store.incident(incident.id).actions) == 1, "one restart plan for the incident"
+        assert len(flow.store.incident(incident.id).actions) == 1, "one restart plan for the incident"
 
         # the approver's click: the restart runs (here on local transports: it fails), the message follows
         body = block_actions_body("restart_approve", restart["value"], user="U0ALICE",
                                   message={"ts": message["ts"], "blocks": message["blocks"]}, channel="C0ALERTS")
         assert (await client.post("/slack/events", content=body, headers=signed(body))).status_code == 200
         for _ in range(200):
-            if runtime.store.action(restart["value"]).state not in ("planned", "approved", "executing"):
+            if flow.store.action(restart["value"]).state not in ("planned", "approved", "executing"):
                 break
             await asyncio.sleep(0.05)
         await settle(client)
-        action = runtime.store.action(restart["value"])
+        action = flow.store.action(restart["value"])
         assert action.approved_by == "slack:U0ALICE"
         after = text_of(slack.of("chat.update")[-1].args["blocks"])
         assert "Restart" in after and "restart_approve" not in str(slack.of("chat.update")[-1].args["blocks"])
@@ -92,7 +92,7 @@ async def test_one_message_lives_with_the_incident(settings, slack):
         await client.post("/alerts", json=webhook(alert("fa", status="resolved"), later | {"status": "resolved"},
                                                    status="resolved"), headers=HDR)
         await settle(client)
-        closed = runtime.store.incident(incident.id)
+        closed = flow.store.incident(incident.id)
         assert closed.state == "resolved" and closed.time_to_recovery_s is not None
         final = text_of(slack.of("chat.update")[-1].args["blocks"])
         assert "Resolved" in final and "time to recovery" in final
@@ -102,31 +102,31 @@ async def test_one_message_lives_with_the_incident(settings, slack):
 
 
 async def test_no_restart_button_where_a_restart_does_not_help(settings, slack):
-    runtime = runtime_for(settings, replay("prefill-saturation-unbootstrapped"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("prefill-saturation-unbootstrapped"))
+    async with served(settings, flow) as client:
         await client.post("/alerts", json=webhook(alert("fa", role="prefill")), headers=HDR)
         await settle(client)
         (message,) = slack.posted("C0ALERTS")
         assert "prefill-queue-saturation" in text_of(message["blocks"]) and buttons(message["blocks"]) == {}
         assert "a restart does not help" in text_of(message["blocks"])
-        assert runtime.store.incidents()[0].actions == []
+        assert flow.store.incidents()[0].actions == []
 
 
 @pytest.mark.parametrize("how", ["500", "timeout"])
 async def test_slack_down_retried_and_never_posted_twice(settings, slack, how):
     slack.fail("chat.postMessage", how, how)
     slack.slow_s = 1.0
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, flow) as client:
         client.app.state.slack.incidents.first_delay_s = 0.05
         client.app.state.slack.incidents.timeout_s = 0.5
         await client.post("/alerts", json=webhook(alert("fa")), headers=HDR)
         await client.app.state.intake.drain()
-        (incident,) = runtime.store.incidents()  # recorded and probed whatever Slack does
+        (incident,) = flow.store.incidents()  # recorded and probed whatever Slack does
         assert incident.probes
         await settle(client)
         assert len(slack.posted("C0ALERTS")) == 1
-        row = runtime.store.incident(incident.id)
+        row = flow.store.incident(incident.id)
         assert row.slack_state == "posted" and row.slack_ts == slack.posted("C0ALERTS")[0]["ts"]
         attempts = [c for c in slack.of("chat.postMessage") if not c.args.get("thread_ts")]
         if how == "500":
@@ -137,13 +137,13 @@ async def test_slack_down_retried_and_never_posted_twice(settings, slack, how):
 
 async def test_slack_down_for_good_is_shown_on_the_status_page(settings, slack):
     slack.fail("chat.postMessage", *["500"] * 50)
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, flow) as client:
         messages = client.app.state.slack.incidents
         messages.first_delay_s, messages.attempts, messages.resync_delays_s = 0.01, 2, []
         await client.post("/alerts", json=webhook(alert("fa")), headers=HDR)
         await settle(client)
-        (incident,) = runtime.store.incidents()
+        (incident,) = flow.store.incidents()
         assert incident.slack_state == "failed" and "internal_error" in incident.slack_error
         page = (await client.get("/")).text
         table = page[page.index('id="integrations"'):]

@@ -1,7 +1,7 @@
 """incidents: one row per incident from its first alert to its resolution, with its Slack message
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0003
 Create Date: 2026-12-01 21:40:00
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0005'
-down_revision: str | None = '0002'
+down_revision: str | None = '0003'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

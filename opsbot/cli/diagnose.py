@@ -31,7 +31,7 @@ def _emit(d: Diagnosis, as_json: bool) -> None:
     else:
         from rich.console import Console
 
-        from opsbot.diagnose.terminal import render
+        from opsbot.cli.diagnosis_view import render
 
         Console().print(render(d))
     raise typer.Exit(1 if d.findings else 0)
@@ -62,7 +62,7 @@ def ask(
     save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
     runbooks: Path | None = RUNBOOKS_OPT,
 ) -> None:
-    """Answer a question about what happened, or probe the roles your words name and diagnose.
+    """Answer a question about what happened, or probe the roles your words name, diagnose, record.
 
     Questions with an answer in the store: "what happened last night / since 02:00 / this week",
     "why did decode restart", "is it safe to restart prefill" (the guards' dry run), "incidents",
@@ -74,10 +74,11 @@ def ask(
     """
     from opsbot.bundle import Trigger
     from opsbot.chat.intents import parse_intent
-    from opsbot.cli.probe import load_or_exit, run_with_progress, save_bundle
+    from opsbot.cli.probe import cli_flow, keep_bundle, load_or_exit, run_with_progress
     from opsbot.collect.probe import scope
-    from opsbot.diagnose import diagnose, roles_for_words
+    from opsbot.diagnose import diagnose
     from opsbot.inventory import UnknownRole
+    from opsbot.scope import roles_for_words
     from opsbot.settings import get_settings
     from opsbot.yamlsource import ConfigError
 
@@ -95,13 +96,13 @@ def ask(
     except (UnknownRole, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    trigger = Trigger(kind="cli", text=text, user=getpass.getuser())
-    b = run_with_progress(inv, cluster or s.cluster, roles, s, trigger)
-    kept = save_bundle(b, s.data_dir / "bundles" / f"{b.id}.json")
-    if save:
-        save_bundle(b, save)
-    typer.echo(f"bundle saved: {kept}" + (f" and {save}" if save else ""), err=True)
-    _emit(diagnose(b, _runbooks(runbooks)), as_json)
+    flow = cli_flow(s, inventory)
+    if runbooks is not None:
+        chosen = _runbooks(runbooks)
+        flow.diagnose = lambda bundle: diagnose(bundle, chosen)
+    result = run_with_progress(flow, cluster or s.cluster, roles, Trigger(kind="cli", text=text, user=getpass.getuser()))
+    keep_bundle(flow, result, save)
+    _emit(result.diagnosis, as_json)
 
 
 def _answer(intent: Intent, inventory: Path | None, as_json: bool) -> None:

@@ -50,19 +50,19 @@ def page_data(store: Any, settings: Any) -> PageData:
 
 @router.get("/", response_class=HTMLResponse, tags=["status"], summary="Status page (HTML)")
 async def status_page(request: Request) -> HTMLResponse:
-    runtime = request.app.state.runtime
-    data = await runtime.db(page_data, runtime.store, runtime.settings)
+    flow = request.app.state.flow
+    data = await flow.db(page_data, flow.store, flow.settings)
     data.integrations, data.prometheus_alerts = await asyncio.gather(
-        integrations.check(runtime.settings, runtime.store, runtime.db),
-        integrations.prometheus_alerts(runtime.settings.prometheus_url))
+        integrations.check(flow.settings, flow.store, flow.db),
+        integrations.prometheus_alerts(flow.settings.prometheus_url))
     return templates.TemplateResponse(request, "status.html", {"d": data, "r": data.report})
 
 
 @router.get("/probes/{probe_id}", response_class=HTMLResponse, tags=["status"],
             summary="One stored probe: each role's figures and the findings (the evidence behind a Slack message)")
 async def probe_page(probe_id: str, request: Request) -> HTMLResponse:
-    runtime = request.app.state.runtime
-    data = await runtime.db(probe_data, runtime.store, probe_id[:64])
+    flow = request.app.state.flow
+    data = await flow.db(probe_data, flow.store, probe_id[:64])
     if data is None:
         return HTMLResponse(f"<p>no probe {html.escape(probe_id[:64])!s}; <a href=\"/\">status page</a></p>",
                             status_code=404)
