@@ -22,7 +22,7 @@ from datetime import timedelta
 
 from opsbot.bundle import Trigger
 from opsbot.flow import ProbeResult, Flow
-from opsbot.inventory import UnknownRole
+from opsbot.inventory import Inventory, UnknownRole
 from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
 from opsbot.service.coalesce import Coalescer
 from opsbot.store import AlertIn
@@ -80,7 +80,7 @@ class AlertIntake:
         self._count(n)  # reserve before the first await, so concurrent calls cannot overfill
         try:
             default_cluster = self.flow.cluster_name()
-            rows = [_alert_in(hook, a, default_cluster) for a in hook.alerts]
+            rows = [_node_scope(_alert_in(hook, a, default_cluster), self.flow.inventory()) for a in hook.alerts]
             saved = await self.flow.db(self.flow.store.save_alerts, rows, self.flow.instance)
         except BaseException:
             self._count(-n)
@@ -172,6 +172,19 @@ def _alert_in(hook: Webhook, alert: Alert, default_cluster: str) -> AlertIn:
         cluster=cluster,
         role=role,
     )
+
+
+def _node_scope(row: AlertIn, inventory: Inventory) -> AlertIn:
+    """An alert about a node, not a role (a GPU exporter's: ``role="exporter"``, ``node="node2"``) probes
+    every role, so the GPU axis of the node's roles is read; other unknown roles stay refused."""
+    cluster = inventory.clusters.get(row.cluster or "")
+    if cluster is None or row.role in (None, ALL_ROLES) or not row.labels.get("node"):
+        return row
+    if any(row.role in (r.key, r.role) for r in cluster.roles):
+        return row
+    if any(n.name == row.labels["node"] for n in cluster.nodes):
+        row.role = ALL_ROLES
+    return row
 
 
 def _stored(row: AlertIn | AlertRow, alert_id: int) -> StoredAlert:
