@@ -177,6 +177,20 @@ class GameDay:
                                   message={"ts": ts, "blocks": self.latest_blocks(ts)})
         return httpx.post(f"{self.url}/slack/events", content=body, headers=signed(body), timeout=10).status_code
 
+    def take_down(self, name: str) -> None:
+        """Stop the lab's Prometheus or Alertmanager (an integration failing on purpose)."""
+        self.lab.monitoring.stop(only=name)
+
+    def bring_back(self) -> None:
+        """Start what ``take_down`` stopped (once more if the first start saw it exit while starting)."""
+        from opsbot.lab.monitoring import MonitoringError
+
+        try:
+            self.lab.monitoring.start(f"{self.url}/alerts", self.token)
+        except MonitoringError:
+            time.sleep(2)
+            self.lab.monitoring.start(f"{self.url}/alerts", self.token)
+
     def integrations(self) -> str:
         """The status page's integrations table, as served."""
         page = httpx.get(f"{self.url}/", timeout=30).text

@@ -56,10 +56,9 @@ def test_break_alert_message_recover_resolve(gameday: GameDay, incident: str, re
 def test_alertmanager_and_prometheus_down(gameday: GameDay):
     """Alertmanager down: the status page says so, and once it is back the firing alert still reaches
     opsbot (Prometheus re-sends), the incident is recorded and probed; Prometheus down: said too."""
-    monitoring = gameday.lab.monitoring
     store = gameday.store
     assert store is not None
-    monitoring.stop(only="alertmanager")
+    gameday.take_down("alertmanager")
     try:
         table = gameday.integrations()
         assert "Alertmanager" in table and table.count("FAILING") == 1
@@ -70,16 +69,16 @@ def test_alertmanager_and_prometheus_down(gameday: GameDay):
             and a["labels"].get("incident") == "decode-wedged"], 60, 0.5)
         assert not store.incidents(state="open")
     finally:
-        monitoring.start(f"{gameday.url}/alerts", gameday.token)
+        gameday.bring_back()
     row = wait("the incident recorded once Alertmanager is back", lambda: next(
         (r for r in store.incidents(state="open", incident="decode-wedged") if r.first_seen.timestamp() >= since),
         None), 60, 0.5)
     assert row.probes and wait("its message", lambda: gameday.messages(row.id), 30, 0.2)
-    monitoring.stop(only="prometheus")
+    gameday.take_down("prometheus")
     try:
         table = gameday.integrations()
         assert "Prometheus" in table and "FAILING" in table and "not answering" in table
     finally:
-        monitoring.start(f"{gameday.url}/alerts", gameday.token)
+        gameday.bring_back()
         gameday.quiet()
     assert "FAILING" not in gameday.integrations()
