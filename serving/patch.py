@@ -1,10 +1,11 @@
 """The bf16 index-key patch as the deployment sees it: what it supports, its files, its start-up line.
 
 Pure. The patch itself lives in ``kernels/sglang_patch/`` (it attaches at process start through a
-launcher, ``python3 -m kernels.sglang_patch.launch sglang.launch_server ARGS``, and refuses an
-SGLang whose patched functions differ from the ones it was written for). This module is the one
-place that parses the line the patched process prints at start, so ``deploy apply``'s check and
-the probe read it the same way.
+launcher, ``python3 -m kernels.sglang_patch.launch --index-keys bf16 sglang.launch_server ARGS``,
+and refuses an SGLang whose patched functions differ from the ones it was written for). This module
+is the one place that parses the line the patched process prints at start, so ``deploy apply``'s
+check and the probe read it the same way. opsbot does not import the node-side package; the names
+and the format below equal its constants (``kernels/sglang_patch/__init__.py``), which a test checks.
 """
 
 from __future__ import annotations

@@ -114,10 +114,11 @@ def patch_root(spec: DeploymentSpec) -> str:
 
 
 def server_launcher(spec: DeploymentSpec) -> list[str]:
-    """``launcher``, or ``patch_launcher MODULE`` where ``launcher`` is ``PYTHON -m MODULE``."""
+    """``launcher``, or ``patch_launcher --index-keys bf16 MODULE`` where ``launcher`` is ``PYTHON -m MODULE``
+    (kernels/sglang_patch/launch.py's command line)."""
     if not patched(spec):
         return spec.launcher
-    return [*spec.patch_launcher, spec.launcher[spec.launcher.index("-m") + 1]]
+    return [*spec.patch_launcher, "--index-keys", spec.model.index_keys, spec.launcher[spec.launcher.index("-m") + 1]]
 
 
 def server_environment(spec: DeploymentSpec, s: ServerSpec) -> dict[str, str]:

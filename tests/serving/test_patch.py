@@ -7,10 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from serving.patch import attached_line, last_patch_line, parse_patch_line, patch_files, refused_line
+from serving.patch import (KNOWN_SGLANG, PatchLine, attached_line, last_patch_line, parse_patch_line, patch_files,
+                           refused_line)
 
 ROOT = Path(__file__).resolve().parents[2]
 token = st.text(st.characters(whitelist_categories=("L", "N"), whitelist_characters="._-+"), min_size=1, max_size=20)
@@ -43,18 +45,28 @@ def test_the_last_line_of_a_journal_wins():
 
 
 def _emulated(env: dict[str, str]) -> subprocess.CompletedProcess:
-    """The lab launcher, with a target module that exits at once (`json.tool` on empty stdin)."""
-    return subprocess.run([sys.executable, "-m", "opsbot.lab.emulator.patch_launch", "json.tool"], cwd=ROOT,
-                          input="{}", capture_output=True, text=True, timeout=30, env={**os.environ, **env})
+    """The lab launcher, with a target module that exits at once (`json.tool` on `{}`)."""
+    return subprocess.run([sys.executable, "-m", "opsbot.lab.emulator.patch_launch", "--index-keys", "bf16",
+                           "json.tool"], cwd=ROOT, input="{}", capture_output=True, text=True, timeout=30,
+                          env={**os.environ, **env})
 
 
 def test_the_lab_launcher_prints_what_the_parser_reads():
     done = _emulated({})
-    line = parse_patch_line(done.stdout.splitlines()[0])
+    line = parse_patch_line(done.stderr)
     assert done.returncode == 0 and line is not None and line.attached and line.index_keys == "bf16"
     refused = _emulated({"SGLANG_EMULATOR_PATCH_REFUSE": "sglang 0.5.24: unknown functions"})
-    line = parse_patch_line(refused.stdout)
-    assert refused.returncode == 1 and line is not None and line.reason == "sglang 0.5.24: unknown functions"
+    line = parse_patch_line(refused.stderr)
+    assert refused.returncode == 3 and line is not None and line.reason == "sglang 0.5.24: unknown functions"
+
+
+def test_the_format_is_the_node_side_patch_s_own():
+    """serving/patch.py and kernels/sglang_patch agree on name, format and the SGLang release."""
+    patch = pytest.importorskip("kernels.sglang_patch", reason="kernels/sglang_patch is not on this branch yet")
+    assert parse_patch_line(patch.patch_line("bf16")) == PatchLine(True, patch.PATCH_VERSION, "bf16",
+                                                                    patch.SGLANG_VERSION)
+    assert parse_patch_line(patch.refusal_line("sglang 0.5.24")) == PatchLine(False, reason="sglang 0.5.24")
+    assert KNOWN_SGLANG == (patch.SGLANG_VERSION,)
 
 
 def test_patch_files_are_the_kernels_package_with_their_hashes():

@@ -55,7 +55,8 @@ def test_bf16_keys_start_the_server_through_the_patch_launcher(example, tmp_path
     spec = example.model_copy(update={"patch_launcher": ECHO_PYTHONPATH, "numa_pinning": False})
     rendering = render(spec)
     argv, pythonpath = run_script(file_of(rendering, "gpu-node-1", "/decode.sh"), tmp_path)
-    assert argv == ["sglang.launch_server", *(tok for group in server_flags(spec, "decode") for tok in group)]
+    assert argv == ["--index-keys", "bf16", "sglang.launch_server",
+                    *(tok for group in server_flags(spec, "decode") for tok in group)]
     assert pythonpath == "/opt/sglang/dsv4/patch"
     patch = [f for f in rendering.node_files["gpu-node-1"] if f.role == "patch"]
     assert patch and all(f.path.startswith("/opt/sglang/dsv4/patch/kernels/") for f in patch)
@@ -82,7 +83,7 @@ def test_prometheus_host_follows_the_router_host_family(example):
 
 def test_serve_script_pins_numa(example):
     body = file_of(render(example), "gpu-node-1", "/decode.sh").decode()
-    assert "exec numactl --cpunodebind=1 --membind=1 python3 -m kernels.sglang_patch.launch sglang.launch_server" in body
+    assert "exec numactl --cpunodebind=1 --membind=1 python3 -m kernels.sglang_patch.launch --index-keys bf16 sglang.launch_server" in body
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
