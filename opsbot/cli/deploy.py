@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from opsbot.collect.transport import TransportPool
-from opsbot.settings import Settings, get_settings
-from opsbot.yamlsource import ConfigError
-from serving.checked import SpecRefused, load_checked
-from serving.render import render as render_spec
-from serving.render import write
-from serving.rollout import apply, diff, drift
-from serving.rules import model_kv_bytes, role_fit
-from serving.spec import DeploymentSpec, load_spec
+if TYPE_CHECKING:
+    from opsbot.settings import Settings
+    from opsbot.yamlsource import ConfigError
+    from serving.spec import DeploymentSpec
 
 app = typer.Typer(help="Check, render, diff and apply a deployment spec.", no_args_is_help=True)
 out = Console()
@@ -35,6 +30,8 @@ def _refuse(exc: ConfigError) -> typer.Exit:
 
 def memory_report(spec: DeploymentSpec) -> None:
     """The KV arithmetic: bytes per token term by term, then each server's pool against its context."""
+    from serving.rules import model_kv_bytes, role_fit
+
     say = lambda text: out.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
     for role, server in spec.servers().items():
         kv = model_kv_bytes(spec, server)
@@ -53,6 +50,10 @@ def memory_report(spec: DeploymentSpec) -> None:
 @app.command()
 def check(spec: Path = SpecArg) -> None:
     """Validate SPEC: schema, then every deployment rule (id, reason, fix); print the KV memory arithmetic."""
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import SpecRefused, load_checked
+    from serving.spec import load_spec
+
     try:
         s = load_checked(spec)
     except SpecRefused as exc:
@@ -68,6 +69,11 @@ def check(spec: Path = SpecArg) -> None:
 @app.command()
 def render(spec: Path = SpecArg, directory: Path = typer.Argument(..., help="output directory")) -> None:
     """Render serve scripts, units, Prometheus, Alertmanager, Grafana and the inventory into DIRECTORY."""
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.render import render as render_spec
+    from serving.render import write
+
     try:
         s = load_checked(spec)
     except ConfigError as exc:
@@ -94,6 +100,13 @@ def file_states_table(states, title: str) -> Table:
 
 def show_drift(spec_path: Path, settings: Settings) -> int:
     """Print roles whose unit or serve script differs from what SPEC renders; the number of such files."""
+    import asyncio
+
+    from opsbot.collect.transport import TransportPool
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.rollout import drift
+
     try:
         spec = load_checked(spec_path)
     except ConfigError as exc:
@@ -114,6 +127,14 @@ def show_drift(spec_path: Path, settings: Settings) -> int:
 @app.command("diff")
 def diff_command(spec: Path = SpecArg) -> None:
     """Show what `apply` would change on each node (SHA-256 of each rendered file, read over SSH)."""
+    import asyncio
+
+    from opsbot.collect.transport import TransportPool
+    from opsbot.settings import get_settings
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.rollout import diff
+
     try:
         s = load_checked(spec)
     except ConfigError as exc:
@@ -135,6 +156,14 @@ def apply_command(
     restart_all: bool = typer.Option(False, "--restart-all", help="restart every role, changed or not"),
 ) -> None:
     """Upload changed files, daemon-reload, restart prefill, decode, router in order with health checks."""
+    import asyncio
+
+    from opsbot.collect.transport import TransportPool
+    from opsbot.settings import get_settings
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.rollout import apply
+
     try:
         s = load_checked(spec)
     except ConfigError as exc:
