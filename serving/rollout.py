@@ -15,10 +15,13 @@ import asyncio
 import posixpath
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal
 
 from opsbot.collect.transport import TransportPool
+from opsbot.contracts import GuardRefused
+from opsbot.nodecommands import invocation_journal, journal, systemctl, unit_invocation, unit_show
 from serving.patch import PatchLine, last_patch_line
 from serving.render import Rendering, health_url, patched, render
 from serving.spec import DeploymentSpec
@@ -26,6 +29,7 @@ from serving.spec import DeploymentSpec
 ROLLOUT_ORDER = ("prefill", "decode", "router", "exporter")
 PREVIOUS = ".opsbot-prev"  # the file an upload replaced, kept beside it until the apply succeeds
 Progress = Callable[[str], None]
+RestartGuard = Callable[[str, str], AbstractAsyncContextManager[None]]  # (role, node)
 
 
 @dataclass(frozen=True)
@@ -108,10 +112,9 @@ def _role_node(spec: DeploymentSpec, role: str) -> list[str]:
 
 async def _evidence(pool: TransportPool, spec: DeploymentSpec, node: str, unit: str) -> list[str]:
     t = await pool.get(spec.node(node))
-    show = await t.run(["systemctl", "show", unit, "--property=ActiveState,SubState,Result,NRestarts,"
-                        "ExecMainStatus"], timeout=10)
-    journal = await t.run(["journalctl", "-u", unit, "-n", "30", "--no-pager", "-o", "short-iso"], timeout=10)
-    return [f"{node} {unit}: " + " ".join(show.stdout.split()), *journal.stdout.splitlines()[-30:]]
+    show = await t.run(unit_show(unit, "ActiveState,SubState,Result,NRestarts,ExecMainStatus"), timeout=10)
+    logs = await t.run(journal(["-u", unit], 30), timeout=10)
+    return [f"{node} {unit}: " + " ".join(show.stdout.split()), *logs.stdout.splitlines()[-30:]]
 
 
 async def _restart(pool: TransportPool, spec: DeploymentSpec, role: str, node: str, progress: Progress) -> str | None:
@@ -120,10 +123,10 @@ async def _restart(pool: TransportPool, spec: DeploymentSpec, role: str, node: s
     t = await pool.get(spec.node(node))
     progress(f"restarting {role} ({unit}) on {node}")
     # the unit's ExecStartPost waits for /health, so restart returns once the role answers or start fails
-    res = await t.run(["systemctl", "restart", unit], timeout=spec.start_timeout_s + 60)
+    res = await t.run(systemctl("restart", unit), timeout=spec.start_timeout_s + 60)
     if not res.ok:
         return f"systemctl restart {unit} failed: {res.error or res.stderr.strip() or res.exit_status}"
-    active = await t.run(["systemctl", "is-active", unit], timeout=10)
+    active = await t.run(systemctl("is-active", unit), timeout=10)
     if active.stdout.strip() != "active":
         return f"{unit} is {active.stdout.strip() or 'unknown'} after restart"
     if role == "router":
@@ -179,7 +182,7 @@ async def upload(spec: DeploymentSpec, pool: TransportPool, states: list[FileSta
                     raise RolloutError(f"keep {node}:{f.path}", [keep.error or keep.stderr])
             progress(f"uploading {node}:{f.path}")
             await t.put_file(f.path, f.data, f.mode)
-        reload = await t.run(["systemctl", "daemon-reload"], timeout=30)
+        reload = await t.run(systemctl("daemon-reload"), timeout=30)
         if not reload.ok:
             raise RolloutError(f"daemon-reload on {node}", [reload.error or reload.stderr])
     return changed
@@ -192,11 +195,10 @@ async def current_run_journal(t, unit: str, attempts: int = 5) -> tuple[str, str
     """
     text, invocation = "", ""
     for attempt in range(attempts):
-        show = await t.run(["systemctl", "show", unit, "--property=InvocationID", "--value"], timeout=10)
+        show = await t.run(unit_invocation(unit), timeout=10)
         invocation = show.stdout.strip()
         if invocation:
-            res = await t.run(["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "cat", "--no-pager"],
-                              timeout=20)
+            res = await t.run(invocation_journal(invocation), timeout=20)
             text = res.stdout
             if last_patch_line(text):
                 break
@@ -219,9 +221,10 @@ async def verify_patch(pool: TransportPool, spec: DeploymentSpec, role: str, nod
     return line, None
 
 
-async def rollback(spec: DeploymentSpec, pool: TransportPool, uploaded: list[FileState], restarted: list[str],
-                   progress: Progress = lambda _: None) -> list[str]:
-    """Put back what ``upload`` replaced (and remove what it added), reload, restart the roles touched."""
+async def rollback(spec: DeploymentSpec, pool: TransportPool, guard: RestartGuard, uploaded: list[FileState],
+                   restarted: list[str], progress: Progress = lambda _: None) -> list[str]:
+    """Put back what ``upload`` replaced (and remove what it added), reload, restart the roles touched
+    (each inside ``guard``, as apply's own restarts)."""
     done: list[str] = []
     for node in sorted({s.node for s in uploaded}):
         t = await pool.get(spec.node(node))
@@ -231,7 +234,7 @@ async def rollback(spec: DeploymentSpec, pool: TransportPool, uploaded: list[Fil
             res = await t.run(argv, timeout=30)
             done.append(f"{node}:{s.path} {'restored' if s.status == 'changed' else 'removed'}"
                         + ("" if res.ok else f" FAILED: {res.error or res.stderr.strip()}"))
-        await t.run(["systemctl", "daemon-reload"], timeout=30)
+        await t.run(systemctl("daemon-reload"), timeout=30)
     progress(f"rolled back {len(uploaded)} file(s)")
     touched = {s.role for s in uploaded} | {r.split("@")[0] for r in restarted}
     if "patch" in touched:
@@ -241,7 +244,12 @@ async def rollback(spec: DeploymentSpec, pool: TransportPool, uploaded: list[Fil
             unit = spec.unit_of(role)
             t = await pool.get(spec.node(node))
             progress(f"restarting {role} ({unit}) on {node} with the previous files")
-            res = await t.run(["systemctl", "restart", unit], timeout=spec.start_timeout_s + 60)
+            try:
+                async with guard(role, node):
+                    res = await t.run(systemctl("restart", unit), timeout=spec.start_timeout_s + 60)
+            except GuardRefused as exc:
+                done.append(f"{role}@{node} not restarted: {exc}")
+                continue
             done.append(f"{role}@{node} restarted with the previous files"
                         + ("" if res.ok else f": FAILED ({res.error or res.stderr.strip() or res.exit_status})"))
     return done
@@ -254,20 +262,23 @@ async def _forget_previous(pool: TransportPool, spec: DeploymentSpec, uploaded: 
                                          if s.node == node and s.status == "changed")], timeout=30)
 
 
-async def _fail(outcome: ApplyOutcome, pool: TransportPool, spec: DeploymentSpec, role: str, node: str,
-                problem: str, progress: Progress) -> ApplyOutcome:
+async def _fail(outcome: ApplyOutcome, pool: TransportPool, spec: DeploymentSpec, guard: RestartGuard, role: str,
+                node: str, problem: str, progress: Progress) -> ApplyOutcome:
     unit = spec.unit_of(role)
     outcome.ok, outcome.failed_step = False, f"{role} on {node}"
     outcome.evidence = [problem, *await _evidence(pool, spec, node, unit)]
     if patched(spec) and role in ("prefill", "decode") and outcome.uploaded:
-        outcome.rolled_back = await rollback(spec, pool, outcome.uploaded, [*outcome.restarted, f"{role}@{node}"],
-                                             progress)
+        outcome.rolled_back = await rollback(spec, pool, guard, outcome.uploaded,
+                                             [*outcome.restarted, f"{role}@{node}"], progress)
     return outcome
 
 
-async def apply(spec: DeploymentSpec, pool: TransportPool, progress: Progress = lambda _: None,
+async def apply(spec: DeploymentSpec, pool: TransportPool, guard: RestartGuard, progress: Progress = lambda _: None,
                 restart_all: bool = False) -> ApplyOutcome:
-    """Upload changed files, daemon-reload, restart changed roles in order with health checks between."""
+    """Upload changed files, daemon-reload, restart changed roles in order with health checks between.
+
+    Each restart runs inside ``guard(role, node)`` (``opsbot.act.deploy.DeployGuard``: the role's restart
+    lock and an audit entry); a guard that refuses stops the rollout there, as a failed restart does."""
     outcome = ApplyOutcome(True)
     try:
         outcome.uploaded = await upload(spec, pool, await diff(spec, pool), progress)
@@ -280,19 +291,24 @@ async def apply(spec: DeploymentSpec, pool: TransportPool, progress: Progress = 
         for node in _role_node(spec, role):
             unit = spec.unit_of(role)
             t = await pool.get(spec.node(node))
-            active = (await t.run(["systemctl", "is-active", unit], timeout=10)).stdout.strip() == "active"
+            active = (await t.run(systemctl("is-active", unit), timeout=10)).stdout.strip() == "active"
             if not (restart_all or role in changed_roles or not active):
                 continue
-            await t.run(["systemctl", "enable", unit], timeout=30)
-            problem = await _restart(pool, spec, role, node, progress)
-            if patched(spec) and role in ("prefill", "decode"):
-                line, patch_problem = await verify_patch(pool, spec, role, node)
-                if line:
-                    outcome.patch_lines[f"{role}@{node}"] = line
-                if problem is None or line is not None:  # a refusal line explains a failed start best
-                    problem = patch_problem or problem
+            await t.run(systemctl("enable", unit), timeout=30)
+            try:
+                async with guard(role, node):
+                    problem = await _restart(pool, spec, role, node, progress)
+            except GuardRefused as exc:  # an incident restart holds the role's lock
+                problem = str(exc)
+            else:
+                if patched(spec) and role in ("prefill", "decode"):
+                    line, patch_problem = await verify_patch(pool, spec, role, node)
+                    if line:
+                        outcome.patch_lines[f"{role}@{node}"] = line
+                    if problem is None or line is not None:  # a refusal line explains a failed start best
+                        problem = patch_problem or problem
             if problem:
-                return await _fail(outcome, pool, spec, role, node, problem, progress)
+                return await _fail(outcome, pool, spec, guard, role, node, problem, progress)
             outcome.restarted.append(f"{role}@{node}")
     await _forget_previous(pool, spec, outcome.uploaded)
     return outcome
