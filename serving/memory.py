@@ -140,9 +140,12 @@ class RoleFit:
     weights_bytes: float  # per rank
     kv_bytes_per_token: int
     context_length: int
+    measured_tokens: int | None = None  # the spec's kv_pool_tokens (sglang:max_total_num_tokens), when known
 
     @property
     def pool_bytes(self) -> float:
+        if self.measured_tokens is not None:
+            return float(self.measured_tokens * self.kv_bytes_per_token)
         return self.gpu_bytes * self.mem_fraction_static - self.weights_bytes
 
     @property
@@ -164,9 +167,12 @@ class RoleFit:
 
     def lines(self) -> list[str]:
         g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
+        source = (f"{self.role}: measured pool (kv_pool_tokens {self.measured_tokens:,}) = KV pool {g(self.pool_bytes)}"
+                  if self.measured_tokens is not None else
+                  f"{self.role}: {self.gpu_bytes / GIB:g} GiB x mem_fraction_static {self.mem_fraction_static:g} "
+                  f"- weights {g(self.weights_bytes)} per rank = KV pool {g(self.pool_bytes)}")
         return [
-            f"{self.role}: {self.gpu_bytes / GIB:g} GiB x mem_fraction_static {self.mem_fraction_static:g} "
-            f"- weights {g(self.weights_bytes)} per rank = KV pool {g(self.pool_bytes)}",
+            source,
             f"{self.role}: pool / {self.kv_bytes_per_token} B per token = {self.pool_tokens:,} tokens; "
             f"context_length {self.context_length:,} needs {g(self.need_bytes)}"
             + (f": short by {g(self.short_bytes)}" if self.short_bytes else ""),

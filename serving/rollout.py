@@ -91,12 +91,12 @@ async def diff(spec: DeploymentSpec, pool: TransportPool) -> list[FileState]:
 
 
 async def drift(spec: DeploymentSpec, pool: TransportPool, roles: list[str] | None = None) -> list[FileState]:
-    """Files of each role (unit, serve script) whose content on the node differs from what the spec renders.
+    """Files of each role (unit, serve script, the patch's files) whose content on the node differs from the spec.
 
     The function ``opsbot probe --spec`` calls; returns only the differing files (empty: no drift).
     """
     rendering = render(spec)
-    wanted = roles or ["prefill", "decode", "router"]
+    wanted = roles or ["prefill", "decode", "router", "patch"]
     out: list[FileState] = []
     for node, files in rendering.node_files.items():
         for role in sorted({f.role for f in files if f.role in wanted}):

@@ -90,7 +90,7 @@ def role_fit(spec: DeploymentSpec, role: str) -> RoleFit:
         cfg = model_configs().get(spec.model.config or "")
         context = cfg.max_position_embeddings if cfg else 0
     return RoleFit(role, node.gpu_memory_gib * GIB, s.mem_fraction_static, spec.model.weights_gib * GIB / s.tp,
-                   bytes_per_token(spec, s), context)
+                   bytes_per_token(spec, s), context, s.kv_pool_tokens)
 
 
 def hicache_host_bytes(spec: DeploymentSpec, server: ServerSpec) -> int:
@@ -267,6 +267,8 @@ def _memory_rules(spec: DeploymentSpec) -> list[Violation]:
         frac = fit.fraction_needed()
         raise_it = (f"raise {role}.mem_fraction_static to at least {math.ceil(frac * 1000) / 1000:g}"
                     if frac < 0.95 else "use more GPUs per role (tp) so the weights per rank shrink")
+        if fit.measured_tokens is not None:
+            raise_it = f"give the server more KV memory (the measured pool holds {fit.measured_tokens:,} tokens)"
         out.append(Violation(
             "kv-budget", (role, "mem_fraction_static"),
             f"{'; '.join(fit.lines())} (KV {fit.kv_bytes_per_token} B per token, index keys "

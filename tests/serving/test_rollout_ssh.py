@@ -50,6 +50,10 @@ async def test_diff_then_drift_after_upload_and_tamper(spec, tmp_path):
         states = {(s.role, s.status) for s in await drift(spec, pool)}
         assert states == {("decode", "changed"), ("router", "missing")}
         assert await drift(spec, pool, roles=["prefill"]) == []
+        # a hand-edited file of the bf16 patch is drift too
+        patch_file = next(f for f in render(spec).node_files["gpu-node-1"] if f.role == "patch")
+        Path(patch_file.path).write_bytes(patch_file.data + b"\n# edited on the node\n")
+        assert ("patch", "changed") in {(s.role, s.status) for s in await drift(spec, pool)}
 
 
 async def test_unreachable_node_is_reported_not_raised(spec, sshd, tmp_path):

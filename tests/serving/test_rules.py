@@ -175,3 +175,13 @@ def test_schema_errors_name_file_and_line(spec_file):
         load_checked(p)
     problem = next(x for x in err.value.problems if "mem_fractoin_static" in x.where)
     assert problem.file == str(p) and "mem_fractoin_static" in p.read_text().splitlines()[problem.line - 1]
+
+
+def test_a_measured_pool_is_what_the_context_must_fit(spec_file):
+    """kv_pool_tokens (sglang:max_total_num_tokens of a running server) replaces the estimate."""
+    with pytest.raises(SpecRefused) as err:
+        load_checked(spec_file(lambda d: d["decode"].update({"kv_pool_tokens": 500_000})))
+    (v,) = err.value.violations
+    assert v.rule == "kv-budget" and "measured pool (kv_pool_tokens 500,000)" in v.reason
+    assert "at most 500,000" in v.fix
+    assert check(load_spec(spec_file(lambda d: d["decode"].update({"kv_pool_tokens": 2_000_000})))) == []
