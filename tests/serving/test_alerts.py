@@ -79,3 +79,13 @@ def test_time_scale_shortens_pending_and_windows_but_keeps_four_scrapes(example)
     assert "[6s]" in rules["SGLangDecodeNoProgress"]["expr"]
     slow = example.model_copy(update={"alerts": example.alerts.model_copy(update={"time_scale": 0.01})})
     assert "[60s]" in {r["alert"]: r for r in alert_rules(slow)["groups"][0]["rules"]}["SGLangDecodeNoProgress"]["expr"]
+    assert rules["SMGWorkerWedged"]["for"] == "3s" and "[15s]" in rules["SMGOverloadShedding"]["expr"]  # router rules too
+
+
+def test_smg_rules_only_for_smg(example):
+    names = lambda spec: [r["alert"] for r in alert_rules(spec)["groups"][0]["rules"]]  # noqa: E731
+    smg = {"SMGWorkerWedged", "SMGWorkerUnreachable", "SMGOverloadShedding", "SMGPDAdmissionShedding",
+           "SMGPDTransferFailures"}
+    assert smg | {"RouterWorkerUnhealthy"} <= set(names(example))
+    old = example.model_copy(update={"router": example.router.model_copy(update={"kind": "sgl-router"})})
+    assert "RouterWorkerUnhealthy" in names(old) and not smg & set(names(old))
