@@ -18,9 +18,9 @@ pytestmark = [pytest.mark.lab, pytest.mark.integration]
 
 @pytest.fixture(scope="module")
 def gameday(lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GameDay]:
-    day = GameDay(lab, tmp_path_factory.mktemp("gameday")).start()
+    day = GameDay(lab, tmp_path_factory.mktemp("gameday"))
     try:
-        day.quiet()
+        day.start().quiet()
         yield day
     finally:
         day.stop()
