@@ -58,7 +58,7 @@ async def metrics(request: Request) -> Response:
 async def post_probe(body: ProbeRequest, request: Request, caller: Annotated[Caller, Depends(require("probe"))]) -> JSONResponse:
     runtime = request.app.state.runtime
     for name in body.roles:
-        if not NAME_RE.match(name):
+        if not NAME_RE.fullmatch(name):
             raise HTTPException(422, f"role {name!r}: role names are lower-case letters, digits and '-'")
     try:
         runtime.inventory().cluster(body.cluster or runtime.settings.cluster)[1].select(body.roles)
