@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="address opsbot serve listens on")
     port: int = Field(8080, ge=1, le=65535)
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest request body accepted (413 above)")
+    body_read_timeout_s: float = Field(10.0, gt=0, description="a request body must arrive within this (408 after)")
     probe_wait_s: float = Field(2.0, ge=0, description="POST /probe answers inline if done by then, else a job id")
     alert_token: str | None = Field(None, description="shared secret Alertmanager sends in X-Opsbot-Alert-Token")
     alert_queue_max: int = Field(5000, ge=1, description="accepted alerts waiting for a probe; 503 above")

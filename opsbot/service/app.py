@@ -74,7 +74,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     app.state.runtime = runtime
     app.state.jobs = Jobs()
     app.state.slack = None
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout_s=settings.body_read_timeout_s)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(InventoryUnavailable, inventory_unavailable)  # type: ignore[arg-type]
     app.include_router(api.router)
