@@ -7,13 +7,30 @@ releases: ``notification_reason`` in 0.32, ``routeLabels`` in 0.34), so new send
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from opsbot.inventory import NAME_RE
 
 ALL_ROLES = "*"
+
+
+def _storable(text: str) -> str:
+    """Text every backend keeps as sent: no NUL (PostgreSQL refuses it) and no lone surrogate
+    (not UTF-8; SQLite refuses it). Such a notification is refused with 422 naming the field,
+    so Alertmanager does not retry it and the rest of its group goes on."""
+    if "\x00" in text:
+        raise ValueError("contains a NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"is not valid Unicode (lone surrogate at position {exc.start})") from None
+    return text
+
+
+Text = Annotated[str, AfterValidator(_storable)]
+Labels = dict[Text, Text]
 
 
 class _Open(BaseModel):
@@ -22,18 +39,18 @@ class _Open(BaseModel):
 
 class Alert(_Open):
     status: Literal["firing", "resolved"]
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: Labels = Field(default_factory=dict)
+    annotations: Labels = Field(default_factory=dict)
     startsAt: datetime
     endsAt: datetime | None = None
-    generatorURL: str = ""
-    fingerprint: str = Field(min_length=1, max_length=64)
+    generatorURL: Text = ""
+    fingerprint: Text = Field(min_length=1, max_length=64)
 
     @field_validator("labels")
     @classmethod
     def _scope_labels(cls, labels: dict[str, str]) -> dict[str, str]:
         for key in ("cluster", "role"):
-            if key in labels and not NAME_RE.match(labels[key]):
+            if key in labels and not NAME_RE.fullmatch(labels[key]):
                 raise ValueError(f"label {key}={labels[key][:80]!r}: use lower-case letters, digits and '-' (an inventory name)")
         if len(labels.get("alertname", "")) > 200:
             raise ValueError("label alertname: at most 200 characters")
@@ -49,14 +66,14 @@ class Webhook(_Open):
     """One notification for one aggregation group (``groupKey``)."""
 
     version: Literal["4"] = Field(description='webhook payload version; opsbot reads "4" (Alertmanager >= 0.9)')
-    groupKey: str = Field(max_length=4096)
+    groupKey: Text = Field(max_length=4096)
     truncatedAlerts: int = Field(0, ge=0)
     status: Literal["firing", "resolved"]
-    receiver: str
-    groupLabels: dict[str, str] = Field(default_factory=dict)
-    commonLabels: dict[str, str] = Field(default_factory=dict)
-    commonAnnotations: dict[str, str] = Field(default_factory=dict)
-    externalURL: str = ""
+    receiver: Text
+    groupLabels: Labels = Field(default_factory=dict)
+    commonLabels: Labels = Field(default_factory=dict)
+    commonAnnotations: Labels = Field(default_factory=dict)
+    externalURL: Text = ""
     alerts: list[Alert] = Field(max_length=1000)
 
 
