@@ -129,6 +129,14 @@ class SlackThread(Base):
     updated_at: Mapped[datetime] = mapped_column(default=now)
 
 
+class SlackSignature(Base):
+    """A Slack request signature seen in the last five minutes: a second use is a replay, refused."""
+
+    __tablename__ = "slack_signatures"
+    signature: Mapped[str] = mapped_column(String(80), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(default=now, index=True)
+
+
 class Action(Base):
     """A guarded action (a restart) through its life: plan, approval, execution, verification, outcome."""
 
@@ -235,7 +243,7 @@ class JobRun(Base):
 
 
 class ApiToken(Base):
-    """A bearer token, kept as its SHA-256 hash only."""
+    """A bearer token, kept as its SHA-256 hash only; revoked and expired tokens stay, refused."""
 
     __tablename__ = "api_tokens"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -244,6 +252,8 @@ class ApiToken(Base):
     scopes: Mapped[list[str]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=now)
     last_used_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]  # refused (401) from then on; None: never expires
+    revoked_at: Mapped[datetime | None]  # refused (401) from then on; the row stays for the audit
 
 
 Index("ix_actions_cluster_started", Action.cluster, Action.started_at)

@@ -34,6 +34,7 @@ from opsbot.store.models import (
     Probe,
     Report,
     RoleLock,
+    SlackSignature,
     SlackThread,
     now,
 )
@@ -92,11 +93,19 @@ class LockHeld:
 
 
 class TokenScopes(list[str]):
-    """A checked token's scopes (a list, as before) and the token's ``name``, who the caller is."""
+    """A checked token's scopes (a list), the token's ``name`` (who the caller is) and, for a revoked
+    or expired token, why it is ``refused`` (its scopes are then empty)."""
 
-    def __init__(self, name: str, scopes: Iterable[str]) -> None:
+    def __init__(self, name: str, scopes: Iterable[str], refused: str | None = None) -> None:
         super().__init__(scopes)
         self.name = name
+        self.refused = refused
+
+
+def implied_scopes(scopes: Iterable[str]) -> list[str]:
+    """Scopes nest as users expect: ``act`` includes ``probe``, which includes ``read``."""
+    held = [SCOPES.index(sc) for sc in scopes if sc in SCOPES]
+    return sorted(SCOPES[: max(held) + 1]) if held else []
 
 
 @dataclass
@@ -329,6 +338,20 @@ class Store:
 
         return self.write(_save, "save slack thread")
 
+    def first_use(self, signature: str, window: timedelta) -> bool:
+        """True the first time a Slack signature is seen within ``window`` (across instances); False for a replay."""
+        at = now()
+
+        def _use(s: Session) -> None:
+            s.execute(delete(SlackSignature).where(SlackSignature.seen_at < at - window))
+            s.add(SlackSignature(signature=signature, seen_at=at))
+
+        try:
+            self.write(_use, "record slack signature")
+        except IntegrityError:
+            return False
+        return True
+
     # -- audit (append-only) -----------------------------------------------------------------
 
     def audit(self, actor: str, surface: str, what: str, detail: dict[str, Any] | None = None, *,
@@ -435,16 +458,20 @@ class Store:
 
     # -- API tokens --------------------------------------------------------------------------
 
-    def create_token(self, name: str, scopes: list[str]) -> str:
+    def create_token(self, name: str, scopes: list[str], expires_in: timedelta | None = None) -> str:
         """A new bearer token; only its SHA-256 is stored, the secret is returned once."""
         bad = [sc for sc in scopes if sc not in SCOPES]
         if bad or not scopes:
             raise ValueError(f"scopes {bad or '(none)'}: choose from {', '.join(SCOPES)}")
+        if expires_in is not None and expires_in <= timedelta(0):
+            raise ValueError("a token's lifetime must be positive, e.g. 30d")
         secret = "opsbot_" + secrets.token_urlsafe(32)
+        expires_at = now() + expires_in if expires_in is not None else None
 
         def _add(s: Session) -> None:
-            s.add(ApiToken(name=name, token_hash=_sha256(secret), scopes=sorted(set(scopes))))
-            s.add(_audit_row("cli", "cli", "token created", {"name": name, "scopes": scopes}))
+            s.add(ApiToken(name=name, token_hash=_sha256(secret), scopes=sorted(set(scopes)), expires_at=expires_at))
+            s.add(_audit_row("cli", "cli", "token created", {"name": name, "scopes": scopes,
+                                                              "expires_at": expires_at and expires_at.isoformat()}))
 
         try:
             self.write(_add, "create token")
@@ -453,17 +480,40 @@ class Store:
         return secret
 
     def check_token(self, secret: str) -> TokenScopes | None:
-        """The token's scopes (carrying its ``name``), or None when unknown; records its last use."""
+        """The token's scopes with the ones they include (act > probe > read) and its ``name``, or None
+        when unknown; a revoked or expired token comes back with ``refused`` saying which. Records use."""
         digest = _sha256(secret)
+        at = now()
 
         def _check(s: Session) -> TokenScopes | None:
             row = s.scalar(select(ApiToken).where(ApiToken.token_hash == digest))
             if row is None or not secrets.compare_digest(row.token_hash, digest):
                 return None
-            row.last_used_at = now()
-            return TokenScopes(row.name, row.scopes)
+            if row.revoked_at is not None:
+                return TokenScopes(row.name, [], refused=f"token {row.name!r} was revoked at {row.revoked_at:%Y-%m-%d %H:%M} UTC")
+            if row.expires_at is not None and row.expires_at <= at:
+                return TokenScopes(row.name, [], refused=f"token {row.name!r} expired at {row.expires_at:%Y-%m-%d %H:%M} UTC")
+            row.last_used_at = at
+            return TokenScopes(row.name, implied_scopes(row.scopes))
 
         return self.write(_check, "check token")
+
+    def revoke_token(self, name_or_id: str, actor: str = "cli") -> ApiToken:
+        """Revoke a token by name (or numeric id); KeyError when there is none, ValueError if already revoked."""
+
+        def _revoke(s: Session) -> ApiToken:
+            row = s.scalar(select(ApiToken).where(ApiToken.name == name_or_id))
+            if row is None and name_or_id.isdigit() and len(name_or_id) < 19:
+                row = s.get(ApiToken, int(name_or_id))
+            if row is None:
+                raise KeyError(f"no token named {name_or_id!r} (opsbot tokens list)")
+            if row.revoked_at is not None:
+                raise ValueError(f"token {row.name!r} was already revoked at {row.revoked_at:%Y-%m-%d %H:%M} UTC")
+            row.revoked_at = now()
+            s.add(_audit_row(actor, "cli", "token revoked", {"name": row.name, "id": row.id}))
+            return row
+
+        return self.write(_revoke, "revoke token")
 
     def tokens(self) -> list[ApiToken]:
         return list(self.read(lambda s: s.scalars(select(ApiToken).order_by(ApiToken.id)).all()))
