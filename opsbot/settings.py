@@ -59,7 +59,10 @@ class Settings(BaseSettings):
     alert_queue_max: int = Field(5000, ge=1, description="accepted alerts waiting for a probe; 503 above")
     coalesce_window_s: float = Field(5.0, ge=0, description="alerts for one (cluster, role) in this window share a probe")
     alert_probe_attempts: int = Field(3, ge=1, description="probe attempts for an alert before it is given up on")
-    alert_claim_ttl_s: float = Field(600.0, gt=0, description="an instance's claim on stored alerts expires after this")
+    alert_retry_s: float = Field(30.0, ge=0, description="a probe that could not run is tried again after this")
+    instance_heartbeat_s: float = Field(1.0, gt=0, description="how often this instance renews its lease and sweeps")
+    instance_lease_s: float = Field(
+        5.0, gt=0, description="an instance silent this long is dead: a live one takes over the alerts it claimed")
     slack_bot_token: str | None = Field(None, description="xoxb- token; Slack is off without it")
     slack_signing_secret: str | None = Field(None, description="verifies requests from Slack")
     slack_app_token: str | None = Field(None, description="xapp- token for Socket Mode")

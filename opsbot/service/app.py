@@ -14,6 +14,7 @@ from opsbot import __version__
 from opsbot.service import api, pages
 from opsbot.service.intake import AlertIntake
 from opsbot.service.jobs import Jobs
+from opsbot.service.lease import Lease
 from opsbot.service.limits import BodyLimit, inventory_unavailable, validation_error
 from opsbot.service.runtime import InventoryUnavailable, Runtime
 from opsbot.settings import Settings, get_settings
@@ -58,9 +59,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         slack = app.state.slack
         await _reconcile(runtime)
-        recovered = await app.state.intake.recover()
-        if recovered:
-            log.info("picked up %d stored alerts that had no probe yet", recovered)
+        lease = Lease(runtime, sweeps=[app.state.intake.recover])
+        await lease.start()
         socket = await slack.start_socket_mode() if slack else None
         try:
             yield
@@ -68,6 +68,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
             if socket is not None:
                 await socket.close_async()
             await app.state.intake.close()
+            await lease.stop()
             await app.state.jobs.close()
 
     app = FastAPI(title="opsbot", version=__version__, description=DESCRIPTION, lifespan=lifespan)

@@ -4,10 +4,11 @@ The pipeline has named stages, like Alertmanager's own: ``accept`` (bounded: at 
 ``alert_queue_max`` accepted alerts wait for a probe, beyond that 503 so Alertmanager retries;
 stored before answering) → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at
 a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
-a stored alert without a probe is picked up again by ``recover`` at the next start, by exactly one
-instance (each claims the alerts it probes). A probe that cannot run is recorded on its alerts; a
-scope the inventory does not know is final, other failures are retried up to
-``alert_probe_attempts`` starts, then the alert is given up on (history and status page show it).
+its claim is a lease held while this instance lives (``lease.py``): if it dies, a live instance's
+``recover`` (after every heartbeat) takes the alert over within seconds, exactly one instance per
+alert. A probe that cannot run is recorded on its alerts; a scope the inventory does not know is
+final, other failures are retried after ``alert_retry_s`` up to ``alert_probe_attempts`` times,
+then the alert is given up on (history and status page show it).
 """
 
 from __future__ import annotations
@@ -98,9 +99,15 @@ class AlertIntake:
 
     # stage 2: dispatch ------------------------------------------------------------------------
     async def recover(self) -> int:
-        """Hand stored-but-unprocessed alerts (from before a crash or restart) to the probes."""
-        ttl = timedelta(seconds=self.runtime.settings.alert_claim_ttl_s)
-        rows = await self.runtime.db(self.runtime.store.claim_unprocessed, self.runtime.instance, ttl)
+        """Claim stored alerts no live instance is probing (a dead instance's, or a probe to retry), as
+        many as the queue has room for, and dispatch them; run at start and after every heartbeat."""
+        settings = self.runtime.settings
+        room = self.max_waiting - self.waiting
+        if room <= 0:
+            return 0
+        rows = await self.runtime.db(self.runtime.store.claim_unprocessed, self.runtime.instance,
+                                     lease=timedelta(seconds=settings.instance_lease_s),
+                                     retry_after=timedelta(seconds=settings.alert_retry_s), limit=room)
         self._count(len(rows))
         self._dispatch([_stored(r, r.id) for r in rows])
         return len(rows)

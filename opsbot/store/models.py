@@ -113,8 +113,21 @@ class Alert(Base):
     probe_error: Mapped[str | None] = mapped_column(Text)  # why the last probe for it could not run
     probe_attempts: Mapped[int | None] = mapped_column(Integer)
     probe_failed_at: Mapped[datetime | None]  # set when it is given up on: never retried after
-    claimed_by: Mapped[str | None] = mapped_column(String(128))  # the opsbot instance probing it
-    claimed_at: Mapped[datetime | None]
+    claimed_by: Mapped[str | None] = mapped_column(String(128))  # the instance probing it (a lease: see Instance)
+    claimed_at: Mapped[datetime | None]  # when claimed, or when a failed probe released it (retry after a delay)
+
+
+class Instance(Base):
+    """A running opsbot process. Its heartbeat keeps its claims alive: once ``heartbeat_at`` is older
+    than the lease (``OPSBOT_INSTANCE_LEASE_S``) the instance counts as dead and what it claimed is
+    taken over by a live one. A clean shutdown deletes the row, freeing its claims at once."""
+
+    __tablename__ = "instances"
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(default=now)
+    heartbeat_at: Mapped[datetime] = mapped_column(default=now, index=True)
 
 
 class SlackThread(Base):

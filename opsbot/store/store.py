@@ -29,6 +29,7 @@ from opsbot.store.models import (
     AuditEntry,
     Decision,
     Finding,
+    Instance,
     JobRun,
     Note,
     Probe,
@@ -277,15 +278,19 @@ class Store:
     def count_alerts(self) -> int:
         return self.read(lambda s: s.scalar(select(func.count()).select_from(Alert)) or 0)
 
-    def claim_unprocessed(self, claimer: str, stale_after: timedelta, limit: int = 10_000) -> list[Alert]:
+    def claim_unprocessed(self, claimer: str, *, lease: timedelta, retry_after: timedelta = timedelta(0),
+                          limit: int = 10_000) -> list[Alert]:
         """Claim the alerts no probe has handled (compare-and-set): each goes to exactly one instance.
 
-        Skipped: alerts given up on (``probe_failed_at``) and alerts another instance claimed less than
-        ``stale_after`` ago (a claim older than that belongs to an instance that died).
+        Free to claim: alerts nobody holds (a failed probe's, once ``retry_after`` has passed since it
+        failed) and alerts held by a dead instance (no heartbeat within ``lease``: see ``Instance``).
+        Skipped: alerts given up on (``probe_failed_at``), and those a live instance or ``claimer`` holds.
         """
         at = now()
         open_ = (Alert.probe_id.is_(None), Alert.probe_failed_at.is_(None))
-        free = (Alert.claimed_by.is_(None)) | (Alert.claimed_at < at - stale_after)
+        live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
+        free = ((Alert.claimed_by.is_(None) & (Alert.claimed_at.is_(None) | (Alert.claimed_at <= at - retry_after)))
+                | ((Alert.claimed_by != claimer) & Alert.claimed_by.not_in(live)))
 
         def _claim(s: Session) -> list[Alert]:
             ids = list(s.scalars(select(Alert.id).where(*open_, free).order_by(Alert.id).limit(limit)).all())
@@ -308,7 +313,7 @@ class Store:
                 row.probe_attempts = (row.probe_attempts or 0) + 1
                 if final or row.probe_attempts >= max_attempts:
                     row.probe_failed_at = at
-                row.claimed_by = row.claimed_at = None  # released: the next start may try again if not given up
+                row.claimed_by, row.claimed_at = None, at  # released: retried after a delay, unless given up on
 
         self.write(_fail, "record alert probe failure")
 
@@ -318,6 +323,32 @@ class Store:
         if since:
             q = q.where(Alert.probe_failed_at >= since)
         return list(self.read(lambda s: s.scalars(q).all()))
+
+    # -- instances: who is alive, so that what a dead one claimed is taken over ------------------
+
+    def heartbeat(self, instance: str, host: str, pid: int, *, forget_after: timedelta = timedelta(days=1)) -> None:
+        """Say ``instance`` is alive (registering it the first time); rows silent for ``forget_after`` go."""
+        at = now()
+
+        def _beat(s: Session) -> None:
+            row = s.get(Instance, instance)
+            if row is None:
+                s.add(Instance(id=instance, host=host, pid=pid, started_at=at, heartbeat_at=at))
+            else:
+                row.heartbeat_at = at
+            s.execute(delete(Instance).where(Instance.heartbeat_at < at - forget_after))
+
+        self.write(_beat, "heartbeat")
+
+    def leave(self, instance: str) -> None:
+        """A clean shutdown: the instance's row goes, so its claims are free at once."""
+        self.write(lambda s: s.execute(delete(Instance).where(Instance.id == instance)), "leave")
+
+    def instances(self, lease: timedelta) -> list[tuple[Instance, bool]]:
+        """Every known instance and whether it is alive (a heartbeat within ``lease``)."""
+        at = now()
+        rows = self.read(lambda s: s.scalars(select(Instance).order_by(Instance.started_at)).all())
+        return [(r, r.heartbeat_at >= at - lease) for r in rows]
 
     # -- Slack alert threads -----------------------------------------------------------------
 
