@@ -132,15 +132,14 @@ class AlertIntake:
         result: ProbeResult | None = None
         error: str | None = None
         try:
-            result = await self.runtime.run_probe(cluster, None if role == ALL_ROLES else [role], trigger)
+            result = await self.runtime.run_probe(cluster, None if role == ALL_ROLES else [role], trigger,
+                                                  alert_ids=[a.id for a in alerts])
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
             log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
             error = str(exc)
             await self.runtime.db(self.runtime.store.alert_probe_failed, [a.id for a in alerts], error,
                                   max_attempts=self.runtime.settings.alert_probe_attempts,
                                   final=isinstance(exc, (UnknownRole, ConfigError)))
-        if result is not None:
-            await self.runtime.db(self.runtime.store.link_alert_probe, [a.id for a in alerts], result.probe_id)
         if self.notifier is not None:
             by_group: dict[str, list[StoredAlert]] = defaultdict(list)
             for a in alerts:

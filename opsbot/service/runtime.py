@@ -91,15 +91,17 @@ class Runtime:
         """Run a store call off the event loop."""
         return await to_thread.run_sync(lambda: fn(*args, **kwargs))
 
-    async def run_probe(self, cluster: str | None, roles: list[str] | None, trigger: Trigger) -> ProbeResult:
-        """Probe the scope, diagnose, store both, count; bad scope raises before any connection."""
+    async def run_probe(self, cluster: str | None, roles: list[str] | None, trigger: Trigger,
+                        alert_ids: list[int] | None = None) -> ProbeResult:
+        """Probe the scope, diagnose, store both (linked to ``alert_ids`` in the same write), count;
+        bad scope raises before any connection."""
         inventory = self.inventory()
         started = time.perf_counter()
         outcome = "error"
         try:
             bundle = await self.probe(inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings)
             diagnosis = self.diagnose(bundle)
-            probe_id = await self.db(self.store.save_probe, bundle, diagnosis)
+            probe_id = await self.db(self.store.save_probe, bundle, diagnosis, alert_ids)
             outcome = "finding" if diagnosis.findings else "no-finding"
         finally:
             self.telemetry.probes.labels(trigger.kind, outcome).inc()

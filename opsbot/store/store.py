@@ -164,8 +164,12 @@ class Store:
 
     # -- probes and findings ------------------------------------------------------------------
 
-    def save_probe(self, bundle: Bundle, diagnosis: Any | None = None) -> str:
-        """Keep a bundle (compressed) and its findings; saving the same bundle twice is a no-op."""
+    def save_probe(self, bundle: Bundle, diagnosis: Any | None = None, alert_ids: list[int] | None = None) -> str:
+        """Keep a bundle (compressed) and its findings; saving the same bundle twice is a no-op.
+
+        ``alert_ids``: the stored alerts this probe answers, linked in the same transaction, so a crash
+        leaves either the probe and its links or neither (never a probe whose alerts get probed again).
+        """
         findings = list(getattr(diagnosis, "findings", None) or [])  # diagnose() orders them, most likely first
         started = parse_ts(bundle.started_at) or now()
 
@@ -186,6 +190,8 @@ class Store:
                     roles=list(f.roles), title=getattr(f, "title", None), summary=getattr(f, "summary", None),
                     evidence=list(getattr(f, "evidence", []) or []), detail=data, at=started,
                 ))
+            if alert_ids:
+                s.execute(update(Alert).where(Alert.id.in_(alert_ids)).values(probe_id=bundle.id))
             return bundle.id
 
         return self.write(_save, "save probe")
