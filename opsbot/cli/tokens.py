@@ -7,8 +7,6 @@ from datetime import datetime, timedelta
 
 import typer
 
-from opsbot.store import open_store
-
 _SPAN = re.compile(r"(\d{1,5})([mhdw])")
 _UNIT = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -35,6 +33,8 @@ def create(
     expires: str | None = typer.Option(None, "--expires", help="lifetime, e.g. 30d, 12h, 90m, 2w; default: never"),
 ) -> None:
     """Create a token and print its secret (only now: opsbot keeps only its SHA-256)."""
+    from opsbot.store import open_store
+
     with open_store() as store:
         try:
             lifetime = parse_lifetime(expires) if expires is not None else None
@@ -50,6 +50,8 @@ def create(
 @app.command("list")
 def list_tokens() -> None:
     """Id, name, scopes, expiry, revocation and last use of the tokens (never their secrets)."""
+    from opsbot.store import open_store
+
     with open_store() as store:
         for t in store.tokens():
             state = f"revoked {_when(t.revoked_at, '')}" if t.revoked_at else f"expires {_when(t.expires_at, 'never')}"
@@ -59,6 +61,8 @@ def list_tokens() -> None:
 @app.command("revoke")
 def revoke(name: str = typer.Argument(..., help="the token's name or id (opsbot tokens list)")) -> None:
     """Revoke a token: every request with it is refused (401) from now on."""
+    from opsbot.store import open_store
+
     with open_store() as store:
         try:
             row = store.revoke_token(name)
