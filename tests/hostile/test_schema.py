@@ -30,7 +30,7 @@ def test_every_check_passes_over_the_whole_spec(tmp_path, database_url):
             [st, "run", f"{url}/openapi.json", "--checks", "all", "--max-examples", str(MAX_EXAMPLES),
              "--header", f"Authorization: Bearer {token}", "--continue-on-failure", "--workers", "1",
              "--no-shrink", "--request-timeout", "20"],
-            capture_output=True, text=True, timeout=240, check=False,
+            capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path,
         )
     runtime.store.close()
     summary = run.stdout[-3000:]
