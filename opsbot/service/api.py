@@ -67,11 +67,11 @@ class RestartRequest(BaseModel):
     reason: str | None = Field(None, max_length=2000)
 
 
-def check_scope(runtime: Any, cluster: str | None, roles: list[str]) -> None:
+def check_scope(flow: Any, cluster: str | None, roles: list[str]) -> None:
     """404 for a cluster or role the inventory does not have (naming the ones it has); 422 when the
     inventory has several clusters and none was named."""
-    inventory = runtime.inventory()
-    name = cluster or runtime.settings.cluster
+    inventory = flow.inventory()
+    name = cluster or flow.settings.cluster
     if name is not None and name not in inventory.clusters:
         raise HTTPException(404, f"no cluster {name!r}; known: {', '.join(inventory.clusters)}")
     try:
@@ -89,7 +89,7 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/metrics", tags=["service"], summary="opsbot's own Prometheus metrics", response_class=PlainTextResponse)
 async def metrics(request: Request) -> Response:
-    return Response(generate_latest(request.app.state.runtime.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(request.app.state.flow.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.post(
@@ -100,11 +100,11 @@ async def metrics(request: Request) -> Response:
                **NOT_FOUND},
 )
 async def post_probe(body: ProbeRequest, request: Request, caller: Annotated[Caller, Depends(require("probe"))]) -> JSONResponse:
-    runtime = request.app.state.runtime
-    check_scope(runtime, body.cluster, body.roles)
+    flow = request.app.state.flow
+    check_scope(flow, body.cluster, body.roles)
     trigger = Trigger(kind="rest", user=caller.name, text=" ".join(body.roles) or None)
-    job = request.app.state.jobs.start(runtime.run_probe(body.cluster, body.roles or None, trigger))
-    wait = runtime.settings.probe_wait_s if body.wait_s is None else body.wait_s
+    job = request.app.state.jobs.start(flow.run_probe(body.cluster, body.roles or None, trigger))
+    wait = flow.settings.probe_wait_s if body.wait_s is None else body.wait_s
     await asyncio.wait({job.task}, timeout=wait)
     status = 202 if job.state == "running" else 200
     return JSONResponse(job.as_json(), status_code=status, headers={"Location": f"/probe/{job.id}"})
@@ -155,9 +155,9 @@ async def get_status(request: Request, _: Annotated[Caller, Depends(require("rea
     from opsbot.report.render import render
     from opsbot.report.status import build_status
 
-    runtime = request.app.state.runtime
+    flow = request.app.state.flow
     media, fmt = negotiate(request.headers.get("accept"))
-    report = await runtime.db(build_status, runtime.store, None, runtime.settings)
+    report = await flow.db(build_status, flow.store, None, flow.settings)
     return Response(render(report, fmt), media_type=media)
 
 
@@ -173,18 +173,18 @@ class ReportSummary(BaseModel):
 async def list_reports(
     request: Request, _: Annotated[Caller, Depends(require("read"))], kind: str | None = None, limit: int = 50
 ) -> list[ReportSummary]:
-    runtime = request.app.state.runtime
-    rows = await runtime.db(runtime.store.reports, kind=kind, limit=max(1, min(limit, 500)))
+    flow = request.app.state.flow
+    rows = await flow.db(flow.store.reports, kind=kind, limit=max(1, min(limit, 500)))
     return [ReportSummary(id=r.id, kind=r.kind, period=r.period, format=r.format, created_at=r.created_at) for r in rows]
 
 
 @router.get("/reports/{report_id}", tags=["reports"], summary="One saved report, in the format it was saved in",
             responses=NOT_FOUND)
 async def get_report(report_id: int, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> Response:
-    runtime = request.app.state.runtime
+    flow = request.app.state.flow
     if not -(2**63) <= report_id < 2**63:
         raise HTTPException(404, f"no report {report_id}")
-    row = await runtime.db(runtime.store.report, report_id)
+    row = await flow.db(flow.store.report, report_id)
     if row is None:
         raise HTTPException(404, f"no report {report_id}; GET /reports lists them")
     media = {"html": "text/html", "json": "application/json", "blocks": "application/json"}.get(row.format, "text/markdown")
@@ -219,28 +219,28 @@ def action_view(row: Any, message: str | None = None) -> ActionView:
 async def post_restart(body: RestartRequest, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
     from opsbot.act import PlanRefused
 
-    runtime = request.app.state.runtime
-    check_scope(runtime, body.cluster, [body.role])
+    flow = request.app.state.flow
+    check_scope(flow, body.cluster, [body.role])
     try:
-        action, _plan = await runtime.request_restart(
-            body.role, body.cluster, actor=caller.name, surface="rest", reason=body.reason
+        action, _plan = await flow.request_restart(
+            [body.role], body.cluster, actor=caller.name, surface="rest", reason=body.reason
         )
     except (ConfigError, PlanRefused) as exc:
         raise HTTPException(422, str(exc)) from exc
     return action_view(action, f"approve with POST /actions/{action.id}/approve before it expires")
 
 
-async def _existing_action(runtime: Any, action_id: str) -> Any:
+async def _existing_action(flow: Any, action_id: str) -> Any:
     """The action, or 404 naming it."""
     try:
-        return await runtime.db(runtime.store.action, action_id)
+        return await flow.db(flow.store.action, action_id)
     except KeyError as exc:
         raise HTTPException(404, str(exc.args[0])) from exc
 
 
 @router.get("/actions/{action_id}", tags=["actions"], summary="One action and its state", responses=NOT_FOUND)
 async def get_action(action_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> ActionView:
-    return action_view(await _existing_action(request.app.state.runtime, action_id))
+    return action_view(await _existing_action(request.app.state.flow, action_id))
 
 
 @router.post(
@@ -252,23 +252,23 @@ async def get_action(action_id: str, request: Request, _: Annotated[Caller, Depe
 async def approve_action(action_id: str, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
     from opsbot.act import ApprovalRefused
 
-    runtime = request.app.state.runtime
-    await _existing_action(runtime, action_id)
+    flow = request.app.state.flow
+    await _existing_action(flow, action_id)
     try:
-        outcome = await runtime.approve_and_execute(action_id, approver=caller.name, surface="rest")
+        outcome = await flow.approve_and_execute(action_id, approver=caller.name, surface="rest")
     except ApprovalRefused as exc:
         raise HTTPException(409, str(exc)) from exc
-    return action_view(await runtime.db(runtime.store.action, action_id), outcome.message)
+    return action_view(await flow.db(flow.store.action, action_id), outcome.message)
 
 
 @router.post("/actions/{action_id}/dismiss", tags=["actions"], summary="Dismiss a planned restart",
              responses={409: _problem("not pending"), **NOT_FOUND})
 async def dismiss_action(action_id: str, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
-    runtime = request.app.state.runtime
-    row = await runtime.dismiss(action_id, actor=caller.name, surface="rest")
+    flow = request.app.state.flow
+    row = await flow.dismiss(action_id, actor=caller.name, surface="rest")
     if row is None:
         try:
-            current = await runtime.db(runtime.store.action, action_id)
+            current = await flow.db(flow.store.action, action_id)
         except KeyError as exc:
             raise HTTPException(404, str(exc.args[0])) from exc
         raise HTTPException(409, f"action {action_id} is {current.state}, not waiting for approval")

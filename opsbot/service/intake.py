@@ -22,10 +22,10 @@ from typing import Protocol
 from datetime import timedelta
 
 from opsbot.bundle import Trigger
+from opsbot.flow import ProbeResult, Flow
 from opsbot.inventory import UnknownRole
 from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
 from opsbot.service.coalesce import Coalescer
-from opsbot.service.runtime import ProbeResult, Runtime
 from opsbot.store import AlertIn
 from opsbot.store.models import Alert as AlertRow
 from opsbot.yamlsource import ConfigError
@@ -63,26 +63,26 @@ class Accepted:
 
 
 class AlertIntake:
-    def __init__(self, runtime: Runtime, notifier: Notifier | None = None) -> None:
-        self.runtime = runtime
+    def __init__(self, flow: Flow, notifier: Notifier | None = None) -> None:
+        self.flow = flow
         self.notifier = notifier
-        self.max_waiting = runtime.settings.alert_queue_max
+        self.max_waiting = flow.settings.alert_queue_max
         self.waiting = 0  # alerts accepted (stored) whose probe has not finished yet
-        self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, runtime.settings.coalesce_window_s)
+        self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, flow.settings.coalesce_window_s)
 
     # stage 1: accept --------------------------------------------------------------------------
     async def accept(self, hook: Webhook) -> Accepted:
         """Store every alert of the notification (duplicates once), then dispatch it; or QueueFull."""
-        telemetry = self.runtime.telemetry
+        telemetry = self.flow.telemetry
         n = len(hook.alerts)
         if self.waiting and self.waiting + n > self.max_waiting:
             telemetry.alerts_rejected.labels("queue-full").inc()
             raise QueueFull(f"{self.waiting} accepted alerts are waiting for a probe (limit {self.max_waiting})")
         self._count(n)  # reserve before the first await, so concurrent calls cannot overfill
         try:
-            default_cluster = self.runtime.cluster_name()
+            default_cluster = self.flow.cluster_name()
             rows = [_alert_in(hook, a, default_cluster) for a in hook.alerts]
-            saved = await self.runtime.db(self.runtime.store.save_alerts, rows, self.runtime.instance)
+            saved = await self.flow.db(self.flow.store.save_alerts, rows, self.flow.instance)
         except BaseException:
             self._count(-n)
             raise
@@ -95,17 +95,17 @@ class AlertIntake:
 
     def _count(self, delta: int) -> None:
         self.waiting += delta
-        self.runtime.telemetry.alerts_waiting.set(self.waiting)
+        self.flow.telemetry.alerts_waiting.set(self.waiting)
 
     # stage 2: dispatch ------------------------------------------------------------------------
     async def recover(self) -> int:
         """Claim stored alerts no live instance is probing (a dead instance's, or a probe to retry), as
         many as the queue has room for, and dispatch them; run at start and after every heartbeat."""
-        settings = self.runtime.settings
+        settings = self.flow.settings
         room = self.max_waiting - self.waiting
         if room <= 0:
             return 0
-        rows = await self.runtime.db(self.runtime.store.claim_unprocessed, self.runtime.instance,
+        rows = await self.flow.db(self.flow.store.claim_unprocessed, self.flow.instance,
                                      lease=timedelta(seconds=settings.instance_lease_s),
                                      retry_after=timedelta(seconds=settings.alert_retry_s), limit=room)
         self._count(len(rows))
@@ -132,13 +132,13 @@ class AlertIntake:
         result: ProbeResult | None = None
         error: str | None = None
         try:
-            result = await self.runtime.run_probe(cluster, None if role == ALL_ROLES else [role], trigger,
+            result = await self.flow.run_probe(cluster, None if role == ALL_ROLES else [role], trigger,
                                                   alert_ids=[a.id for a in alerts])
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
             log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
             error = str(exc)
-            await self.runtime.db(self.runtime.store.alert_probe_failed, [a.id for a in alerts], error,
-                                  max_attempts=self.runtime.settings.alert_probe_attempts,
+            await self.flow.db(self.flow.store.alert_probe_failed, [a.id for a in alerts], error,
+                                  max_attempts=self.flow.settings.alert_probe_attempts,
                                   final=isinstance(exc, (UnknownRole, ConfigError)))
         if self.notifier is not None:
             by_group: dict[str, list[StoredAlert]] = defaultdict(list)

@@ -23,8 +23,8 @@ Sweep = Callable[[], Awaitable[int]]
 
 
 class Lease:
-    def __init__(self, runtime: Any, sweeps: list[Sweep]) -> None:
-        self.runtime = runtime
+    def __init__(self, flow: Any, sweeps: list[Sweep]) -> None:
+        self.flow = flow
         self.sweeps = sweeps
         self._task: asyncio.Task[None] | None = None
 
@@ -41,11 +41,11 @@ class Lease:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         with contextlib.suppress(Exception):
-            await self.runtime.db(self.runtime.store.leave, self.runtime.instance)
+            await self.flow.db(self.flow.store.leave, self.flow.instance)
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self.runtime.settings.instance_heartbeat_s)
+            await asyncio.sleep(self.flow.settings.instance_heartbeat_s)
             try:
                 await self._beat()
                 await self._sweep()
@@ -53,7 +53,7 @@ class Lease:
                 log.warning("lease heartbeat or sweep failed (retrying): %s", exc)
 
     async def _beat(self) -> None:
-        await self.runtime.db(self.runtime.store.heartbeat, self.runtime.instance, socket.gethostname(), os.getpid())
+        await self.flow.db(self.flow.store.heartbeat, self.flow.instance, socket.gethostname(), os.getpid())
 
     async def _sweep(self) -> None:
         for sweep in self.sweeps:

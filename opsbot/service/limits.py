@@ -61,7 +61,7 @@ class BodyLimit:
     async def _refuse(self, scope: Scope, send: Send, status: int, detail: str) -> None:
         if scope["path"] == "/alerts":
             reason = "too-large" if status == 413 else "timeout"
-            scope["app"].state.runtime.telemetry.alerts_rejected.labels(reason).inc()
+            scope["app"].state.flow.telemetry.alerts_rejected.labels(reason).inc()
         headers = {"Connection": "close"} if status == 408 else None
         response = JSONResponse({"detail": detail}, status, headers=headers)
         await response({"type": "http"}, _no_receive, send)
@@ -75,7 +75,7 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
     """400 for a body that is not JSON; 422 naming the first bad field otherwise."""
     errors = exc.errors()
     if request.url.path == "/alerts":
-        request.app.state.runtime.telemetry.alerts_rejected.labels("invalid").inc()
+        request.app.state.flow.telemetry.alerts_rejected.labels("invalid").inc()
     if any(e.get("type") == "json_invalid" for e in errors):
         where = next(e for e in errors if e.get("type") == "json_invalid")
         msg = where.get("ctx", {}).get("error", "invalid JSON")

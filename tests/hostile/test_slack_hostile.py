@@ -27,7 +27,7 @@ def _buttons(blocks: list[dict]) -> dict[str, dict]:
 
 
 async def test_dismiss_needs_an_approver_and_an_action(service):
-    url, _tokens, runtime, slack = service
+    url, _tokens, flow, slack = service
     async with httpx.AsyncClient(base_url=url, timeout=20) as client:
         assert (await _post(client, slash_body("restart decode"))).status_code == 200
         (post,) = await slack.wait_for("chat.postMessage")
@@ -38,7 +38,7 @@ async def test_dismiss_needs_an_approver_and_an_action(service):
         assert (await _post(client, outsider)).status_code == 200
         (refusal,) = await slack.wait_for("chat.postEphemeral")
         assert refusal.args["user"] == "U0MALLORY" and "not allowed to dismiss" in refusal.args["text"]
-        assert runtime.store.action(plan_id).state == "planned"
+        assert flow.store.action(plan_id).state == "planned"
         assert slack.of("chat.update") == []
 
         ghost = block_actions_body("restart_dismiss", "no-such-plan", user="U0ALICE", message=message)
@@ -51,20 +51,20 @@ async def test_dismiss_needs_an_approver_and_an_action(service):
         assert (await _post(client, approver)).status_code == 200
         (update,) = await slack.wait_for("chat.update")
         assert "dismissed by <@U0ALICE>" in update.args["blocks"][-1]["text"]["text"]
-    assert runtime.store.action(plan_id).state == "refused"
-    refused = [e for e in runtime.store.audit_log() if e.what == "dismissal refused: not allowed"]
+    assert flow.store.action(plan_id).state == "refused"
+    refused = [e for e in flow.store.audit_log() if e.what == "dismissal refused: not allowed"]
     assert [e.actor for e in refused] == ["slack:U0MALLORY"]
 
 
 async def test_alert_labels_and_operator_text_are_escaped_in_slack(service):
-    url, _tokens, runtime, slack = service
+    url, _tokens, flow, slack = service
     hook = webhook(labels={"alertname": INJECTION, "role": "decode"},
                    annotations={"summary": INJECTION}, fingerprint="inj1")
     async with httpx.AsyncClient(base_url=url, timeout=20) as client:
         r = await client.post("/alerts", content=hook,
                               headers={"X-Opsbot-Alert-Token": ALERT_TOKEN, "Content-Type": "application/json"})
         assert r.status_code == 200
-        await drained(runtime)
+        await drained(flow)
         (post,) = await slack.wait_for("chat.postMessage", where=lambda c: c.args.get("channel") == "C0ALERTS")
         command = await _post(client, slash_body(f"probe {INJECTION}"))
     sent = json.dumps(post.args) + command.text

@@ -150,7 +150,7 @@ def _signed_bytes(body: bytes, secret: str, at: int) -> dict[str, str]:
 
 
 async def test_hostile_requests_get_the_status_they_must(service):
-    url, tokens, runtime, _slack = service
+    url, tokens, flow, _slack = service
     wrong: list[str] = []
     async with httpx.AsyncClient(base_url=url, timeout=20) as client:
         for case in CASES:
@@ -167,12 +167,12 @@ async def test_hostile_requests_get_the_status_they_must(service):
                              + (f" saying {case.detail!r}" if case.detail else ""))
     assert wrong == [], "\n".join(wrong)
     # what was accepted was kept, escaped, and is shown escaped
-    await drained(runtime)
-    names = {a.alertname for a in runtime.store.alerts()}
+    await drained(flow)
+    names = {a.alertname for a in flow.store.alerts()}
     assert {"bad\\ud800name", "nul\\x00name"} <= names
-    fingerprints = {a.fingerprint for a in runtime.store.alerts()}
+    fingerprints = {a.fingerprint for a in flow.store.alerts()}
     assert "n\\x002" in fingerprints and all(len(f) <= 64 for f in fingerprints)
-    assert all(a.probe_id for a in runtime.store.alerts()), "an accepted alert was not probed"
+    assert all(a.probe_id for a in flow.store.alerts()), "an accepted alert was not probed"
 
 
 def _raw(case: Case, headers: dict[str, str], body: bytes) -> bytes:
@@ -196,7 +196,7 @@ async def test_a_stalled_body_is_cut_off_and_the_service_goes_on(service):
 
 async def test_a_replayed_slack_request_is_refused(service):
     """Issue 13 item 10: the same signed slash command twice within Slack's window runs once."""
-    url, _tokens, runtime, slack = service
+    url, _tokens, flow, slack = service
     body = slash_body("restart decode")
     headers = signed(body)
     async with httpx.AsyncClient(base_url=url, timeout=20) as client:
@@ -206,17 +206,17 @@ async def test_a_replayed_slack_request_is_refused(service):
     assert second.status_code == 401 and "replay" in second.json()["detail"]
     await slack.wait_for("chat.postMessage")
     await asyncio.sleep(0.3)
-    assert len(runtime.store.actions()) == 1 and len(slack.of("chat.postMessage")) == 1
+    assert len(flow.store.actions()) == 1 and len(slack.of("chat.postMessage")) == 1
 
 
 async def test_status_page_shows_outside_text_escaped(service):
     """An alert naming markup, whose probe fails for good, appears on the status page as text."""
-    url, tokens, runtime, _slack = service
+    url, tokens, flow, _slack = service
     hook = webhook(labels={"alertname": "<script>alert(1)</script>", "role": "nosuchrole"}, fingerprint="x1")
     async with httpx.AsyncClient(base_url=url, timeout=20) as client:
         r = await client.post("/alerts", content=hook, headers={"X-Opsbot-Alert-Token": ALERT_TOKEN,
                                                                 "Content-Type": "application/json"})
         assert r.status_code == 200
-        await drained(runtime)
+        await drained(flow)
         page = (await client.get("/")).text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page

@@ -14,7 +14,7 @@ from opsbot.cli.tokens import parse_lifetime
 from opsbot.store import Store
 from opsbot.store.models import ApiToken
 from tests.hostile.uvicornkit import uvicorn_served
-from tests.servicekit import lab_settings, replay, runtime_for
+from tests.servicekit import lab_settings, replay, flow_for
 
 
 def _cli(settings, *argv: str):
@@ -41,8 +41,8 @@ async def test_revoke_and_expiry_through_the_cli_against_the_service(tmp_path, d
     with Store(settings.db_url()) as store:
         brief = store.create_token("brief", ["read"], parse_lifetime("1m"))
         (short,) = [t for t in store.tokens() if t.name == "brief"]
-    runtime = runtime_for(settings, replay("near-idle-decode"))
-    with uvicorn_served(settings, runtime) as url:
+    flow = flow_for(settings, replay("near-idle-decode"))
+    with uvicorn_served(settings, flow) as url:
         async with httpx.AsyncClient(base_url=url, timeout=20) as client:
             h = {"Authorization": f"Bearer {secret}"}
             probed = await client.post("/probe", json={"roles": ["decode"], "wait_s": 10}, headers=h)
@@ -59,11 +59,11 @@ async def test_revoke_and_expiry_through_the_cli_against_the_service(tmp_path, d
             assert _cli(settings, "tokens", "revoke", "nobody").exit_code == 2
             assert "revoked" in next(ln for ln in _cli(settings, "tokens", "list").stdout.splitlines() if "grafana" in ln)
             # expiry: move the short token's end into the past, as time would
-            runtime.store.write(lambda s: s.execute(update(ApiToken).where(ApiToken.id == short.id)
+            flow.store.write(lambda s: s.execute(update(ApiToken).where(ApiToken.id == short.id)
                                                     .values(expires_at=datetime(2020, 1, 1, tzinfo=timezone.utc))))
             late = await client.get("/reports", headers={"Authorization": f"Bearer {brief}"})
             assert late.status_code == 401 and "expired" in late.json()["detail"]
             assert _cli(settings, "tokens", "revoke", str(short.id)).exit_code == 0  # by id too
     bad = _cli(settings, "tokens", "create", "x", "--scope", "read", "--expires", "soon")
     assert bad.exit_code == 2 and "e.g. 30d" in bad.output
-    runtime.store.close()
+    flow.store.close()

@@ -15,16 +15,16 @@ from contextlib import contextmanager
 import uvicorn
 
 from opsbot.service.app import create_app
-from opsbot.service.runtime import Runtime
+from opsbot.flow import Flow
 from opsbot.settings import Settings
 from tests.databases import free_port
 
 
 @contextmanager
-def uvicorn_served(settings: Settings, runtime: Runtime) -> Iterator[str]:
+def uvicorn_served(settings: Settings, flow: Flow) -> Iterator[str]:
     """Run the app (lifespan included) under uvicorn; yields its base URL; stops it on exit."""
     port = free_port()
-    config = uvicorn.Config(create_app(settings, runtime=runtime), host="127.0.0.1", port=port, log_level="warning",
+    config = uvicorn.Config(create_app(settings, flow=flow), host="127.0.0.1", port=port, log_level="warning",
                             lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
