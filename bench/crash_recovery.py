@@ -168,7 +168,7 @@ async def run(tmp: Path, database_url: str, *, n_alerts: int, per_call: int, kil
     t0 = time.monotonic()
     server.start()
     try:
-        acked = await _post_all(url, notes, concurrency, on_ack)
+        acked = await asyncio.wait_for(_post_all(url, notes, concurrency, on_ack), timeout=600)
         drain_s = None
         while time.monotonic() - restarted_at < deadline_s:
             stored, _ = await asyncio.to_thread(_state, database_url)
