@@ -14,7 +14,7 @@ notifications are acknowledged, the server gets SIGKILL and is started again at 
 
 Printed: acknowledged, stored, probed, lost (acknowledged but not stored), probed twice (an
 alert named by two recorded probes), and the time from the last restart until every
-acknowledged alert had its probe. Baseline in the same run: the same burst with no kill.
+acknowledged alert had its probe (and from the last acknowledgement until then). Baseline in the same run: the same burst with no kill.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ class Figures:
     lost: int
     probed_twice: int
     drain_s: float | None  # from the last restart until every acknowledged alert was probed
+    after_last_ack_s: float | None  # from the last acknowledgement until then
     kills: int
     wall_s: float
 
@@ -152,12 +153,13 @@ async def run(tmp: Path, database_url: str, *, n_alerts: int, per_call: int, kil
     server = Server(tmp, port, database_url)
     notes = bodies(n_alerts, per_call)
     marks = [n_alerts * (k + 1) // (kills + 1) for k in range(kills)]
-    restarted_at = time.monotonic()
+    restarted_at = last_ack = time.monotonic()
     done_kills = 0
     lock = asyncio.Lock()
 
     async def on_ack(count: int) -> None:
-        nonlocal restarted_at, done_kills
+        nonlocal restarted_at, done_kills, last_ack
+        last_ack = time.monotonic()
         async with lock:
             if done_kills < kills and count >= marks[done_kills]:
                 server.kill()
@@ -169,11 +171,11 @@ async def run(tmp: Path, database_url: str, *, n_alerts: int, per_call: int, kil
     server.start()
     try:
         acked = await asyncio.wait_for(_post_all(url, notes, concurrency, on_ack), timeout=600)
-        drain_s = None
+        drain_s = after_ack = None
         while time.monotonic() - restarted_at < deadline_s:
             stored, _ = await asyncio.to_thread(_state, database_url)
             if all(stored.get(fp) for fp in acked):
-                drain_s = time.monotonic() - restarted_at
+                drain_s, after_ack = time.monotonic() - restarted_at, time.monotonic() - last_ack
                 break
             await asyncio.sleep(0.25)
         await asyncio.sleep(1.0)  # anything probed twice would show up now
@@ -182,7 +184,8 @@ async def run(tmp: Path, database_url: str, *, n_alerts: int, per_call: int, kil
         server.stop()
     return Figures(acknowledged=len(acked), stored=sum(fp in stored for fp in acked),
                    probed=sum(bool(stored.get(fp)) for fp in acked), lost=sum(fp not in stored for fp in acked),
-                   probed_twice=sum(named[fp] > 1 for fp in acked), drain_s=drain_s, kills=done_kills,
+                   probed_twice=sum(named[fp] > 1 for fp in acked), drain_s=drain_s, after_last_ack_s=after_ack,
+                   kills=done_kills,
                    wall_s=time.monotonic() - t0)
 
 
@@ -202,7 +205,8 @@ def main() -> None:
     if pg is not None:
         pg.start()
     table = Table(title=f"crash recovery: {args.alerts} alerts, {args.per_call} per call")
-    for col in ("run", "kills", "acknowledged", "stored", "probed", "lost", "probed twice", "drain s", "wall s"):
+    for col in ("run", "kills", "acknowledged", "stored", "probed", "lost", "probed twice", "drain s",
+                "after last ack s", "wall s"):
         table.add_column(col, justify="right" if col != "run" else "left")
     for name, kills in (("baseline: no kill", 0), (f"SIGKILL x{args.kills}, restart at once", args.kills)):
         with tempfile.TemporaryDirectory(prefix="opsbot-crash-") as tmp:
@@ -210,7 +214,8 @@ def main() -> None:
             f = asyncio.run(run(Path(tmp), url, n_alerts=args.alerts, per_call=args.per_call, kills=kills))
         drain = "not drained in 60 s" if f.drain_s is None else f"{f.drain_s:.1f}"
         table.add_row(name, str(f.kills), str(f.acknowledged), str(f.stored), str(f.probed), str(f.lost),
-                      str(f.probed_twice), drain, f"{f.wall_s:.1f}")
+                      str(f.probed_twice), drain, "-" if f.after_last_ack_s is None else f"{f.after_last_ack_s:.1f}",
+                      f"{f.wall_s:.1f}")
     if pg is not None:
         pg.stop()
     Console(width=150).print(table)
