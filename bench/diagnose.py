@@ -29,7 +29,7 @@ from opsbot.diagnose import diagnose, load_runbooks
 from opsbot.diagnose.evaluate import RUNBOOKS_DIR, evaluate
 from opsbot.diagnose.facts import bundle_facts
 
-DEFAULT = Path(__file__).resolve().parents[1] / "tests/scenarios/lab/prefill-saturated.json"
+DEFAULT = Path(__file__).resolve().parents[1] / "tests/scenarios/dev/prefill-saturated.json"
 
 
 def timed(fn: Callable[[], object], runs: int) -> tuple[list[float], list[float]]:

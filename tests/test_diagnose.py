@@ -328,7 +328,7 @@ def test_retract_storm_lab_bundle_moves_decode_and_never_fires_decode_wedged(nam
     from opsbot.bundle import read_bundle
     from opsbot.diagnose.facts import bundle_facts
 
-    b = read_bundle(Path(__file__).parent / "scenarios" / "lab" / f"{name}.json")
+    b = read_bundle(Path(__file__).parent / "scenarios" / "dev" / f"{name}.json")
     decode = bundle_facts(b, default_runbooks().patterns).scopes["decode"]
     assert decode["delta"]["realtime_tokens_decode"] > 0  # slowed (sglang#26248), not stopped
     assert decode["rate"]["realtime_tokens_decode"] < 100

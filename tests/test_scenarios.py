@@ -1,7 +1,9 @@
-"""The incident corpus: every bundle in tests/scenarios/ is diagnosed as its label says.
-
-Prints a confusion table (expected class × top finding) and fails on any miss. Also checks
-that every runbook has a bundle where it must fire and a near miss where it must not.
+"""The incident corpus, split once by thread (tests/scenarios/README.md): ``dev/`` is what rules
+are written against and must be diagnosed as labelled, every bundle; ``test/`` measures how the
+rules generalize to threads nobody looked at, and its top-1 figure is reported (and held at or
+above ``TEST_TOP1_FLOOR``). Prints a confusion table (expected class × top finding) for each part.
+Also checks that every runbook has a ``dev/`` bundle where it must fire and a near miss where it
+must not.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from opsbot.bundle import parse_bundle
 from opsbot.diagnose import default_runbooks, diagnose
 
 ROOT = Path(__file__).parent / "scenarios"
-FILES = sorted(ROOT.glob("*/*.json"))
+DEV = sorted((ROOT / "dev").glob("*.json"))
+TEST = sorted((ROOT / "test").glob("*.json"))
+FILES = DEV + TEST
+MIN_DEV, MIN_TEST = 20, 5  # the corpus may only grow
+TEST_TOP1_FLOOR = 0.0  # a reported figure for now: raise it to what test/ reaches, never fit test/ to it
 
 
 def _case(path: Path) -> tuple[dict, list[str]]:
@@ -41,34 +47,52 @@ def _miss(label: dict, found: list[str]) -> str | None:
 
 
 def test_corpus_is_there():
-    assert len(FILES) >= 20, f"the corpus in {ROOT} is missing bundles"
+    assert len(DEV) >= MIN_DEV and len(TEST) >= MIN_TEST, f"the corpus in {ROOT} is missing bundles: {len(DEV)} dev, {len(TEST)} test"
+    assert not sorted(ROOT.glob("*.json")) and {p.parent.name for p in ROOT.glob("*/*.json")} <= {"dev", "test"}
     for path in FILES:
         label = json.loads(path.read_text(encoding="utf-8")).get("label", {})
         assert label.get("expected") and label.get("source"), f"{path}: a corpus bundle needs label.expected and label.source"
 
 
-def test_corpus_diagnoses_as_labelled(capsys):
+def _score(files: list[Path], part: str) -> tuple[list[str], float]:
+    """Diagnose ``files``; print their confusion table; return the misses and the top-1 share."""
     matrix: Counter[tuple[str, str]] = Counter()
-    misses = []
-    for path in FILES:
+    misses, top1 = [], 0
+    for path in files:
         label, found = _case(path)
-        matrix[(label["expected"], found[0] if found else "healthy")] += 1
+        top = found[0] if found else "healthy"
+        matrix[(label["expected"], top)] += 1
+        top1 += top == label["expected"]
         why = _miss(label, found)
         if why:
             misses.append(f"{path.relative_to(ROOT)}: {why}")
     classes = sorted({e for e, _ in matrix} | {p for _, p in matrix})
     width = max(len(c) for c in classes) + 5
-    lines = ["expected \\ top finding (column n = row n)".ljust(width) + " ".join(f"{i:>3}" for i in range(len(classes)))]
+    lines = [f"{part}: expected \\ top finding (column n = row n)".ljust(width) + " ".join(f"{i:>3}" for i in range(len(classes)))]
     for i, e in enumerate(classes):
         lines.append(f"{i:>2}. {e}".ljust(width) + " ".join(f"{matrix.get((e, p), 0) or '.':>3}" for p in classes))
+    share = top1 / len(files)
+    print("\n" + "\n".join(lines) + f"\n{part}: {len(files)} bundles, top-1 {share:.1%}, {len(misses)} not as labelled")
+    return misses, share
+
+
+def test_dev_diagnoses_as_labelled(capsys):
     with capsys.disabled():
-        print("\n" + "\n".join(lines) + f"\n{len(FILES)} bundles, {len(misses)} misses")
+        misses, _ = _score(DEV, "dev")
     assert not misses, "\n".join(misses)
+
+
+def test_test_part_figure(capsys):
+    """test/ is reported, not fitted: a miss here is fixed by a general rule found on dev/."""
+    with capsys.disabled():
+        misses, share = _score(TEST, "test")
+        print("\n".join(misses))
+    assert share >= TEST_TOP1_FLOOR
 
 
 def test_every_runbook_has_a_firing_bundle_and_a_near_miss():
     fires, near = set(), set()
-    for path in FILES:
+    for path in DEV:
         label = json.loads(path.read_text(encoding="utf-8"))["label"]
         fires.add(label["expected"])
         near.update(label.get("must_not", []))
