@@ -316,7 +316,7 @@ def bundle_facts(
     ``metrics``: per role kind, the metric facts wanted (``RunbookSet.metric_facts``); a kind
     it does not name, or no mapping, gets every family parsed.
     """
-    out = BundleFacts()
+    out = BundleFacts(problems=[f"bundle: {p}" for p in bundle.problems])
     wanted = metrics or {}
     own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role)) for ev in bundle.roles}
     peers: dict[str, dict[str, Any]] = {}
