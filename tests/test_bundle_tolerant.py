@@ -86,7 +86,7 @@ def _drop_ellipsis(value):
     return value
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bundle_shaped)
 def test_any_bundle_shaped_json_diagnoses_without_an_exception(data: dict) -> None:
     data = _drop_ellipsis(data)
