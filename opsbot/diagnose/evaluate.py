@@ -95,7 +95,7 @@ def _order(findings: list[Finding], runbooks: dict[str, Runbook]) -> list[Findin
 def diagnose(bundle: Bundle, runbooks: RunbookSet | None = None) -> Diagnosis:
     """Findings for ``bundle``, most likely first; an empty list means healthy."""
     rs = runbooks if runbooks is not None else default_runbooks()
-    return evaluate(bundle_facts(bundle, rs.patterns, rs.metric_facts), rs, bundle.id)
+    return evaluate(bundle_facts(bundle, rs.patterns, rs.metric_facts, rs.exceptions), rs, bundle.id)
 
 
 def evaluate(facts: BundleFacts, rs: RunbookSet, bundle_id: str) -> Diagnosis:

@@ -9,6 +9,7 @@ default: conditions that need it come out unknown. runbooks/README.md documents 
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -17,22 +18,50 @@ from typing import TYPE_CHECKING, Any
 
 from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
 from opsbot.parse.gpu import parse_gpu_csv
+from opsbot.parse.exceptions import RaisedException, parse_exceptions
+from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import parse_xid
-from opsbot.parse.logs import parse_log_lines
+from opsbot.parse.logs import LogEntry, parse_log_lines
 from opsbot.parse.metrics import parse_samples
 from opsbot.parse.unit import parse_unit
 
 if TYPE_CHECKING:
+    from opsbot.diagnose.exception_table import ExceptionTable
     from opsbot.diagnose.runbook import Pattern
 
 UNIT_FACTS = frozenset(
     "id load_state active_state sub_state result n_restarts exec_main_status exec_main_code main_pid memory_current".split()
 )
+# read from the unit's state machine and systemd's own journal lines, not from SGLang's text
+UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exit_signal restarts_moved".split())
+EXCEPTION_FACTS = frozenset("count startup serving unknown incidents startup_incident type message stage writer".split())
+ENGINE_FACTS = frozenset("errors transfer nccl components".split())
+PROGRESS_FACTS = frozenset("decode_tokens decode_source prefill_tokens prefill_source".split())
+# Where token progress comes from, best first (SGLang 0.5.x late: realtime_tokens_total; 0.4.6.post5 and
+# 0.5.0rc2 metrics/collector.py: generation_tokens_total / prompt_tokens_total, counted as requests
+# finish, and the gen_throughput gauge, last set by the periodic Decode batch line).
+PROGRESS_SOURCES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "decode": (("delta", "realtime_tokens_decode", 'realtime_tokens_total{mode="decode"}'),
+               ("delta", "generation_tokens", "generation_tokens_total (moves as requests finish)"),
+               ("metrics", "gen_throughput", "gen_throughput gauge (last Decode batch line)")),
+    "prefill": (("delta", "realtime_tokens_prefill_compute", 'realtime_tokens_total{mode="prefill_compute"}'),
+                ("delta", "prompt_tokens", "prompt_tokens_total (moves as requests finish)")),
+}
+# Older names of the same figures → the names runbooks read (SGLang 0.4.6.post5 / 0.5.0rc2
+# metrics/collector.py; sglang-router 0.2.1 sgl_router_*, SMG/sglang-router >= 0.3 smg_*).
+METRIC_ALIASES = {
+    "num_prefill_infight_queue_reqs": "num_prefill_inflight_queue_reqs",
+    "num_prefill_prealloc_queue_reqs": "num_prefill_bootstrap_queue_reqs",
+    "total_retracted_reqs": "num_retracted_reqs",
+    "sgl_router_worker_health": "smg_worker_health",
+    "sgl_router_cb_state": "smg_worker_cb_state",
+    "sgl_router_running_requests": "smg_worker_requests_active",
+}
 HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
 GPU_FACTS = frozenset(
     "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes".split()
 )
-ROLE_ROOTS = frozenset("unit metrics delta rate health logs logs_window gpu failed role name node".split())
+ROLE_ROOTS = frozenset("unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress".split())
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s"}
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
@@ -49,7 +78,9 @@ GAUGES = frozenset(
     spec_accept_rate http_requests_active hicache_host_used_tokens hicache_host_total_tokens
     max_running_requests_under_SLO num_unique_running_routing_keys
     smg_worker_pool_size smg_worker_health smg_worker_connections_active smg_worker_requests_active
-    smg_worker_cb_state smg_worker_cb_consecutive_failures smg_http_connections_active""".split()
+    smg_worker_cb_state smg_worker_cb_consecutive_failures smg_http_connections_active
+    smg_worker_stalled smg_workers_overloaded smg_pd_prefill_admission_queued smg_pd_prefill_admission_inflight
+    sgl_router_active_workers sgl_router_worker_load""".split()
 )
 COUNTERS = frozenset(
     """realtime_tokens prompt_tokens generation_tokens num_requests num_aborted_requests cached_tokens
@@ -62,7 +93,11 @@ COUNTERS = frozenset(
     per_stage_req_latency_seconds
     smg_http_requests smg_http_responses smg_router_requests smg_router_request_errors smg_router_upstream_responses
     smg_worker_health_checks smg_worker_errors smg_worker_retries smg_worker_retries_exhausted
-    smg_worker_selection smg_worker_cb_transitions smg_worker_cb_outcomes""".split()
+    smg_worker_selection smg_worker_cb_transitions smg_worker_cb_outcomes smg_worker_stall_transitions
+    smg_pd_bootstrap_failures smg_pd_kv_transfer_failures smg_pd_rendezvous_failures smg_pd_prefill_admission_rejections
+    smg_pd_admission_sheds smg_worker_overload_shed
+    sgl_router_request_errors sgl_router_pd_errors sgl_router_pd_prefill_errors sgl_router_pd_decode_errors
+    sgl_router_retries_exhausted sgl_router_cb_state_transitions""".split()
 )
 
 
@@ -86,12 +121,15 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
     if len(rest) > 1:
         return f"{path}: {root}.{leaf} has no fields"
     known = {
-        "unit": UNIT_FACTS,
+        "unit": UNIT_FACTS | UNIT_DERIVED,
+        "exception": EXCEPTION_FACTS,
+        "engine": ENGINE_FACTS,
+        "progress": PROGRESS_FACTS,
         "health": HEALTH_FACTS,
         "gpu": GPU_FACTS,
         "logs": pattern_names,
         "logs_window": pattern_names,
-        "metrics": GAUGES,
+        "metrics": GAUGES | set(METRIC_ALIASES.values()),
     }.get(root)
     if known is not None:
         return None if leaf in known else f"{path}: {leaf!r} is not a {root} fact (see runbooks/README.md)"
@@ -129,7 +167,31 @@ def _unit(ev: RoleEvidence, failed: list[str], problems: list[str]) -> tuple[dic
     started = None
     if u.active_state == "active":
         started = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
-    return _clean({k: getattr(u, k, None) for k in UNIT_FACTS}), started
+    facts = _clean({k: getattr(u, k, None) for k in UNIT_FACTS})
+    facts["restarting"] = u.sub_state == "auto-restart" or (u.active_state == "activating" and (u.n_restarts or 0) > 0)
+    if u.exec_main_code == 1 and u.exec_main_status is not None:
+        facts["exit_code"] = u.exec_main_status  # CLD_EXITED
+    elif u.exec_main_code in (2, 3) and u.exec_main_status:
+        facts["exit_signal"] = _signal_name(u.exec_main_status)  # CLD_KILLED, CLD_DUMPED
+    return facts, started
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _crash_looping(unit: dict[str, Any], restarts_logged: int | None) -> bool:
+    """systemd restarts it again and again: waiting to restart, or gave up after restarts, or its own
+    journal shows two restarts or more in the window. A unit serving again after one restart is not."""
+    restarts = unit.get("n_restarts") or 0
+    return bool(
+        unit.get("restarting")
+        or (unit.get("active_state") in ("failed", "activating") and restarts >= 1)
+        or (restarts_logged or 0) >= 2
+    )
 
 
 _SYSTEMD_TIME = re.compile(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? (UTC|GMT|Z|[+-]\d{2}:?\d{2})$")
@@ -211,28 +273,96 @@ def _any_pattern(patterns: tuple[Pattern, ...]) -> re.Pattern[str] | None:
         return None
 
 
+@dataclass
+class _LogRead:
+    """What one pass over a role's journal gives: pattern counts, exceptions, engine lines, restarts."""
+
+    current: dict[str, Any] = field(default_factory=dict)
+    window: dict[str, Any] = field(default_factory=dict)
+    exception: dict[str, Any] = field(default_factory=dict)
+    engine: dict[str, Any] = field(default_factory=dict)
+    restarts_logged: int | None = None
+
+
+_RESTART = re.compile(r"Scheduled restart job, restart counter is at (\d+)")
+_GLOG_START = re.compile(r"^\s*(?:\[rank\d+\]:)?\[?[IWEF]\d{4}")
+
+
+def _recent(entry: LogEntry, started: datetime | None) -> bool:
+    at = _line_time(entry.ts) if started else None
+    return started is None or at is None or at >= started
+
+
 def _logs(
-    ev: RoleEvidence, patterns: list[Pattern], started: datetime | None, failed: list[str]
-) -> tuple[dict[str, Any], dict[str, Any]]:
+    ev: RoleEvidence, patterns: list[Pattern], started: datetime | None, failed: list[str], table: ExceptionTable | None
+) -> _LogRead:
     """Pattern counts since the unit's current run started (``logs``) and over the whole journal window
-    (``logs_window``). Without a known start (unit not active, timestamp unreadable) both are the window;
-    a line whose time is unknown counts in both."""
+    (``logs_window``); exceptions over the window (``exception``); C++ components' error lines of the
+    current run (``engine``); systemd's restart lines. Without a known start (unit not active, timestamp
+    unreadable) the current run is the window; a line whose time is unknown counts in both."""
     if not ev.logs.ok:
         failed.append("logs")
-        return {}, {}
+        return _LogRead()
     window = dict.fromkeys((p.name for p in patterns), 0)
     current = dict(window)
     anything = _any_pattern(tuple(patterns))
-    for entry in parse_log_lines(ev.logs.raw):
-        if anything is not None and anything.search(entry.message) is None:
+    entries = parse_log_lines(ev.logs.raw)
+    engine: dict[str, Any] = {"errors": 0, "transfer": 0, "nccl": 0, "components": []}
+    restarts = 0
+    for entry in entries:
+        message = entry.message
+        if _GLOG_START.match(message):
+            _engine_line(message, entry, started, table, engine)
+        elif entry.process == "systemd" and _RESTART.search(message):
+            restarts += 1
+        if anything is not None and anything.search(message) is None:
             continue
-        at = _line_time(entry.ts) if started else None
-        recent = started is None or at is None or at >= started
+        recent = _recent(entry, started)
         for p in patterns:
-            if p.matches(entry.message):
+            if p.matches(message):
                 window[p.name] += 1
                 current[p.name] += int(recent)
-    return current, window
+    raised = parse_exceptions((e.message, e.ts) for e in entries)
+    return _LogRead(current, window, _exception_facts(raised, table), engine, restarts)
+
+
+def _engine_line(message: str, entry: LogEntry, started: datetime | None, table: ExceptionTable | None, out: dict) -> None:
+    line = parse_glog(message)
+    if line is None or not line.is_error or not _recent(entry, started):
+        return
+    out["errors"] += 1
+    found = table.component(line.file) if table is not None else None
+    if found is None:
+        return
+    name, incident = found
+    if name not in out["components"]:
+        out["components"].append(name)
+    if incident == "kv-transfer-failure":
+        out["transfer"] += 1
+    elif incident == "nccl-failure":
+        out["nccl"] += 1
+
+
+def _exception_facts(raised: list[RaisedException], table: ExceptionTable | None) -> dict[str, Any]:
+    """``exception.*``: counts per stage, the classes the table gives, and the last one's type and text."""
+    if not raised:
+        return {"count": 0, "startup": 0, "serving": 0, "unknown": 0, "incidents": []}
+    classes = [table.incident(x) if table is not None else None for x in raised]
+    out: dict[str, Any] = {
+        "count": len(raised),
+        "startup": sum(x.stage == "startup" for x in raised),
+        "serving": sum(x.stage == "serving" for x in raised),
+        "unknown": sum(x.stage == "unknown" for x in raised),
+        "incidents": sorted({c for c in classes if c}),
+    }
+    startup = [(x, c) for x, c in zip(raised, classes) if x.stage == "startup"]
+    if startup and startup[-1][1]:
+        out["startup_incident"] = startup[-1][1]
+    last = (startup or list(zip(raised, classes)))[-1][0]  # the start-up error is the cause of a crash loop
+    out.update(type=last.type, message=last.message[:200], stage=last.stage)
+    if last.writer:
+        out["writer"] = last.writer
+    return out
 
 
 _GPU_LOST = ("Unable to determine the device handle", "GPU is lost", "No devices were found", "Unknown Error")
@@ -277,8 +407,31 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
     return out
 
 
+def _aliased(gauges: dict[str, float], deltas: dict[str, float]) -> None:
+    """Older names of a figure also give it under the name runbooks read (when the new name is absent)."""
+    for old, new in METRIC_ALIASES.items():
+        for group in (gauges, deltas):
+            if old in group and new not in group:
+                group[new] = group[old]
+
+
+def _progress(gauges: dict[str, float], deltas: dict[str, float], window: float | None) -> dict[str, Any]:
+    """Token progress per phase from the best source the role's SGLang exports, naming the source."""
+    out: dict[str, Any] = {}
+    groups = {"delta": deltas, "metrics": gauges}
+    for phase, sources in PROGRESS_SOURCES.items():
+        for group, name, label in sources:
+            if name in groups[group]:
+                value = groups[group][name]
+                out[f"{phase}_tokens"] = value * window if group == "metrics" and window else value
+                out[f"{phase}_source"] = label
+                break
+    return out
+
+
 def role_facts(
-    bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str], metrics: frozenset[str] | None = None
+    bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str], metrics: frozenset[str] | None = None,
+    table: ExceptionTable | None = None,
 ) -> dict[str, Any]:
     """The facts of one role instance, without the cross-role ``roles`` map.
 
@@ -287,8 +440,14 @@ def role_facts(
     """
     failed: list[str] = []
     gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
+    _aliased(gauges, deltas)
     unit, started = _unit(ev, failed, problems)
-    logs, logs_window = _logs(ev, patterns, started, failed)
+    read = _logs(ev, patterns, started, failed, table)
+    logs, logs_window = read.current, read.window
+    if unit:
+        if read.restarts_logged is not None:
+            unit["restarts_logged"] = read.restarts_logged
+        unit["crash_looping"] = _crash_looping(unit, read.restarts_logged)
     facts: dict[str, Any] = {
         "role": ev.role,
         "name": ev.key,
@@ -301,6 +460,9 @@ def role_facts(
         "logs": logs,
         "logs_window": logs_window,
         "gpu": _gpu(bundle.node(ev.node), ev.gpus, failed, problems),
+        "exception": read.exception,
+        "engine": read.engine,
+        "progress": _progress(gauges, deltas, window),
     }
     facts["failed"] = failed
     if window is not None:
@@ -309,7 +471,8 @@ def role_facts(
 
 
 def bundle_facts(
-    bundle: Bundle, patterns: list[Pattern], metrics: Mapping[str, frozenset[str] | None] | None = None
+    bundle: Bundle, patterns: list[Pattern], metrics: Mapping[str, frozenset[str] | None] | None = None,
+    table: ExceptionTable | None = None,
 ) -> BundleFacts:
     """Fact maps for every role in the bundle, each with ``roles`` pointing at the others.
 
@@ -318,7 +481,7 @@ def bundle_facts(
     """
     out = BundleFacts(problems=[f"bundle: {p}" for p in bundle.problems])
     wanted = metrics or {}
-    own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role)) for ev in bundle.roles}
+    own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role), table) for ev in bundle.roles}
     peers: dict[str, dict[str, Any]] = {}
     for ev in bundle.roles:
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind

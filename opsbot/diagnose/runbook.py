@@ -18,7 +18,8 @@ from jinja2 import nodes
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from opsbot.diagnose.conditions import Condition, ConditionError
-from opsbot.diagnose.facts import unknown_fact
+from opsbot.diagnose.exception_table import EXCEPTIONS_FILE, ExceptionTable, load_exception_table
+from opsbot.diagnose.facts import METRIC_ALIASES, PROGRESS_SOURCES, unknown_fact
 from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
 from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
 
@@ -177,6 +178,7 @@ class RunbookSet:
     runbooks: list[Runbook] = field(default_factory=list)
     patterns: list[Pattern] = field(default_factory=list)
     problems: list[ConfigProblem] = field(default_factory=list)
+    exceptions: ExceptionTable = field(default_factory=ExceptionTable)
 
     def ids(self) -> list[str]:
         return [r.id for r in self.runbooks]
@@ -201,15 +203,21 @@ class RunbookSet:
                     if not parts:
                         wanted.update(dict.fromkeys(kinds))
                         continue
-                if parts[0] not in ("metrics", "delta", "rate"):
+                if parts[0] == "progress":  # progress reads its sources, best first
+                    parts = ["metrics", *(name for srcs in PROGRESS_SOURCES.values() for _g, name, _l in srcs)]
+                elif parts[0] not in ("metrics", "delta", "rate"):
                     continue
                 for kind in kinds:
                     names = wanted[kind]
                     if len(parts) < 2:
                         wanted[kind] = None
                     elif names is not None:
-                        names.add(parts[1])
-        return {kind: None if names is None else frozenset(names) for kind, names in wanted.items()}
+                        names.update(parts[1:])
+        older = {new: [old for old, n in METRIC_ALIASES.items() if n == new] for new in set(METRIC_ALIASES.values())}
+        return {
+            kind: None if names is None else frozenset(names | {o for n in names for o in older.get(n, ())})
+            for kind, names in wanted.items()
+        }
 
 
 def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:
@@ -278,10 +286,12 @@ def load_runbooks(directory: Path = Path("runbooks")) -> RunbookSet:
     patterns_path = directory / PATTERNS_FILE
     if patterns_path.exists():
         rs.patterns, rs.problems = load_patterns(patterns_path)
+    rs.exceptions, table_problems = load_exception_table(directory / EXCEPTIONS_FILE)
+    rs.problems += table_problems
     names = {p.name for p in rs.patterns}
     seen: dict[str, Path] = {}
     for path in sorted(directory.glob("*.yaml")):
-        if path.name == PATTERNS_FILE:
+        if path.name in (PATTERNS_FILE, EXCEPTIONS_FILE):
             continue
         try:
             rb = compile_runbook(path, names)
