@@ -51,6 +51,7 @@ class RoleSpec:
     main_code: int | None = None  # systemd ExecMainCode: 1 exited, 2 killed, 3 dumped
     health_body: str | None = None  # the /health body when it is not the default one
     proc: str = "python3"  # the journal's process name
+    history: list[str] = field(default_factory=list)  # lines from T0-14min: before a recent restart, in the window
 
 
 def _labels(role: str, extra: dict[str, str] | None = None, version: dict[str, str] | None = None) -> str:
@@ -119,18 +120,20 @@ def systemd_raw(spec: RoleSpec) -> str:
 def journal(spec: RoleSpec) -> str:
     """The journal window: ``systemd:`` lines come from systemd, ``raw:`` lines are printed as the
     process wrote them (C++ glog lines, the router's lines, a thread's own stamps), the rest get
-    SGLang's ``[time TP0]`` prefix. Lines are one second apart from T0-60s (closer when many)."""
+    SGLang's ``[time TP0]`` prefix. ``history`` lines are one second apart from T0-14min, ``logs``
+    lines one second apart from T0-60s (closer when many)."""
     out = []
     step = min(1.0, 58.0 / max(len(spec.logs), 1))
-    for i, line in enumerate(spec.logs):
-        t = T0 - timedelta(seconds=60 - i * step)
+    stamped = [(T0 - timedelta(minutes=14, seconds=-i), 4100, line) for i, line in enumerate(spec.history)]  # the run before
+    stamped += [(T0 - timedelta(seconds=60 - i * step), 4242, line) for i, line in enumerate(spec.logs)]
+    for t, pid, line in stamped:
         if line.startswith("systemd:"):
             out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}+0000 {NODES[spec.role]} systemd[1]: {line[8:].strip()}")
         elif line.startswith("raw:"):
-            out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}+0000 {NODES[spec.role]} {spec.proc}[4242]: {line[4:]}")
+            out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}+0000 {NODES[spec.role]} {spec.proc}[{pid}]: {line[4:]}")
         else:
             stamp = t.strftime("%Y-%m-%d %H:%M:%S")
-            out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}+0000 {NODES[spec.role]} {spec.proc}[4242]: [{stamp} TP0] {line}")
+            out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}+0000 {NODES[spec.role]} {spec.proc}[{pid}]: [{stamp} TP0] {line}")
     return "\n".join(out) + ("\n" if out else "")
 
 

@@ -137,3 +137,14 @@ def failed(spec: RoleSpec, lines: list[str], status: str = "1/FAILURE", restarts
 def raw(lines: list[str]) -> list[str]:
     """Lines printed as the thread shows them (their own stamps, C++ glog, router lines)."""
     return [f"raw:{line}" for line in lines]
+
+
+def recovered(spec: RoleSpec) -> RoleSpec:
+    """The same unit after the fault was fixed and it restarted five minutes ago: the failure's
+    lines are still in the journal window, but they precede ExecMainStartTimestamp."""
+    spec.history, spec.logs = spec.logs, []
+    spec.active, spec.sub, spec.result, spec.restarts = "active", "running", "success", spec.restarts + 1
+    spec.exit_status, spec.main_code = 0, None
+    spec.started = T0 - timedelta(minutes=5)
+    spec.metrics_error, spec.health, spec.health_error, spec.nulls = None, 200, None, False
+    return spec

@@ -16,10 +16,11 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from tests.scenarios.compose import T0, RoleSpec, compose, gpu_csv
-from tests.scenarios.deployments import REFUSED, crashloop, died, failed, raw, roles
+from tests.scenarios.deployments import REFUSED, crashloop, died, failed, raw, recovered, roles
 from tests.scenarios.split import write
 
 SCENARIOS: dict[str, Callable[[], dict]] = {}
+RAW: dict[str, tuple[Callable[[], tuple[list[RoleSpec], dict]], str]] = {}  # name -> (roles function, source)
 
 
 def scenario(name: str, expected: str, source: str, note: str, also: tuple[str, ...] = (), must_not: tuple[str, ...] = ()):
@@ -32,7 +33,7 @@ def scenario(name: str, expected: str, source: str, note: str, also: tuple[str, 
 
         if name in SCENARIOS:
             raise ValueError(f"two field scenarios named {name}")
-        SCENARIOS[name] = build
+        SCENARIOS[name], RAW[name] = build, (fn, source)
         return build
 
     return wrap
@@ -556,6 +557,272 @@ def _nccl_init_docker():
         "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
     ]), restarts=4)
     return [p, d, r], {}
+
+
+# --- batch 4 ---------------------------------------------------------------------------------------
+
+@scenario("mooncake-retry-counter-exceeded", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/6854",
+          "PD over RDMA: Mooncake's worker pool fails slices with 'transport retry counter exceeded' towards one decode NIC",
+          must_not=("healthy", "prefill-queue-saturation", "role-down"))
+def _retry_counter():
+    p, d, r = roles("0.4.6", "sgl-router")
+    p.logs += raw([
+        "E0603 20:16:59.104586 27322 worker_pool.cpp:271] Worker: Process failed for slice (opcode: 1, source_addr: 0x7f20fe0f1680, "
+        "length: 65536, dest_addr: 0x7f3d820f3a80, local_nic: mlx5_7, peer_nic: 10.93.81.13:15729@mlx5_0, dest_rkey: 2116517, "
+        "retry_cnt: 0): transport retry counter exceeded",
+        "E0603 20:16:59.104656 27522 worker_pool.cpp:271] Worker: Process failed for slice (opcode: 1, source_addr: 0x7f9b1c011680, "
+        "length: 65536, dest_addr: 0x7f5b30013a80, local_nic: mlx5_7, peer_nic: 10.93.81.13:15695@mlx5_0, dest_rkey: 2123199, "
+        "retry_cnt: 0): transport retry counter exceeded",
+        "E0603 20:16:59.145802 27418 worker_pool.cpp:271] Worker: Process failed for slice (opcode: 1, source_addr: 0x7f7250181680, "
+        "length: 65536, dest_addr: 0x7f9bb4183a80, local_nic: mlx5_2, peer_nic: 10.93.81.13:16842@mlx5_0, dest_rkey: 2115489, "
+        "retry_cnt: 0): transport retry counter exceeded",
+    ])
+    p.counters["num_transfer_failed_reqs"] = (12, 9)
+    return [p, d, r], {}
+
+
+@scenario("mooncake-retry-counter-intermittent", "kv-transfer-failure", "https://github.com/kvcache-ai/Mooncake/issues/1450",
+          "the transfer engine used by SGLang fails slices intermittently with 'transport retry counter exceeded' (RDMA, mlx5)",
+          must_not=("healthy", "role-down"))
+def _retry_counter_intermittent():
+    p, d, r = roles()
+    p.logs += raw(["Worker: Process failed for slice (opcode: 1, source_addr: 0x14c97801f040, length: 65536, dest_addr: 0x1474af020000, "
+                   "local_nic: mlx5_7, peer_nic: 172.16.37.132:14127@mlx5_4, dest_rkey: 2359727, retry_cnt: 0): transport retry counter exceeded."])
+    p.counters["num_transfer_failed_reqs"] = (40, 1)
+    d.counters["num_transfer_failed_reqs"] = (40, 1)
+    return [p, d, r], {}
+
+
+@scenario("mooncake-metadata-404", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/4880",
+          "early PD with Mooncake (April 2025): the decode's segment metadata is not found on the bootstrap server (404), "
+          "so the prefill cannot retrieve the segment descriptor and the transfer returns an error", must_not=("healthy",))
+def _metadata_404():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.logs = raw([
+        "[2025-04-14 03:56:38 TP0] Prefill batch. #new-seq: 1, #new-token: 10, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, ",
+        '[2025-04-14 03:56:41] 10.6.131.5 [14/Apr/2025:03:56:41 +0000] "GET /metadata?key=mooncake%2Fram%2F10.6.131.6_58f33e4e-7c3e-443f-97b8-ec267c066c4f HTTP/1.1" 404 185 "-" "-"',
+        "E0414 03:56:41.856248 77969 transfer_metadata_plugin.cpp:173] Unexpected code in http response, GET "
+        "http://10.6.131.5:8998/metadata?key=mooncake%2Fram%2F10.6.131.6_58f33e4e-7c3e-443f-97b8-ec267c066c4f response code: 404 "
+        "response body: metadata not found",
+        "W0414 03:56:41.856264 77969 transfer_metadata.cpp:153] Failed to retrieve segment descriptor, name 10.6.131.6_58f33e4e-7c3e-443f-97b8-ec267c066c4f",
+    ])
+    return [p, d, r], {}
+
+
+@scenario("hicache-mooncake-store-startup", "config-crashloop", "https://github.com/kvcache-ai/Mooncake/issues/1088",
+          "HiCache with a Mooncake store: the store warmup's transfers time out after 60 s and the scheduler dies while building "
+          "HiRadixCache; the unit restarts into the same failure", also=("router-no-healthy-workers",),
+          must_not=("role-down", "cuda-oom"))
+def _hicache_store():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(p, raw([
+        "[ TP0] Mooncake store warmup successfully.  ",
+        "E1120 11:10:27.133715 203020 transfer_task.cpp:305] Failed to complete transfers after 60 seconds for batch 2586731328  ",
+        "[ TP2] An error occurred while loading the configuration:   ",
+        "[ TP2] Scheduler hit an exception: Traceback (most recent call last):  ",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 736, in init_memory_pool_and_cache  ',
+        "    self.tree_cache = HiRadixCache(",
+    ]), restarts=4)
+    return [p, d, r], {}
+
+
+@scenario("pp-prefill-warmup-hang-watchdog", "scheduler-watchdog", "https://github.com/sgl-project/sglang/issues/12121",
+          "DeepSeek-V2-Lite on H20 with TP+DP+EP+PP+DP-attention: the PD prefill hangs in warmup in a PP send; the watchdog "
+          "fires and dumps the stack, then the prefill exits", also=("prefill-wedged", "role-down", "router-no-healthy-workers"),
+          must_not=("config-crashloop", "nccl-failure"))
+def _pp_hang():
+    p, d, r = roles("0.5.3", "sgl-router")
+    died(p, raw([
+        "Process 3438121: sglang::scheduler_DP1_TP1_EP1_PP0",
+        "Python v3.12.11 (/usr/bin/python3.12)",
+        'Thread 3438121 (idle): "MainThread"',
+        "    send (torch/distributed/distributed_c10d.py:2487)",
+        "    send_tensor_dict (distributed/parallel_state.py:1050)",
+        "    event_loop_pp_disagg_prefill (prefill.py:819)",
+        "    run_scheduler_process (scheduler.py:2618)",
+    ]) + ["Watchdog timeout (self.watchdog_timeout=300)"], status="9/KILL", code="killed")
+    p.started = T0 - timedelta(minutes=7)
+    return [p, d, r], {}
+
+
+@scenario("deepep-decode-combine-hang", "decode-wedged", "https://github.com/deepseek-ai/DeepEP/issues/398",
+          "2 H800 prefill + 4 H800 decode: decode occasionally hangs inside DeepEP's low-latency combine kernel; GPUs busy, "
+          "no token comes out", also=("scheduler-watchdog",), must_not=("healthy", "kv-transfer-failure"))
+def _deepep_hang():
+    p, d, r = roles("0.5.3", "sgl-router")
+    d.gauges.update(num_running_reqs=48, token_usage=0.31, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (7_200_000, 0)
+    d.logs = []
+    d.health, d.health_error = None, "timeout after 5.0 s"
+    return [p, d, r], {"gpus": {"node2": gpu_csv(4)}}
+
+
+@scenario("ep-prefill-rank-idle-stuck", "prefill-wedged", "https://github.com/sgl-project/sglang/issues/9787",
+          "DeepSeek V3 with PD and large-scale EP (4P6D): under load one prefill rank's GPU utilisation drops to zero and the "
+          "prefill stops making progress (later all its processes crash)", also=("scheduler-watchdog",),
+          must_not=("healthy", "prefill-queue-saturation"))
+def _ep_prefill_stuck():
+    p, d, r = roles("0.4.6", "sgl-router")
+    p.gauges.update(num_queue_reqs=37, num_running_reqs=6, num_prefill_prealloc_queue_reqs=12)
+    p.counters["prompt_tokens"] = (9_000_000, 0)
+    p.logs = []
+    rows = gpu_csv(4).splitlines()
+    rows[3] = "3, GPU-00003-aaaa, NVIDIA H200, 120000, 143771, 0, 41, 118.2"
+    return [p, d, r], {"gpus": {"node1": "\n".join(rows) + "\n"}}
+
+
+@scenario("prefill-oom-large-page", "cuda-oom", "https://github.com/sgl-project/sglang/issues/7353",
+          "PD prefill with a large page size: ~1000 requests transferring, token usage 0.95, then 'Prefill out of memory'",
+          also=("role-down", "router-no-healthy-workers"), must_not=("prefill-queue-saturation", "config-crashloop"))
+def _prefill_oom_page():
+    p, d, r = roles("0.4.6", "sgl-router")
+    died(p, raw([
+        "[2025-06-18 18:11:03] Prefill batch. #new-seq: 14, #new-token: 8192, #cached-token: 0, token usage: 0.92, #unbootstrapped-req: 0, "
+        "#queue-req: 105, #transferring-req: 990, input throughput (token/s): 96875.08 ",
+        "[2025-06-18 18:11:03] Prefill batch. #new-seq: 13, #new-token: 8192, #cached-token: 0, token usage: 0.95, #unbootstrapped-req: 0, "
+        "#queue-req: 76, #transferring-req: 1015, input throughput (token/s): 85849.56 ",
+    ]) + ["Prefill out of memory. Try to lower your batch size."])
+    return [p, d, r], {}
+
+
+# --- batch 5 ---------------------------------------------------------------------------------------
+
+@scenario("router-startup-timeout-torch-compile", "config-crashloop", "https://github.com/sgl-project/sglang/issues/4208",
+          "router co-launched with workers using torch.compile: workers need more than the router's 300 s start-up timeout, "
+          "so the router exits before they are healthy, at every start", also=("router-no-healthy-workers",),
+          must_not=("role-down", "prefill-wedged", "decode-wedged"))
+def _router_startup_timeout():
+    p, d, r = roles("0.4.3", "sgl-router")
+    for w in (p, d):  # still compiling: not answering yet
+        w.started = T0 - timedelta(minutes=4)
+        w.health, w.health_error, w.nulls = None, "connection refused", True
+        w.metrics_error = "connection refused"
+        w.logs = ["raw:SingleProcess AUTOTUNE benchmarking takes 1.3427 seconds and 8.8429 seconds precompiling"]
+    crashloop(r, raw([
+        "[Router (Rust)] 2025-03-08 02:33:09 - INFO - Worker http://0.0.0.0:31000 health check is pending with error: error sending "
+        "request for url (http://0.0.0.0:31000/health)",
+        "[Router (Rust)] 2025-03-08 02:33:09 - INFO - Worker http://0.0.0.0:31778 health check is pending with error: error sending "
+        "request for url (http://0.0.0.0:31778/health)",
+    ]), restarts=3)
+    r.started = T0 - timedelta(minutes=5)
+    return [p, d, r], {}
+
+
+@scenario("router-grpc-worker-as-http", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/issues/12630",
+          "a gRPC worker registered with the router is detected as HTTP; its /health check fails with BadScheme and the "
+          "worker is never healthy, although it runs fine", must_not=("role-down", "decode-wedged"))
+def _grpc_as_http():
+    p, d, r = roles("0.5.3", "sgl-router")
+    r.logs = raw(['WARN sglang_router_rs::core::worker: src/core/worker.rs:615: HTTP health check failed for grpc://192.168.1.200:31001: '
+                  'reqwest::Error { kind: Builder, url: "grpc://192.168.1.200:31001/health", source: BadScheme }'] * 3)
+    r.gauges["sgl_router_worker_health{worker=http://10.0.0.2:30001}"] = 0
+    r.gauges["sgl_router_active_workers"] = 1
+    r.counters["sgl_router_pd_errors{error_type=no_decode_server}"] = (10, 6)
+    d.gauges.update(num_running_reqs=0)
+    return [p, d, r], {}
+
+
+@scenario("smg-failed-worker-never-reprobed", "router-no-healthy-workers", "https://github.com/smg-project/smg/pull/2468",
+          "a decode worker stopped, went Ready -> NotReady -> Failed in the gateway, was restarted and is healthy on its port, "
+          "but the gateway never probes a Failed worker again: no decode in rotation until the gateway restarts",
+          must_not=("role-down", "decode-wedged", "kv-transfer-failure"))
+def _never_reprobed():
+    p, d, r = roles()
+    d.restarts, d.started = 1, T0 - timedelta(minutes=8)
+    d.gauges.update(num_running_reqs=0)
+    d.counters["realtime_tokens{mode=decode}"] = (1_000, 0)
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (9_000_000, 0)
+    r.gauges.update({"smg_worker_health": 0, "smg_worker_pool_size": 1})
+    r.counters["smg_router_request_errors{error_type=no_workers}"] = (120, 30)
+    return [p, d, r], {}
+
+
+@scenario("ecc-uncorrectable-a100", "gpu-fault", "https://github.com/sgl-project/sglang/issues/3204",
+          "DeepSeek on A100s: 'CUDA error: uncorrectable ECC error encountered'; the role dies and restarts fail the same way "
+          "until the GPU is reset", also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom"))
+def _ecc():
+    p, d, r = roles("0.4.3", "mini_lb")
+    died(d, raw([
+        "[2025-01-29 08:52:44 TP3] Using default MoE config. Performance might be sub-optimal! Config file not found at "
+        "/home/ubuntu/.local/lib/python3.10/site-packages/sglang/srt/layers/moe/fused_moe_triton/configs/E=160,N=192,device_name=NVIDIA_A100-SXM4-80GB.json",
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+    ]), restarts=3)
+    return [p, d, r], {}
+
+
+@scenario("ecc-uncorrectable-hicache-2p2d", "gpu-fault", "https://github.com/sgl-project/sglang/issues/9151",
+          "2P2D with HiCache at 512 concurrent requests: 'CUDA error: uncorrectable ECC error encountered' blocks the GPU; the "
+          "node has to be restarted", also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom"))
+def _ecc_hicache():
+    p, d, r = roles("0.4.6", "sgl-router")
+    died(p, raw([
+        "[2025-08-13 02:01:54 TP0] Prefill batch. #new-seq: 3, #new-token: 8192, #cached-token: 32, token usage: 0.03, "
+        "#unbootstrapped-req: 155, #queue-req: 10",
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+    ]), status="6/ABRT", code="dumped")
+    return [p, d, r], {}
+
+
+@scenario("retract-overlap-alloc-fail", "kv-cache-exhausted", "https://github.com/sgl-project/sglang/issues/14972",
+          "token usage 0.94 with 5 queued: retraction under the overlap scheduler fails to allocate and decode stops producing",
+          also=("role-down",), must_not=("cuda-oom", "decode-wedged"))
+def _retract_overlap():
+    p, d, r = roles()
+    d.gauges.update(token_usage=0.94, num_running_reqs=6, num_queue_reqs=5, num_retracted_reqs=1)
+    d.counters["num_retracted_requests"] = (30, 3)
+    d.counters["realtime_tokens{mode=decode}"] = (3_000_000, 40)
+    d.logs = raw(["[2025-12-12 08:43:59 TP0] Decode batch, #running-req: 6, #token: 1920, token usage: 0.94, cuda graph: True, "
+                  "gen throughput (token/s): 446.45, #queue-req: 5,"] * 3)
+    return [p, d, r], {}
+
+
+# --- the same threads after the fix: the failure's lines precede the current run -----------------
+
+def after_fix(base: str, role: str, note: str, must_not: tuple[str, ...]) -> None:
+    """Register ``<base>-after-fix``: the incident of ``base`` with ``role`` fixed and restarted."""
+    fn, source = RAW[base]
+
+    @scenario(f"{base}-after-fix", "healthy", source, note, must_not=must_not)
+    def _fixed():
+        specs, kw = fn()
+        for spec in specs:
+            if spec.role == role:
+                recovered(spec)
+            elif spec.active != "active":  # co-failing roles came back too
+                recovered(spec)
+        return specs, {k: v for k, v in kw.items() if k != "extra"}
+
+
+CRASH = ("config-crashloop", "role-down")
+after_fix("argparse-enable-reasoning", "prefill", "the flag was removed from the unit file; the argparse error of the "
+          "previous runs is still in the window, before the current run's start", CRASH)
+after_fix("argparse-reasoning-parser-underscore", "prefill", "fixed to --reasoning-parser; old argparse lines remain in "
+          "the journal window", CRASH)
+after_fix("arch-glm4-not-supported", "decode", "upgraded to a release that knows Glm4ForCausalLM; the ValueError lines "
+          "are from the runs before", CRASH)
+after_fix("sgl-kernel-no-common-ops", "decode", "the matching sgl_kernel wheel was installed; the ImportError is history",
+          CRASH + ("gpu-fault",))
+after_fix("sgl-kernel-undefined-symbol-rtx5080", "prefill", "torch and sgl-kernel versions aligned; it serves again",
+          CRASH)
+after_fix("mooncake-register-memory-einval", "decode", "nvidia_peermem loaded and the unit restarted: registration "
+          "works; the failed registrations precede this run", CRASH + ("kv-transfer-failure",))
+after_fix("hicache-mooncake-store-startup", "prefill", "the Mooncake store came back; the start-up failures are "
+          "history", CRASH + ("kv-transfer-failure",))
+after_fix("not-enough-memory-mem-fraction", "decode", "speculative decoding turned off; the memory error of the earlier "
+          "starts stays in the window", CRASH + ("cuda-oom",))
+after_fix("nccl-init-unhandled-system-error", "decode", "NCCL_SOCKET_IFNAME fixed; the NCCL init error is from the "
+          "previous runs", CRASH + ("nccl-failure",))
+after_fix("watchdog-pyspy-missing", "decode", "systemd restarted the decode after the watchdog kill; it serves again "
+          "and the watchdog lines precede the current run", CRASH + ("scheduler-watchdog", "decode-wedged"))
+after_fix("detokenizer-health-check-exit", "decode", "restarted after the detokenizer health-check exit; serving "
+          "normally since", CRASH + ("scheduler-watchdog",))
+after_fix("nccl-timeout-under-perf-test", "decode", "restarted with --dist-timeout 3600 after the NCCL timeout; "
+          "serving since", CRASH + ("nccl-failure",))
+after_fix("prefill-oom-large-page", "prefill", "restarted with a smaller page size; the out-of-memory lines belong "
+          "to the run before", CRASH + ("cuda-oom",))
+after_fix("nixl-ucx-segfault", "prefill", "switched the transfer backend and restarted; the UCX segfault is history",
+          CRASH + ("kv-transfer-failure",))
 
 
 if __name__ == "__main__":
