@@ -777,6 +777,130 @@ def _retract_overlap():
     return [p, d, r], {}
 
 
+# --- batch 6 ---------------------------------------------------------------------------------------
+
+@scenario("smg-decode-500-metadata-collision", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/22716",
+          "PD under high concurrency: a metadata buffer index collision corrupts the context on decode; SMG logs the decode "
+          "answering 500 while other requests finish", must_not=("healthy", "router-no-healthy-workers", "decode-wedged"))
+def _metadata_collision():
+    p, d, r = roles()
+    r.logs = raw([
+        '2026-04-13 16:12:39 ERROR http_request{method=POST uri=/generate version=HTTP/1.1 module="smg" request_id="gnt-TqJna3sWKf0DntoKbIWZriY9"}: '
+        "smg::routers::http::pd_router: /home/runner/work/sglang/sglang/src/routers/http/pd_router.rs:590: Decode server returned error "
+        "status decode_url=http://127.0.0.1:30000 status=500 Internal Server Error",
+        '2026-04-13 16:12:39  INFO http_request{method=POST uri=/generate version=HTTP/1.1 module="smg" request_id="gnt-1HFv8hcEUqESnJs9FNprtMET" '
+        "status_code=200 latency=2207784}: smg::response: /home/runner/work/sglang/sglang/src/middleware.rs:359: finished processing request",
+    ])
+    r.counters["smg_router_request_errors{error_type=backend_error}"] = (30, 7)
+    return [p, d, r], {}
+
+
+@scenario("nixl-ucx-wrong-nic-transfer-hang", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/28737",
+          "NIXL ignores --disaggregation-ib-device: without UCX_NET_DEVICES pinned, every KV transfer hangs until the 300 s "
+          "timeout; decode holds requests in its transfer queue while prefill is idle", must_not=("healthy", "decode-wedged",
+          "prefill-queue-saturation"))
+def _nixl_wrong_nic():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (2_000_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=8)
+    d.counters["realtime_tokens{mode=decode}"] = (400_000, 0)
+    d.counters["num_transfer_failed_reqs"] = (16, 2)
+    d.logs = []
+    return [p, d, r], {}
+
+
+@scenario("healthy-pd-no-gain-h200", "healthy", "https://github.com/sgl-project/sglang/issues/24488",
+          "GLM-5.1 PD on H200 at 32k input / 512 output gives no throughput gain over one node: a tuning question, "
+          "every role busy and progressing", must_not=("prefill-queue-saturation", "decode-wedged", "kv-transfer-failure"))
+def _pd_no_gain():
+    p, d, r = roles()
+    p.gauges.update(num_queue_reqs=6, num_running_reqs=2, token_usage=0.41)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (40_000_000, 180_000)
+    d.gauges.update(num_running_reqs=32, token_usage=0.38)
+    return [p, d, r], {}
+
+
+@scenario("router-no-prefill-high-rate-ep", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/issues/12355",
+          "2P+6D large-scale EP benchmark with 12288 requests: the router fails PD pair selection with 'No available prefill "
+          "workers (all circuits open or unhealthy)' while the prefills are busy", also=("prefill-queue-saturation",),
+          must_not=("role-down", "kv-transfer-failure"))
+def _router_high_rate():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.gauges.update(num_queue_reqs=48, num_running_reqs=16, num_prefill_prealloc_queue_reqs=96)
+    r.logs = raw(['2025-10-29 21:49:19 ERROR http_request{method=POST uri=/generate version=HTTP/1.1 request_id="gnt-T1DkMPsWX1SOfuePNC4g04oV"}: '
+                  "sglang_router_rs::routers::http::pd_router: src/routers/http/pd_router.rs:142: Failed to select PD pair "
+                  "error=No available prefill workers (all circuits open or unhealthy)"] * 3)
+    r.gauges.update({"sgl_router_cb_state{worker=http://10.0.0.1:30000}": 1, "sgl_router_cb_state{worker=http://10.0.0.3:30000}": 1})
+    return [p, d, r], {}
+
+
+@scenario("mooncake-receivers-stuck-transferring", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/31800",
+          "DeepSeek-V4 PD (8 prefill / 16 decode): receivers stuck in KVPoll.Transferring never time out and leak decode "
+          "slots; #transfer-req frozen, #running-req ~1, KV usage ~0.04, throughput collapses",
+          must_not=("kv-cache-exhausted", "decode-wedged", "healthy"))
+def _stuck_transferring():
+    p, d, r = roles()
+    d.gauges.update(num_running_reqs=1, token_usage=0.04, num_decode_transfer_queue_reqs=127)
+    d.counters["realtime_tokens{mode=decode}"] = (9_100_000, 120)
+    d.logs = ["Decode batch, #running-req: 1, #full token: 4800, full token usage: 0.04, #swa token: 1200, swa token usage: 0.01, "
+              "pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 127, #retracted-req: 0, cuda graph: True, "
+              "gen throughput (token/s): 41.20, #queue-req: 0"] * 2
+    return [p, d, r], {}
+
+
+@scenario("decode-waiting-timeout-600s", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/11648",
+          "DeepSeek R1 PD on 6x8 H20 at concurrency 128: decode requests never get the transfer-done signal and time out "
+          "after 600 s in KVPoll.WaitingForInput", must_not=("healthy", "role-down"))
+def _waiting_timeout():
+    p, d, r = roles("0.5.3", "sgl-router")
+    d.logs = raw([
+        "[2025-10-15 11:03:35 DP6 TP6 EP6] Some requests fail to receive KV Cache transfer done signal after bootstrapping. If a greater "
+        "mean TTFT is acceptable, you can 'export SGLANG_DISAGGREGATION_WAITING_TIMEOUT=600' (10 minutes) to relax the timeout condition. ",
+        "[2025-10-15 11:03:35 DP6 TP6 EP6] Decode transfer failed for request rank=6 decode_req.req.rid='cd00baf7d2fc4dcf8535c3a25f0288a3' "
+        "decode_req.req.bootstrap_room=8360203925601259718 with exception KVTransferError(bootstrap_room=8360203925601259718): Request "
+        "8360203925601259718 timed out after 600.0s in KVPoll.WaitingForInput",
+        "[2025-10-15 11:03:35 DP6 TP6 EP6] Decode transfer failed for request rank=6 decode_req.req.rid='de2b8335632d474fb24b2eed0658e1e7' "
+        "decode_req.req.bootstrap_room=4699239566385471430 with exception KVTransferError(bootstrap_room=4699239566385471430): Request "
+        "4699239566385471430 timed out after 600.0s in KVPoll.WaitingForInput",
+    ])
+    d.counters["num_transfer_failed_reqs"] = (20, 14)
+    return [p, d, r], {}
+
+
+@scenario("c10d-store-timeout-dsv32-prefill", "nccl-failure", "https://github.com/sgl-project/sglang/issues/21292",
+          "DeepSeek-V3.2 PD with DeepEP on v0.5.8: a prefill rank's c10d store socket times out after 600000 ms and the "
+          "scheduler dies", also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop",))
+def _c10d_timeout():
+    p, d, r = roles()
+    died(p, raw([
+        "[rank1]:[W324 12:06:11.712348372 socket.cpp:472] [c10d] waitForInput: poll for socket SocketImpl(fd=149, "
+        "addr=[ds32-prefill-sgl059-efza-sysv1-inbi-head-0]:45532, remote=[ds32-prefill-sgl059-efza-sysv1-inbi-head-0]:6379) returned 0, likely a timeout",
+        "[rank1]:[W324 12:06:11.712424651 socket.cpp:497] [c10d] waitForInput: socket SocketImpl(fd=149, "
+        "addr=[ds32-prefill-sgl059-efza-sysv1-inbi-head-0]:45532, remote=[ds32-prefill-sgl059-efza-sysv1-inbi-head-0]:6379) timed out after 600000ms",
+        "[2026-03-24 12:06:11 DP1 TP1 EP1] Scheduler hit an exception: Traceback (most recent call last):",
+    ]))
+    return [p, d, r], {}
+
+
+@scenario("bootstrap-unreachable-under-load", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/9266",
+          "GLM-4.5 PD behind sgl-router at high concurrency: decode cannot reach the prefill's bootstrap server "
+          "('Error fetching prefill parallel info from bootstrap ... ConnectTimeoutError') and many transfers fail",
+          also=("prefill-queue-saturation", "scheduler-watchdog"), must_not=("healthy", "role-down"))
+def _bootstrap_unreachable():
+    p, d, r = roles("0.5.3", "sgl-router")
+    d.logs = raw([
+        "[2025-08-29 11:56:28] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds. tic start time: "
+        "11:56:08. last_heartbeat time: 11:54:35",
+        "[2025-08-29 11:56:51 TP0 EP0] Error fetching prefill parallel info from bootstrap: HTTPConnectionPool(host='sglang-deploy-glm-4-5-prefill', "
+        "port=30089): Max retries exceeded with url: /route?engine_rank=-1&target_dp_group=-1&target_pp_rank=-1 (Caused by "
+        "ConnectTimeoutError(<urllib3.connection.HTTPConnection object at 0x79c38b357230>, 'Connection to sglang-deploy-glm-4-5-prefill "
+        "timed out. (connect timeout=None)'))",
+    ])
+    d.counters["num_bootstrap_failed_reqs"] = (40, 12)
+    return [p, d, r], {}
+
+
 # --- the same threads after the fix: the failure's lines precede the current run -----------------
 
 def after_fix(base: str, role: str, note: str, must_not: tuple[str, ...]) -> None:
