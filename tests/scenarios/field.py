@@ -901,6 +901,108 @@ def _bootstrap_unreachable():
     return [p, d, r], {}
 
 
+# --- batch 7 ---------------------------------------------------------------------------------------
+
+@scenario("prefill-kv-pool-exhaustion-sigquit", "cuda-oom", "https://github.com/sgl-project/sglang/issues/26265",
+          "a transient exhaustion of the prefill KV pool raises in alloc_paged_token_slots_extend; the scheduler dies and "
+          "the server exits on SIGQUIT instead of waiting for memory", also=("role-down", "kv-cache-exhausted",
+          "router-no-healthy-workers"), must_not=("config-crashloop",))
+def _prefill_pool_sigquit():
+    p, d, r = roles()
+    died(p, raw([
+        "[TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File ".../sglang/srt/managers/scheduler.py", line 3249, in _get_new_batch_prefill_raw',
+        "    new_batch.prepare_for_extend()",
+        '  File ".../sglang/srt/mem_cache/common.py", line 486, in alloc_for_extend',
+        "    out_cache_loc = alloc_paged_token_slots_extend(...)",
+        '  File ".../sglang/srt/mem_cache/common.py", line 412, in alloc_paged_token_slots_extend',
+    ]) + ["Prefill out of memory. Try to lower your batch size.", "SIGQUIT received. signum=None, frame=None. It usually means one child failed."])
+    return [p, d, r], {}
+
+
+@scenario("speculative-with-hicache-startup", "config-crashloop", "https://github.com/sgl-project/sglang/issues/12076",
+          "--speculative-algorithm together with --enable-hierarchical-cache: a child fails at start, the server gets SIGQUIT "
+          "from each rank and exits; the container restarts into the same error", also=("router-no-healthy-workers",),
+          must_not=("role-down", "scheduler-watchdog"))
+def _spec_hicache():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(d, raw([
+        "sglang-1  | [2025-10-29 11:26:03] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+        "sglang-1  | [2025-10-29 11:26:04] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+        "sglang-1  | [2025-10-29 11:26:04] ERROR:    Traceback (most recent call last):",
+        'sglang-1  |   File "/usr/lib/python3.12/asyncio/runners.py", line 195, in run',
+        "sglang-1  |     return runner.run(main)",
+    ]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("warmup-403-through-proxy", "config-crashloop", "https://github.com/sgl-project/sglang/issues/3623",
+          "the warmup request goes through an HTTP proxy from the environment and gets 403: 'Initialization failed. warmup "
+          "error', then the server kills itself; every restart does the same", also=("router-no-healthy-workers",),
+          must_not=("role-down",))
+def _warmup_403():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(p, raw([
+        "2025-02-17 11:56:43] Initialization failed. warmup error: Traceback (most recent call last):",
+        '  File "xxx/python3.11/site-packages/sglang/srt/entrypoints/http_server.py", line 548, in _wait_and_warmup',
+        '    assert res.status_code == 200, f"{res=}, {res.text=}"',
+        "AssertionError: res=<Response [403]>, res.text='<html>\\n<head><title>403 Forbidden</title></head>\\n<body>\\n<div "
+        "style=\"text-align: center;\"><h1>403 Forbidden</h1></div>\\n</body>\\n</html>'",
+        "Killed",
+    ]), status="9/KILL", code="killed", restarts=4)
+    return [p, d, r], {}
+
+
+@scenario("healthy-decode-draining", "healthy", "https://github.com/sgl-project/sglang/pull/13023",
+          "end of a benchmark: running requests drain 46 -> 11 and gen throughput falls with them; nothing is stuck",
+          must_not=("decode-wedged", "kv-cache-exhausted"))
+def _draining():
+    p, d, r = roles("0.5.3", "sgl-router")
+    d.logs = raw([
+        "[2025-11-11 04:06:27] Decode batch, #running-req: 46, #token: 34901, token usage: 0.19, cuda graph: False, gen throughput (token/s): 1447.08, #queue-req: 0, ",
+        "[2025-11-11 04:06:29] Decode batch, #running-req: 36, #token: 28419, token usage: 0.16, cuda graph: False, gen throughput (token/s): 1262.64, #queue-req: 0, ",
+        "[2025-11-11 04:06:31] Decode batch, #running-req: 22, #token: 20033, token usage: 0.11, cuda graph: True, gen throughput (token/s): 895.36, #queue-req: 0, ",
+        "[2025-11-11 04:06:35] Decode batch, #running-req: 11, #token: 13642, token usage: 0.07, cuda graph: True, gen throughput (token/s): 475.19, #queue-req: 0, ",
+    ])
+    d.gauges.update(num_running_reqs=11, token_usage=0.07, gen_throughput=475.19)
+    d.counters["generation_tokens"] = (3_000_000, 9_000)
+    return [p, d, r], {}
+
+
+@scenario("healthy-mixed-prefill-decode-2026", "healthy", "https://github.com/sgl-project/sglang/pull/22166",
+          "a benchmark run after a sampling change: prefill and decode batches interleave, 32 running, ~1600 token/s",
+          must_not=("decode-wedged", "prefill-queue-saturation"))
+def _mixed():
+    p, d, r = roles()
+    d.logs = raw([
+        "[2026-04-05 20:02:51] Decode batch, #running-req: 32, #token: 11179, token usage: 0.08, cuda graph: True, gen throughput (token/s): 1635.11, #queue-req: 0",
+        '[2026-04-05 20:02:51] INFO:     127.0.0.1:40052 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    ])
+    p.logs = raw([
+        "[2026-04-05 20:02:51] Prefill batch, #new-seq: 1, #new-token: 158, #cached-token: 0, token usage: 0.08, #running-req: 31, #queue-req: 0, "
+        "cuda graph: True, input throughput (token/s): 559.53",
+        "[2026-04-05 20:02:52] Prefill batch, #new-seq: 1, #new-token: 290, #cached-token: 0, token usage: 0.08, #running-req: 31, #queue-req: 0, "
+        "cuda graph: True, input throughput (token/s): 1670.03",
+    ])
+    return [p, d, r], {}
+
+
+@scenario("near-hisparse-flat-token-count", "healthy", "https://github.com/sgl-project/sglang/pull/22331",
+          "HiSparse decode logs '#token: 20800, token usage: 0.29' on every line while 5 requests decode at ~140 token/s: "
+          "a flat token count is a logging artefact, not a stall", must_not=("decode-wedged", "kv-cache-exhausted"))
+def _hisparse_flat():
+    p, d, r = roles()
+    d.logs = raw([
+        "[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 144.95, #queue-req: 0",
+        "[2026-04-08 14:05:22 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 140.27, #queue-req: 0",
+        "[2026-04-08 14:05:24 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 136.39, #queue-req: 0",
+        "[2026-04-08 14:05:25 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 139.89, #queue-req: 0",
+    ])
+    d.gauges.update(num_running_reqs=5, token_usage=0.29)
+    d.counters["realtime_tokens{mode=decode}"] = (7_000_000, 420)
+    return [p, d, r], {}
+
+
 # --- the same threads after the fix: the failure's lines precede the current run -----------------
 
 def after_fix(base: str, role: str, note: str, must_not: tuple[str, ...]) -> None:
