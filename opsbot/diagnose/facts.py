@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -279,9 +279,10 @@ class _LogRead:
 
     current: dict[str, Any] = field(default_factory=dict)
     window: dict[str, Any] = field(default_factory=dict)
-    exception: dict[str, Any] = field(default_factory=dict)
+    raised: list[RaisedException] = field(default_factory=list)
     engine: dict[str, Any] = field(default_factory=dict)
     restarts_logged: int | None = None
+    batch_lines: int = 0
 
 
 _RESTART = re.compile(r"Scheduled restart job, restart counter is at (\d+)")
@@ -308,9 +309,10 @@ def _logs(
     anything = _any_pattern(tuple(patterns))
     entries = parse_log_lines(ev.logs.raw)
     engine: dict[str, Any] = {"errors": 0, "transfer": 0, "nccl": 0, "components": []}
-    restarts = 0
+    restarts = batches = 0
     for entry in entries:
         message = entry.message
+        batches += entry.kind == "batch"
         if _GLOG_START.match(message):
             _engine_line(message, entry, started, table, engine)
         elif entry.process == "systemd" and _RESTART.search(message):
@@ -323,7 +325,7 @@ def _logs(
                 window[p.name] += 1
                 current[p.name] += int(recent)
     raised = parse_exceptions((e.message, e.ts) for e in entries)
-    return _LogRead(current, window, _exception_facts(raised, table), engine, restarts)
+    return _LogRead(current, window, raised, engine, restarts, batches)
 
 
 def _engine_line(message: str, entry: LogEntry, started: datetime | None, table: ExceptionTable | None, out: dict) -> None:
@@ -343,8 +345,14 @@ def _engine_line(message: str, entry: LogEntry, started: datetime | None, table:
         out["nccl"] += 1
 
 
-def _exception_facts(raised: list[RaisedException], table: ExceptionTable | None) -> dict[str, Any]:
-    """``exception.*``: counts per stage, the classes the table gives, and the last one's type and text."""
+def _exception_facts(raised: list[RaisedException], table: ExceptionTable | None, served: bool) -> dict[str, Any]:
+    """``exception.*``: counts per stage, the classes the table gives, and the last one's type and text.
+
+    An exception printed without its traceback (no frames) in a role that never served in the window
+    (no batch line, no /metrics) is placed at start-up: nothing ran after start-up to raise it.
+    """
+    if not served:
+        raised = [replace(x, stage="startup") if not x.frames and x.stage == "unknown" else x for x in raised]
     if not raised:
         return {"count": 0, "startup": 0, "serving": 0, "unknown": 0, "incidents": []}
     classes = [table.incident(x) if table is not None else None for x in raised]
@@ -460,7 +468,7 @@ def role_facts(
         "logs": logs,
         "logs_window": logs_window,
         "gpu": _gpu(bundle.node(ev.node), ev.gpus, failed, problems),
-        "exception": read.exception,
+        "exception": _exception_facts(read.raised, table, served=bool(gauges) or read.batch_lines > 0) if ev.logs.ok else {},
         "engine": read.engine,
         "progress": _progress(gauges, deltas, window),
     }

@@ -20,7 +20,7 @@ Stage = Literal["startup", "serving", "unknown"]
 _TRACEBACK = re.compile(r"(?:(?P<writer>[A-Z]\w*) hit an exception: )?Traceback \(most recent call last\):")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<func>[\w<>.]+)')
 # an exception line: a dotted identifier (a type), then ": message" or nothing; never indented
-_RAISED = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt))(?:: (?P<msg>.*))?$")
+_RAISED = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$")
 _ARGPARSE = re.compile(r"^(?P<prog>[\w.-]+(?:\.py)?): error: (?P<msg>.+)$")
 _CHAINED = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 
