@@ -41,6 +41,7 @@ class ExceptionRule(_Mapped):
 
 class ComponentRule(_Mapped):
     file: str = Field(description="regex fully matching the base name of the file a glog line names")
+    crash: str | None = Field(None, description="regex searched in a native crash dump's frames (path:function)")
     source: str
     examples: list[str] = Field(default_factory=list, description="file names it must match")
 
@@ -69,6 +70,7 @@ class _Compiled:
 class ExceptionTable:
     rules: tuple[_Compiled, ...] = ()
     components: tuple[tuple[str, re.Pattern[str], str], ...] = ()  # (name, file regex, incident)
+    crashes: tuple[tuple[str, re.Pattern[str], str], ...] = ()  # (name, crash-frame regex, incident)
 
     def incident(self, exc: RaisedException) -> str | None:
         """The class the first matching rule gives ``exc``, or None."""
@@ -77,6 +79,14 @@ class ExceptionTable:
     def component(self, file: str) -> tuple[str, str] | None:
         """(component, incident) for a glog line's file, or None."""
         return next(((name, inc) for name, rx, inc in self.components if rx.fullmatch(file)), None)
+
+    def crash_component(self, frames: list[str]) -> tuple[str, str] | None:
+        """(component, incident) of the first component a native crash dump's frames pass through."""
+        for frame in frames:
+            for name, rx, inc in self.crashes:
+                if rx.search(frame):
+                    return name, inc
+        return None
 
 
 def parse_example(line: str) -> RaisedException:
@@ -100,7 +110,7 @@ def load_exception_table(path: Path) -> tuple[ExceptionTable, list[ConfigProblem
         return ExceptionTable(), exc.problems
     except ValidationError as exc:
         return ExceptionTable(), problems_from(exc, path, lines)
-    rules, components, problems = [], [], []
+    rules, components, crashes, problems = [], [], [], []
     for i, r in enumerate(spec.exceptions):
         try:
             rules.append(_Compiled(r.incident, re.compile(r.type) if r.type else None,
@@ -110,9 +120,11 @@ def load_exception_table(path: Path) -> tuple[ExceptionTable, list[ConfigProblem
     for name, c in spec.components.items():
         try:
             components.append((name, re.compile(c.file), c.incident))
+            if c.crash:
+                crashes.append((name, re.compile(c.crash), c.incident))
         except re.error as exc:
             problems.append(ConfigProblem(str(path), lines.line_of(("components", name)), f"components.{name}", f"bad regex: {exc}"))
-    return ExceptionTable(tuple(rules), tuple(components)), problems
+    return ExceptionTable(tuple(rules), tuple(components), tuple(crashes)), problems
 
 
 def example_problems(path: Path) -> list[ConfigProblem]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
 from opsbot.parse.gpu import parse_gpu_csv
-from opsbot.parse.exceptions import RaisedException, parse_exceptions
+from opsbot.parse.exceptions import RaisedException, crash_frames, parse_exceptions
 from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import parse_xid
 from opsbot.parse.logs import LogEntry, parse_log_lines
@@ -35,8 +35,15 @@ UNIT_FACTS = frozenset(
 # read from the unit's state machine and systemd's own journal lines, not from SGLang's text
 UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exit_signal restarts_moved".split())
 EXCEPTION_FACTS = frozenset("count startup serving unknown incidents startup_incident type message stage writer".split())
-ENGINE_FACTS = frozenset("errors transfer nccl components".split())
-PROGRESS_FACTS = frozenset("decode_tokens decode_source prefill_tokens prefill_source".split())
+ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
+PROGRESS_FACTS = frozenset("decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled".split())
+ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded".split())
+# The router's counters of failed routing, by error_type (sglang-router 0.2.1 sgl_router_*; sglang-router 0.3.2
+# and smg 1.13.0 smg_router_request_errors_total): the types that mean "no worker to send it to" start with
+# "no_" (no_workers, no_available_workers, no_healthy_worker_pair, no_prefill_servers, ...) or are a failed
+# server selection (sglang-router 0.2.1 handle_server_selection_error: "server_selection").
+ROUTING_ERROR_COUNTERS = ("smg_router_request_errors", "sgl_router_request_errors", "sgl_router_pd_errors")
+ROUTING_GAUGES = ("smg_worker_cb_state", "smg_worker_stalled", "smg_workers_overloaded")
 # Where token progress comes from, best first (SGLang 0.5.x late: realtime_tokens_total; 0.4.6.post5 and
 # 0.5.0rc2 metrics/collector.py: generation_tokens_total / prompt_tokens_total, counted as requests
 # finish, and the gen_throughput gauge, last set by the periodic Decode batch line).
@@ -59,9 +66,16 @@ METRIC_ALIASES = {
 }
 HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
 GPU_FACTS = frozenset(
-    "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes".split()
+    "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes"
+    " hardware_xid idle busy".split()
 )
-ROLE_ROOTS = frozenset("unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress".split())
+# Xids an application causes (NVIDIA's Xid catalog, docs.nvidia.com/deploy/xid-errors: 13 graphics engine
+# exception, 31 GPU memory page fault, 43 GPU stopped processing, 45 preemptive cleanup): a software fault
+# such as an illegal memory access in a kernel, not a bad GPU. Every other code counts as hardware.
+APPLICATION_XIDS = frozenset({13, 31, 43, 45})
+ROLE_ROOTS = frozenset(
+    "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing".split()
+)
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s"}
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
@@ -125,6 +139,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "exception": EXCEPTION_FACTS,
         "engine": ENGINE_FACTS,
         "progress": PROGRESS_FACTS,
+        "routing": ROUTING_FACTS,
         "health": HEALTH_FACTS,
         "gpu": GPU_FACTS,
         "logs": pattern_names,
@@ -325,6 +340,10 @@ def _logs(
                 window[p.name] += 1
                 current[p.name] += int(recent)
     raised = parse_exceptions((e.message, e.ts) for e in entries)
+    recent = (e.message for e in entries if _recent(e, started))  # a crash before the current run is history
+    crashed = table.crash_component(crash_frames(recent)) if table is not None else None
+    if crashed:
+        engine["crash"], engine["crash_incident"] = crashed
     return _LogRead(current, window, raised, engine, restarts, batches)
 
 
@@ -388,6 +407,7 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
         if node.kernel_log.ok:
             codes = [x.xid for x in parse_xid(node.kernel_log.raw)]
             out["xid"], out["xid_codes"] = len(codes), sorted(set(codes))
+            out["hardware_xid"] = sum(c not in APPLICATION_XIDS for c in codes)
         else:
             failed.append("kernel_log")
     raw = node.gpu.raw or ""
@@ -408,6 +428,9 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
     used = [r.memory_used_mib for r in rows if r.memory_used_mib is not None]
     if used:
         out["memory_used_mib"], out["memory_used_mib_sum"] = max(used), sum(used)
+    mine = [r.utilization_pct for r in rows if r.utilization_pct is not None and (not indices or r.index in indices)]
+    if mine:  # the role's GPUs at 0 % and above: one rank idle while the others work is a stalled rank
+        out["idle"], out["busy"] = sum(u == 0 for u in mine), sum(u > 0 for u in mine)
     for name in ("memory_total_mib", "utilization_pct", "temperature_c"):
         vals = [getattr(r, name) for r in rows if getattr(r, name) is not None]
         if vals:
@@ -434,6 +457,45 @@ def _progress(gauges: dict[str, float], deltas: dict[str, float], window: float 
                 out[f"{phase}_tokens"] = value * window if group == "metrics" and window else value
                 out[f"{phase}_source"] = label
                 break
+    # "stalled" needs a proof: the per-token counter did not move, or (older SGLang) no request finished
+    # and the last Decode batch line's throughput was 0. A finish counter alone at 0 proves nothing.
+    if "realtime_tokens_decode" in deltas:
+        out["decode_stalled"] = deltas["realtime_tokens_decode"] == 0
+    elif "generation_tokens" in deltas and "gen_throughput" in gauges:
+        out["decode_stalled"] = deltas["generation_tokens"] == 0 and gauges["gen_throughput"] == 0
+    if "realtime_tokens_prefill_compute" in deltas:
+        out["prefill_stalled"] = deltas["realtime_tokens_prefill_compute"] == 0
+    return out
+
+
+def _with_journal_xids(gpu: dict[str, Any], ev: RoleEvidence) -> dict[str, Any]:
+    """Xid lines in the role's own journal count too (``hardware_xid``), by the same code rule."""
+    if ev.logs.ok and "Xid" in ev.logs.raw:
+        codes = [x.xid for x in parse_xid(ev.logs.raw)]
+        gpu["hardware_xid"] = gpu.get("hardware_xid", 0) + sum(c not in APPLICATION_XIDS for c in codes)
+        gpu["xid_codes"] = sorted(set(gpu.get("xid_codes", [])) | set(codes))
+    if ev.logs.ok:
+        gpu.setdefault("hardware_xid", 0)
+    return gpu
+
+
+def _routing(gauges: dict[str, float], deltas: dict[str, float]) -> dict[str, Any]:
+    """The router's own view: routing failures for want of a worker, breakers open, stalled/overloaded workers."""
+    if not any(k.startswith(("smg_", "sgl_router_")) for k in (*gauges, *deltas)):
+        return {}
+    errors = 0.0
+    for key, value in deltas.items():
+        for base in ROUTING_ERROR_COUNTERS:
+            kind = key[len(base) + 1:] if key.startswith(base + "_") else ""
+            if kind.startswith("no_") or kind == "server_selection":
+                errors += value
+    out: dict[str, Any] = {"no_worker_errors": errors}
+    if "smg_worker_cb_state" in gauges:
+        out["breaker_open"] = gauges["smg_worker_cb_state"] > 0  # 0 closed, 1 open, 2 half-open
+    if "smg_worker_stalled" in gauges:
+        out["stalled"] = gauges["smg_worker_stalled"]
+    if "smg_workers_overloaded" in gauges:
+        out["overloaded"] = gauges["smg_workers_overloaded"]
     return out
 
 
@@ -467,10 +529,11 @@ def role_facts(
         "health": _health(ev, failed),
         "logs": logs,
         "logs_window": logs_window,
-        "gpu": _gpu(bundle.node(ev.node), ev.gpus, failed, problems),
+        "gpu": _with_journal_xids(_gpu(bundle.node(ev.node), ev.gpus, failed, problems), ev),
         "exception": _exception_facts(read.raised, table, served=bool(gauges) or read.batch_lines > 0) if ev.logs.ok else {},
         "engine": read.engine,
         "progress": _progress(gauges, deltas, window),
+        "routing": _routing(gauges, deltas),
     }
     facts["failed"] = failed
     if window is not None:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from opsbot.diagnose.conditions import Condition, ConditionError
 from opsbot.diagnose.exception_table import EXCEPTIONS_FILE, ExceptionTable, load_exception_table
-from opsbot.diagnose.facts import METRIC_ALIASES, PROGRESS_SOURCES, unknown_fact
+from opsbot.diagnose.facts import METRIC_ALIASES, PROGRESS_SOURCES, ROUTING_ERROR_COUNTERS, ROUTING_GAUGES, unknown_fact
 from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
 from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
 
@@ -205,6 +205,8 @@ class RunbookSet:
                         continue
                 if parts[0] == "progress":  # progress reads its sources, best first
                     parts = ["metrics", *(name for srcs in PROGRESS_SOURCES.values() for _g, name, _l in srcs)]
+                elif parts[0] == "routing":
+                    parts = ["metrics", *ROUTING_ERROR_COUNTERS, *ROUTING_GAUGES]
                 elif parts[0] not in ("metrics", "delta", "rate"):
                     continue
                 for kind in kinds:

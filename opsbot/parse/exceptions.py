@@ -114,5 +114,29 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
     return out
 
 
+# A native crash: Python's faulthandler ("Fatal Python error: Segmentation fault", then
+# 'File "...", line 75 in transfer_sync') or UCX/glibc backtraces (' 5  /path/libuct.so(sym+0x8a) [0x..]').
+_CRASH = re.compile(r"Fatal Python error: |Caught signal \d+ \(|\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS)|==== backtrace")
+_CRASH_FRAME = re.compile(r'^\s*(?:File "(?P<file>[^"]+)", line \d+ in (?P<func>\S+)|\d+\s+(?P<lib>/\S+?)(?:\((?P<sym>[^)+]*)[^)]*\))?\s*\[0x[0-9a-f]+\])\s*$')
+
+
+def crash_frames(messages: Iterable[str]) -> list[str]:
+    """The files and libraries (with the function, ``path:func``) of native crash dumps in the log."""
+    out: list[str] = []
+    inside = False
+    for message in messages:
+        if _CRASH.search(message):
+            inside = True
+            continue
+        if not inside:
+            continue
+        m = _CRASH_FRAME.match(message)
+        if m:
+            out.append(f"{m['file'] or m['lib']}:{m['func'] or m['sym'] or ''}")
+        elif message.strip() and not message.lstrip().startswith(("Thread ", "Current thread", "Stack (most recent", "Extension modules")):
+            inside = False
+    return out
+
+
 def _raised(type_: str, msg: str, writer: str | None, frames: tuple[str, ...], index: int, ts: str | None) -> RaisedException:
     return RaisedException(type_, msg.strip()[:500], writer, frames, stage_of(frames, type_), index, ts)
