@@ -36,7 +36,9 @@ UNIT_FACTS = frozenset(
 UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exit_signal restarts_moved".split())
 EXCEPTION_FACTS = frozenset("count startup serving unknown incidents startup_incident type message stage writer".split())
 ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
-PROGRESS_FACTS = frozenset("decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled".split())
+PROGRESS_FACTS = frozenset(
+    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches".split()
+)
 ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded".split())
 # The router's counters of failed routing, by error_type (sglang-router 0.2.1 sgl_router_*; sglang-router 0.3.2
 # and smg 1.13.0 smg_router_request_errors_total): the types that mean "no worker to send it to" start with
@@ -199,13 +201,13 @@ def _signal_name(number: int) -> str:
 
 
 def _crash_looping(unit: dict[str, Any], restarts_logged: int | None) -> bool:
-    """systemd restarts it again and again: waiting to restart, or gave up after restarts, or its own
-    journal shows two restarts or more in the window. A unit serving again after one restart is not."""
+    """systemd restarts it again and again: waiting to restart, or gave up after restarts, or (not active
+    now) its own journal shows two restarts or more in the window. A unit running again is not."""
     restarts = unit.get("n_restarts") or 0
     return bool(
         unit.get("restarting")
         or (unit.get("active_state") in ("failed", "activating") and restarts >= 1)
-        or (restarts_logged or 0) >= 2
+        or ((restarts_logged or 0) >= 2 and unit.get("active_state") != "active")
     )
 
 
@@ -298,6 +300,7 @@ class _LogRead:
     engine: dict[str, Any] = field(default_factory=dict)
     restarts_logged: int | None = None
     batch_lines: int = 0
+    current_batch_lines: int | None = None
 
 
 _RESTART = re.compile(r"Scheduled restart job, restart counter is at (\d+)")
@@ -324,10 +327,12 @@ def _logs(
     anything = _any_pattern(tuple(patterns))
     entries = parse_log_lines(ev.logs.raw)
     engine: dict[str, Any] = {"errors": 0, "transfer": 0, "nccl": 0, "components": []}
-    restarts = batches = 0
+    restarts = batches = current_batches = 0
     for entry in entries:
         message = entry.message
-        batches += entry.kind == "batch"
+        if entry.kind == "batch":
+            batches += 1
+            current_batches += _recent(entry, started)
         if _GLOG_START.match(message):
             _engine_line(message, entry, started, table, engine)
         elif entry.process == "systemd" and _RESTART.search(message):
@@ -344,7 +349,7 @@ def _logs(
     crashed = table.crash_component(crash_frames(recent)) if table is not None else None
     if crashed:
         engine["crash"], engine["crash_incident"] = crashed
-    return _LogRead(current, window, raised, engine, restarts, batches)
+    return _LogRead(current, window, raised, engine, restarts, batches, current_batches)
 
 
 def _engine_line(message: str, entry: LogEntry, started: datetime | None, table: ExceptionTable | None, out: dict) -> None:
@@ -367,11 +372,12 @@ def _engine_line(message: str, entry: LogEntry, started: datetime | None, table:
 def _exception_facts(raised: list[RaisedException], table: ExceptionTable | None, served: bool) -> dict[str, Any]:
     """``exception.*``: counts per stage, the classes the table gives, and the last one's type and text.
 
-    An exception printed without its traceback (no frames) in a role that never served in the window
-    (no batch line, no /metrics) is placed at start-up: nothing ran after start-up to raise it.
+    An exception whose frames do not say (none printed, or only a wrapper such as ``run_scheduler_process``)
+    in a role that never served in the window (no batch line, no /metrics) is placed at start-up: nothing
+    ran after start-up to raise it.
     """
     if not served:
-        raised = [replace(x, stage="startup") if not x.frames and x.stage == "unknown" else x for x in raised]
+        raised = [replace(x, stage="startup") if x.stage == "unknown" else x for x in raised]
     if not raised:
         return {"count": 0, "startup": 0, "serving": 0, "unknown": 0, "incidents": []}
     classes = [table.incident(x) if table is not None else None for x in raised]
@@ -532,7 +538,9 @@ def role_facts(
         "gpu": _with_journal_xids(_gpu(bundle.node(ev.node), ev.gpus, failed, problems), ev),
         "exception": _exception_facts(read.raised, table, served=bool(gauges) or read.batch_lines > 0) if ev.logs.ok else {},
         "engine": read.engine,
-        "progress": _progress(gauges, deltas, window),
+        "progress": _progress(gauges, deltas, window) | (
+            {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
+        ),
         "routing": _routing(gauges, deltas),
     }
     facts["failed"] = failed

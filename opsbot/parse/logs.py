@@ -20,7 +20,9 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
         "kv-transfer",
         r"KVTransferError|(Decode|Prefill) (transfer|bootstrap|handshake) failed|(Lost|Losing) connection with"
         r" prefill|Failed to send kv chunk|Could not fetch prefill|timed out when bootstrapping|fail to receive"
-        r" KV Cache transfer|Failed to get kvcache|Transfer thread failed|Mooncake memory registration failed",
+        r" KV Cache transfer|Failed to get kvcache|Transfer thread failed|Mooncake memory registration failed"
+        r"|retry counter exceeded|Work Request Flushed|Failed to modify QP|Error fetching prefill|segment descriptor"
+        r"|[Mm]ooncake|NIXL|nixl|UCX|RDMA|ibv_",
     ),
     ("watchdog", r"watchdog timeout|Watchdog timeout"),
     ("retract", r"KV cache pool is full\. Retract requests|retract_decode"),
