@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import getpass
 import json
+import sys
+import time
 from pathlib import Path
 
 import typer
@@ -53,12 +55,19 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="print the public JSON: {bundle, findings}"),
     save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
     runbooks: Path = RUNBOOKS_OPT,
+    second_look: int | None = typer.Option(
+        None, "--second-look", min=1, max=600, metavar="SECONDS",
+        help="when a finding says a second probe would decide, probe again after SECONDS and diagnose "
+             "that (NRestarts moving, counters moving); without it you are asked on a terminal",
+    ),
 ) -> None:
     """Probe the roles your words name (all when none), diagnose, and say what to do.
 
     Naming prefill or decode also probes the other PD role and the router: "decode is stuck"
     probes decode, prefill and router, so a saturated prefill or a router without workers behind
-    a stuck decode is found. Naming only the router probes only the router.
+    a stuck decode is found. Naming only the router probes only the router. When two classes may
+    both hold and a second probe would tell them apart, the finding says so; with --second-look
+    (or your yes on a terminal) opsbot takes that second look itself.
     """
     s = get_settings()
     inv = load_or_exit(inventory or s.inventory_path())
@@ -75,7 +84,34 @@ def ask(
     if save:
         save_bundle(b, save)
     typer.echo(f"bundle saved: {kept}" + (f" and {save}" if save else ""), err=True)
-    _emit(diagnose(b, load_runbooks(runbooks)), as_json)
+    rs = load_runbooks(runbooks)
+    d = diagnose(b, rs)
+    wait = _second_look_wait(d, second_look, as_json)
+    if wait:
+        if not as_json:
+            Console().print(render(d))
+        typer.echo(f"second look: probing again in {wait} s (the first diagnosis is above)", err=True)
+        time.sleep(wait)
+        again = run_with_progress(inv, cluster or s.cluster, roles, s, trigger)
+        typer.echo(f"bundle saved: {save_bundle(again, s.data_dir / 'bundles' / f'{again.id}.json')}", err=True)
+        d = diagnose(again, rs, previous=b)
+    _emit(d, as_json)
+
+
+SECOND_LOOK_DEFAULT_S = 60
+
+
+def _second_look_wait(d: Diagnosis, asked: int | None, as_json: bool) -> int | None:
+    """Seconds to wait before a second probe, or None: only when a finding says one would decide,
+    and the operator asked for it (--second-look) or agrees at a terminal prompt."""
+    if not any(f.second_look for f in d.findings):
+        return None
+    if asked:
+        return asked
+    if as_json or not sys.stdin.isatty():
+        return None
+    why = next(t for f in d.findings if f.second_look for t in f.decide)
+    return SECOND_LOOK_DEFAULT_S if typer.confirm(f"{why}\nProbe again in {SECOND_LOOK_DEFAULT_S} s?", err=True) else None
 
 
 @runbooks_app.command("lint")

@@ -549,9 +549,24 @@ def role_facts(
     return facts
 
 
+def _restarts_moved(own: dict[str, dict[str, Any]], previous: Bundle) -> None:
+    """``unit.restarts_moved``: how far NRestarts moved since an earlier probe of the same role."""
+    for ev in previous.roles:
+        unit = own.get(ev.key, {}).get("unit")
+        if not unit or "n_restarts" not in unit or not ev.systemd.ok:
+            continue
+        try:
+            before = parse_unit(ev.systemd.raw).n_restarts
+        except ValueError:
+            continue
+        if before is not None:
+            unit["restarts_moved"] = unit["n_restarts"] - before
+            unit["crash_looping"] = unit["crash_looping"] or unit["restarts_moved"] > 0
+
+
 def bundle_facts(
     bundle: Bundle, patterns: list[Pattern], metrics: Mapping[str, frozenset[str] | None] | None = None,
-    table: ExceptionTable | None = None,
+    table: ExceptionTable | None = None, previous: Bundle | None = None,
 ) -> BundleFacts:
     """Fact maps for every role in the bundle, each with ``roles`` pointing at the others.
 
@@ -561,6 +576,8 @@ def bundle_facts(
     out = BundleFacts(problems=[f"bundle: {p}" for p in bundle.problems])
     wanted = metrics or {}
     own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role), table) for ev in bundle.roles}
+    if previous is not None:
+        _restarts_moved(own, previous)
     peers: dict[str, dict[str, Any]] = {}
     for ev in bundle.roles:
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind

@@ -48,6 +48,22 @@ class RemedySpec(_Strict):
         return self
 
 
+class DecideSpec(_Strict):
+    """What would tell this class apart from another one that may also hold."""
+
+    vs: str = Field(description="the other incident id")
+    when: str | None = Field(None, description="CEL: also say it when this holds (else only when vs is found too)")
+    text: str = Field(description="the evidence that decides, e.g. 'a second probe in 60 s: NRestarts moving means crash loop'")
+    second_look: bool = Field(False, description="a second probe decides it: `opsbot ask --second-look` takes it")
+
+    @field_validator("vs")
+    @classmethod
+    def _known_vs(cls, v: str) -> str:
+        if v not in INCIDENT_IDS:
+            raise ValueError(f"{v!r} is not an incident id of spec/incidents.md")
+        return v
+
+
 class RunbookSpec(_Strict):
     id: str
     title: str
@@ -65,6 +81,7 @@ class RunbookSpec(_Strict):
         description="incident ids this one accounts for on a role it shares; 'id@any' on any role of the bundle",
     )
     confidence: float = Field(0.9, gt=0.0, le=1.0)
+    decide: list[DecideSpec] = Field(default_factory=list, description="evidence that tells it apart from close classes")
 
     @field_validator("id")
     @classmethod
@@ -78,7 +95,7 @@ class RunbookSpec(_Strict):
     @field_validator("explains")
     @classmethod
     def _known_explained(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if x.removesuffix("@any") not in INCIDENT_IDS]
+        bad = [x for x in v if x.removesuffix("@any").removesuffix("@node") not in INCIDENT_IDS]
         if bad:
             raise ValueError(f"unknown incident id(s) {bad}; use ids of spec/incidents.md")
         return v
@@ -168,9 +185,13 @@ class Runbook:
     def id(self) -> str:
         return self.spec.id
 
-    def explains(self, incident: str, shared_role: bool) -> bool:
-        """Whether a finding of ``incident`` is accounted for by this runbook's finding."""
-        return f"{incident}@any" in self.spec.explains or (shared_role and incident in self.spec.explains)
+    decide_conditions: tuple[Condition | None, ...] = ()
+
+    def explains(self, incident: str, shared_role: bool, shared_node: bool = False) -> bool:
+        """Whether a finding of ``incident`` is accounted for by this runbook's finding: ``id`` on a role
+        they share, ``id@node`` on a role of the same node, ``id@any`` on any role."""
+        ex = self.spec.explains
+        return f"{incident}@any" in ex or (shared_role and incident in ex) or ((shared_role or shared_node) and f"{incident}@node" in ex)
 
 
 @dataclass
@@ -273,10 +294,21 @@ def compile_runbook(path: Path, pattern_names: set[str]) -> Runbook:
                 loc = (key,) if key == "summary" else (key, i)
                 problems.append(ConfigProblem(str(path), lines.line_of(loc), ".".join(map(str, loc)), f"template: {exc.message}"))
         templates.append(tuple(compiled))
+    decides: list[Condition | None] = []
+    for i, d in enumerate(spec.decide):
+        try:
+            decides.append(Condition(d.when) if d.when else None)
+        except ConditionError as exc:
+            problems.append(ConfigProblem(str(path), lines.line_of(("decide", i, "when")), f"decide.{i}.when", str(exc)))
+            continue
+        for fact in decides[-1].facts if decides[-1] else ():
+            why = unknown_fact(fact, pattern_names)
+            if why:
+                problems.append(ConfigProblem(str(path), lines.line_of(("decide", i, "when")), f"decide.{i}.when", why))
     if problems:
         raise ConfigError(problems)
     assert condition is not None
-    return Runbook(spec, path, condition, templates[0][0], templates[1], templates[2])
+    return Runbook(spec, path, condition, templates[0][0], templates[1], templates[2], tuple(decides))
 
 
 def load_runbooks(directory: Path = Path("runbooks")) -> RunbookSet:
