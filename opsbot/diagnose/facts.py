@@ -66,6 +66,16 @@ METRIC_ALIASES = {
     "sgl_router_cb_state": "smg_worker_cb_state",
     "sgl_router_running_requests": "smg_worker_requests_active",
 }
+# Families read only when the current names are absent (an older SGLang or router): parsed in a second
+# pass, so a current server pays nothing for them.
+FALLBACK_METRICS = frozenset(
+    {name for sources in PROGRESS_SOURCES.values() for _group, name, _label in sources[1:]} | set(METRIC_ALIASES)
+)
+
+
+def _current_names(deltas: dict[str, float], gauges: dict[str, float]) -> bool:
+    """Whether the role exports the current names (SGLang's realtime_tokens_total, the router's smg_*)."""
+    return any(k.startswith(("realtime_tokens", "smg_")) for k in (*deltas, *gauges))
 HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
 GPU_FACTS = frozenset(
     "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes"
@@ -255,7 +265,10 @@ def _metrics(
         failed.append("metrics")
         return {}, {}, {}, None
     try:
-        m = parse_samples(_unread_dropped(ev.metrics.samples), wanted)
+        samples = _unread_dropped(ev.metrics.samples)
+        m = parse_samples(samples, wanted)
+        if wanted is not None and not _current_names(m.deltas, m.gauges):
+            m = parse_samples(samples, wanted | FALLBACK_METRICS)
     except ValueError as exc:
         failed.append("metrics")
         problems.append(f"{ev.key}: metrics: {exc}")
@@ -281,7 +294,9 @@ _NOT_ALTERNABLE = re.compile(r"\\[1-9]|\(\?P=|\(\?[aiLmsux]")
 
 @lru_cache(maxsize=8)
 def _any_pattern(patterns: tuple[Pattern, ...]) -> re.Pattern[str] | None:
-    """One regex that matches where any pattern does (most lines match none), or None if unsafe."""
+    """One regex that matches where any pattern without ``words`` does (most lines match none), or None
+    if unsafe. Patterns with ``words`` are tried on their own, after their cheap substring test."""
+    patterns = tuple(p for p in patterns if not p.words)
     if any(_NOT_ALTERNABLE.search(p.regex.pattern) or p.regex.flags != re.UNICODE for p in patterns):
         return None  # a backreference or inline flag would change meaning inside an alternation
     try:
@@ -330,18 +345,18 @@ def _logs(
     restarts = batches = current_batches = 0
     for entry in entries:
         message = entry.message
-        if entry.kind == "batch":
+        if entry.kind == "batch":  # the heartbeat: no pattern is about it, and most lines are batch lines
             batches += 1
             current_batches += _recent(entry, started)
+            continue
         if _GLOG_START.match(message):
             _engine_line(message, entry, started, table, engine)
         elif entry.process == "systemd" and _RESTART.search(message):
             restarts += 1
-        if anything is not None and anything.search(message) is None:
-            continue
+        plain = anything is None or anything.search(message) is not None
         recent = _recent(entry, started)
         for p in patterns:
-            if p.matches(message):
+            if (plain or p.words) and p.matches(message):
                 window[p.name] += 1
                 current[p.name] += int(recent)
     raised = parse_exceptions((e.message, e.ts) for e in entries)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from opsbot.diagnose.conditions import Condition, ConditionError
 from opsbot.diagnose.exception_table import EXCEPTIONS_FILE, ExceptionTable, load_exception_table
-from opsbot.diagnose.facts import METRIC_ALIASES, PROGRESS_SOURCES, ROUTING_ERROR_COUNTERS, ROUTING_GAUGES, unknown_fact
+from opsbot.diagnose.facts import PROGRESS_SOURCES, ROUTING_ERROR_COUNTERS, ROUTING_GAUGES, unknown_fact
 from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
 from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
 
@@ -104,6 +104,10 @@ class RunbookSpec(_Strict):
 class PatternSpec(_Strict):
     regex: str
     unless: str | None = Field(None, description="a line that also matches this is not counted")
+    words: list[str] = Field(
+        default_factory=list,
+        description="plain text of which a line must hold one before the regex runs (speed: a substring test is cheap)",
+    )
     source: str = Field(description="where the string comes from (SGLang file and versions)")
     examples: list[str] = Field(default_factory=list, description="real lines it must match")
 
@@ -125,8 +129,11 @@ class Pattern:
     name: str
     regex: re.Pattern[str]
     unless: re.Pattern[str] | None
+    words: tuple[str, ...] = ()
 
     def matches(self, line: str) -> bool:
+        if self.words and not any(w in line for w in self.words):
+            return False
         return self.regex.search(line) is not None and (self.unless is None or self.unless.search(line) is None)
 
 
@@ -224,8 +231,8 @@ class RunbookSet:
                     if not parts:
                         wanted.update(dict.fromkeys(kinds))
                         continue
-                if parts[0] == "progress":  # progress reads its sources, best first
-                    parts = ["metrics", *(name for srcs in PROGRESS_SOURCES.values() for _g, name, _l in srcs)]
+                if parts[0] == "progress":  # the best source; older ones are FALLBACK_METRICS, read when it is absent
+                    parts = ["metrics", *(srcs[0][1] for srcs in PROGRESS_SOURCES.values())]
                 elif parts[0] == "routing":
                     parts = ["metrics", *ROUTING_ERROR_COUNTERS, *ROUTING_GAUGES]
                 elif parts[0] not in ("metrics", "delta", "rate"):
@@ -236,11 +243,7 @@ class RunbookSet:
                         wanted[kind] = None
                     elif names is not None:
                         names.update(parts[1:])
-        older = {new: [old for old, n in METRIC_ALIASES.items() if n == new] for new in set(METRIC_ALIASES.values())}
-        return {
-            kind: None if names is None else frozenset(names | {o for n in names for o in older.get(n, ())})
-            for kind, names in wanted.items()
-        }
+        return {kind: None if names is None else frozenset(names) for kind, names in wanted.items()}
 
 
 def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:
@@ -255,7 +258,7 @@ def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:
     out, problems = [], []
     for name, p in spec.patterns.items():
         try:
-            out.append(Pattern(name, re.compile(p.regex), re.compile(p.unless) if p.unless else None))
+            out.append(Pattern(name, re.compile(p.regex), re.compile(p.unless) if p.unless else None, tuple(p.words)))
         except re.error as exc:
             problems.append(ConfigProblem(str(path), lines.line_of(("patterns", name)), f"patterns.{name}", f"bad regex: {exc}"))
     return out, problems

@@ -83,7 +83,7 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
     open_: _Open | None = None
     for i, (message, ts) in enumerate(messages):
         text = message.rstrip()
-        tb = _TRACEBACK.search(text)
+        tb = _TRACEBACK.search(text) if "Traceback (most recent" in text else None
         if tb:
             open_ = _Open(tb["writer"] or (open_.writer if open_ else None), i, ts)
             continue
@@ -125,7 +125,7 @@ def crash_frames(messages: Iterable[str]) -> list[str]:
     out: list[str] = []
     inside = False
     for message in messages:
-        if _CRASH.search(message):
+        if ("rror" in message or "ignal" in message or "===" in message) and _CRASH.search(message):
             inside = True
             continue
         if not inside:
