@@ -1003,6 +1003,172 @@ def _hisparse_flat():
     return [p, d, r], {}
 
 
+# --- batch 8 ---------------------------------------------------------------------------------------
+
+@scenario("dsv3-long-output-decode-oom-retract", "kv-cache-exhausted", "https://github.com/sgl-project/sglang/issues/2746",
+          "DeepSeek-V3 with very long outputs: token usage 1.00, ~11 token/s, then 'Decode out of memory happened' retracts "
+          "requests on every rank", must_not=("cuda-oom", "decode-wedged", "role-down"))
+def _dsv3_long_output():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw([
+        "[2025-01-06 02:58:11 TP0] Decode batch. #running-req: 2, #token: 307481, token usage: 1.00, gen throughput (token/s): 10.92, #queue-req: 0",
+        "[2025-01-06 02:58:19 TP0] Decode batch. #running-req: 2, #token: 307561, token usage: 1.00, gen throughput (token/s): 10.92, #queue-req: 0",
+        "[2025-01-06 02:58:41 TP0] Decode batch. #running-req: 2, #token: 307801, token usage: 1.00, gen throughput (token/s): 10.93, #queue-req: 0",
+        "[2025-01-06 02:58:44 TP0] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.9446",
+        "[2025-01-06 02:58:44 TP5] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.9446",
+        "[2025-01-06 02:58:44 TP7] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.9446",
+    ])
+    d.gauges.update(num_running_reqs=1, num_queue_reqs=1, token_usage=1.0, gen_throughput=10.93)
+    return [p, d, r], {}
+
+
+@scenario("dsv3-stops-after-few-requests", "decode-wedged", "https://github.com/sgl-project/sglang/issues/2741",
+          "DeepSeek V3 with 99 running requests stops without any error: GPUs at 100% but low power, as if in an infinite "
+          "loop; nothing comes back", also=("prefill-wedged",), must_not=("healthy", "kv-cache-exhausted"))
+def _dsv3_stops():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw(["[2025-01-05 19:17:01 TP0] Prefill batch. #new-seq: 1, #new-token: 105, #cached-token: 112, cache hit rate: 12.33%, "
+                  "token usage: 0.32, #running-req: 99, #queue-req:"])
+    d.gauges.update(num_running_reqs=99, token_usage=0.32, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (1_500_000, 0)
+    d.health, d.health_error = None, "timeout after 5.0 s"
+    return [p, d, r], {}
+
+
+@scenario("healthy-bench-draining-largest-len", "healthy", "https://github.com/sgl-project/sglang/issues/4407",
+          "0.4.4: the benchmark client fails on a JSON decode error while the server drains 509 -> 151 running requests at "
+          "~5-9k token/s; the server is fine", must_not=("decode-wedged", "kv-cache-exhausted"))
+def _largest_len():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw([
+        "[2025-03-14 02:16:14 TP0] Decode batch. #running-req: 509, #token: 180776, token usage: 0.43, gen throughput (token/s): 7897.87, largest-len: 0, #queue-req: 0, ",
+        "[2025-03-14 02:16:18 TP0] Decode batch. #running-req: 397, #token: 171204, token usage: 0.41, gen throughput (token/s): 7980.04, largest-len: 0, #queue-req: 0, ",
+        "[2025-03-14 02:16:24 TP0] Decode batch. #running-req: 235, #token: 135338, token usage: 0.32, gen throughput (token/s): 5805.50, largest-len: 0, #queue-req: 0, ",
+        "[2025-03-14 02:16:27 TP0] Decode batch. #running-req: 151, #token: 100226, token usage: 0.24, gen throughput (token/s): 4726.37, largest-len: 0, #queue-req: 0, ",
+    ])
+    d.gauges.update(num_running_reqs=151, token_usage=0.24, gen_throughput=4726.37)
+    d.counters["generation_tokens"] = (9_000_000, 15_000)
+    return [p, d, r], {}
+
+
+@scenario("near-running-pinned-below-max", "healthy", "https://github.com/sgl-project/sglang/issues/30294",
+          "GLM-5-FP8 with DP attention: every rank holds at 15 running requests (max 16) with one request queued; a "
+          "scheduling inefficiency, while tokens flow", must_not=("prefill-queue-saturation", "decode-wedged", "kv-cache-exhausted"))
+def _pinned():
+    p, d, r = roles()
+    d.gauges.update(num_running_reqs=15, num_queue_reqs=1, token_usage=0.45)
+    return [p, d, r], {}
+
+
+@scenario("after-sigkill-restart-silent-hang", "decode-wedged", "https://github.com/sgl-project/sglang/issues/22779",
+          "the server was SIGKILLed and relaunched on the same port: /health answers 200, about a hundred requests complete, "
+          "then every request hangs with zero tokens", must_not=("healthy", "role-down"))
+def _sigkill_restart():
+    p, d, r = roles()
+    d.restarts, d.started = 1, T0 - timedelta(minutes=3)
+    d.gauges.update(num_running_reqs=18, token_usage=0.05)
+    d.counters["realtime_tokens{mode=decode}"] = (60_000, 0)
+    d.history = ["systemd: sglang-dsv4-decode.service: Main process exited, code=killed, status=9/KILL",
+                 "systemd: sglang-dsv4-decode.service: Scheduled restart job, restart counter is at 1."]
+    d.logs = []
+    return [p, d, r], {}
+
+
+@scenario("warmup-503-killed", "config-crashloop", "https://github.com/sgl-project/sglang/issues/4094",
+          "Qwen2.5-7B with --api-key: the warmup request is answered 503 and the process is killed about two minutes after "
+          "every start", also=("router-no-healthy-workers",), must_not=("role-down", "cuda-oom"))
+def _warmup_503():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(d, ["AssertionError: res=<Response [503]>", "raw:Killed"], status="9/KILL", code="killed", restarts=6)
+    d.started = T0 - timedelta(minutes=2)
+    return [p, d, r], {}
+
+
+# --- batch 9 ---------------------------------------------------------------------------------------
+
+@scenario("mooncake-tcp-unreachable-address-rocm", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/23342",
+          "PD on MI300x with Mooncake over TCP: chat completions hang forever, all processes alive with GPU at 0%; Mooncake "
+          "advertised an address the other side cannot reach (the bootstrap port alone answers)",
+          also=("decode-wedged",), must_not=("healthy", "prefill-queue-saturation"))
+def _tcp_unreachable():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0, num_prefill_inflight_queue_reqs=3)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (30_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=3)
+    d.counters["realtime_tokens{mode=decode}"] = (200, 0)
+    return [p, d, r], {"gpus": {"node1": gpu_csv(4).replace(", 87, ", ", 0, "), "node2": gpu_csv(4).replace(", 87, ", ", 0, ")}}
+
+
+@scenario("bootstrap-wrong-prefill-ip-decode-freeze", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/19900",
+          "PD with a wrong prefill address: decode retries the bootstrap's parallel info for every pending request and its "
+          "engine freezes; requests pile up in the prealloc queue", also=("decode-wedged",),
+          must_not=("healthy", "role-down"))
+def _wrong_prefill_ip():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (10_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_prealloc_queue_reqs=24)
+    d.counters["realtime_tokens{mode=decode}"] = (90_000, 0)
+    d.counters["num_bootstrap_failed_reqs"] = (0, 0)
+    return [p, d, r], {}
+
+
+@scenario("nccl-socket-connect-abort-init", "nccl-failure", "https://github.com/sgl-project/sglang/issues/5594",
+          "two H100 nodes: NCCL's bootstrap cannot connect to the peer ('Software caused connection abort') while the "
+          "scheduler initializes; every start fails the same way", also=("router-no-healthy-workers",),
+          must_not=("config-crashloop", "role-down"))
+def _nccl_connect_abort():
+    p, d, r = roles("0.4.6", "mini_lb")
+    crashloop(p, raw([
+        "h100-15:139:1092 [7] socket.c:485 NCCL WARN socketStartConnect: Connect to 10.0.0.82<38455> failed : Software caused connection abort",
+        "h100-15:139:1092 [7] NCCL INFO transport/net.cc:687 -> 2",
+        "h100-15:132:132 [0] NCCL INFO init.cc:1837 -> 2",
+        "[2025-04-21 07:28:41 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1714, in run_scheduler_process',
+    ]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("nccl-no-route-to-host-init", "nccl-failure", "https://github.com/sgl-project/sglang/issues/3820",
+          "multi-node start-up: NCCL cannot reach 10.0.0.4 ('No route to host') and TP14's scheduler dies in its constructor",
+          also=("router-no-healthy-workers",), must_not=("config-crashloop", "role-down"))
+def _nccl_no_route():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(d, raw([
+        "node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.0.0.4<56849> returned 113(No route to host) "
+        "errno 115(Operation now in progress)",
+        "node5:240:240 [6] NCCL INFO bootstrap.cc:285 -> 2",
+        "node5:240:240 [6] NCCL INFO init.cc:1837 -> 2",
+        "[2025-02-24 14:09:34 TP14] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1816, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+    ]), restarts=8)
+    return [p, d, r], {}
+
+
+# --- the same crash loops once systemd gave up (StartLimitBurst hit): failed, no restart pending ----
+
+def start_limit(base: str, role: str) -> None:
+    """Register ``<base>-start-limit``: the crash loop of ``base`` after systemd stopped restarting."""
+    fn, source = RAW[base]
+    lab = SCENARIOS[base]()["label"]
+
+    @scenario(f"{base}-start-limit", lab["expected"], source,
+              lab["note"] + "; systemd hit its start limit and left the unit failed",
+              also=tuple(lab["also"]) + ("role-down",),  # down for good now, which the crash loop explains
+              must_not=tuple(c for c in lab["must_not"] if c != "role-down"))
+    def _limited():
+        specs, kw = fn()
+        for spec in specs:
+            if spec.role == role:
+                spec.active, spec.sub, spec.restarts = "failed", "failed", 5
+                unit = spec.logs[-1].split(":")[1].strip()
+                spec.logs = spec.logs[:-1] + [f"systemd: {unit}: Start request repeated too quickly.",
+                                              f"systemd: {unit}: Failed with result '{spec.result}'.",
+                                              f"systemd: Failed to start {unit}."]
+        return specs, kw
+
+
 # --- the same threads after the fix: the failure's lines precede the current run -----------------
 
 def after_fix(base: str, role: str, note: str, must_not: tuple[str, ...]) -> None:
@@ -1049,6 +1215,13 @@ after_fix("prefill-oom-large-page", "prefill", "restarted with a smaller page si
           "to the run before", CRASH + ("cuda-oom",))
 after_fix("nixl-ucx-segfault", "prefill", "switched the transfer backend and restarted; the UCX segfault is history",
           CRASH + ("kv-transfer-failure",))
+
+
+start_limit("argparse-enable-metrics-underscore", "decode")
+start_limit("sgl-kernel-no-common-ops", "decode")
+start_limit("nccl-no-route-to-host-init", "decode")
+start_limit("warmup-403-through-proxy", "prefill")
+start_limit("hicache-mooncake-store-startup", "prefill")
 
 
 if __name__ == "__main__":
