@@ -47,6 +47,13 @@ def _abort(rid: str, room: int, side: str = "Decode transfer") -> str:
             f"with exception KVTransferError(bootstrap_room={room}): Aborted by AbortReq.")
 
 
+def canary(status: int | None, body: str | None, error: str | None = None) -> dict:
+    """One short completion through the router, as the probe records it."""
+    return {"extra": {"canary": {"ok": error is None and status == 200, "error": error, "elapsed_ms": 40.0,
+                       "endpoint": "http://node1:8000/v1/chat/completions", "model": "qwen3-8b", "status": status,
+                       "ttft_ms": None, "total_ms": 40.0, "tokens": 0, "body": body}}}
+
+
 # === KV transfer: Mooncake, NIXL, bootstrap =====================================================
 
 @scenario("mooncake-transfer-sync-segfault", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/7338",
@@ -108,7 +115,7 @@ def _breaker():
     d.logs = [_abort(f"{i:032x}", 7_300_000_000_000_000_000 + i) for i in range(4)]
     d.counters["num_transfer_failed_reqs"] = (12, 4)
     r.gauges.update({"smg_worker_cb_state{worker=http://10.0.0.1:30000}": 1, "smg_worker_cb_state{worker=http://10.0.0.2:30001}": 0})
-    r.logs = raw(["2026-07-14T09:59:12.104Z  INFO smg::core::circuit_breaker: Circuit breaker state transition: open -> half_open"])
+    r.logs = raw(["Circuit breaker state transition: open -> half_open"])  # as quoted in the thread, without its prefix
     return [p, d, r], {}
 
 
@@ -124,8 +131,8 @@ def _all_open():
     d.counters["realtime_tokens{mode=decode}"] = (0, 0)
     r.gauges.update({"smg_worker_cb_state{worker=http://10.0.0.1:30000}": 1, "smg_worker_cb_state{worker=http://10.0.0.3:30000}": 1})
     r.counters["smg_router_request_errors{error_type=no_workers}"] = (500, 41)
-    r.logs = raw(['2026-07-17T08:01:02.551Z  WARN smg::routers::http::pd_router: No available prefill workers (all circuits open or unhealthy)'] * 3)
-    return [p, d, r], {}
+    r.logs = []
+    return [p, d, r], canary(503, "No available prefill workers (all circuits open or unhealthy)")
 
 
 # === configuration at start-up ===================================================================
@@ -278,13 +285,6 @@ def _h20():
 
 
 # --- batch 2 ---------------------------------------------------------------------------------------
-
-def canary(status: int | None, body: str | None, error: str | None = None) -> dict:
-    """One short completion through the router, as the probe records it."""
-    return {"extra": {"canary": {"ok": error is None and status == 200, "error": error, "elapsed_ms": 40.0,
-                       "endpoint": "http://node1:8000/v1/chat/completions", "model": "qwen3-8b", "status": status,
-                       "ttft_ms": None, "total_ms": 40.0, "tokens": 0, "body": body}}}
-
 
 @scenario("mooncake-register-memory-einval", "config-crashloop", "https://github.com/sgl-project/sglang/issues/6894",
           "0.4.6 PD with Mooncake: ibv memory registration fails (Invalid argument) while the scheduler starts; every start dies",
@@ -514,7 +514,8 @@ def _detok_glm5():
         "pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 0.39, #queue-req: 0",
         "[2026-05-16 12:44:57 DP2 TP2] Decode batch, #running-req: 1, #token: 32000, token usage: 0.22, accept len: 2.60, accept rate: 0.53, "
         "pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 43.98, #queue-req: 0",
-    ]) + ["health check failed. server could not get a response from detokenizer for last 20 seconds"], status="9/KILL", code="killed")
+    ]) + ["Health check failed. Server couldn't get a response from detokenizer for last 20 seconds."],  # SGLang's wording of the title
+         status="9/KILL", code="killed")
     return [p, d, r], {}
 
 
