@@ -1147,6 +1147,114 @@ def _nccl_no_route():
     return [p, d, r], {}
 
 
+# --- batch 10: NIXL and Mooncake transfer failures ----------------------------------------------
+
+@scenario("nixl-efa-remote-disconnect-new-decode", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/1983",
+          "SGLang PD over NIXL/UCX SRD (EFA) on B200: a prefill's first connection to a freshly started decode fails with "
+          "NIXL_ERR_REMOTE_DISCONNECT, the remote agent is deregistered and every later transfer to that decode fails",
+          must_not=("healthy", "role-down", "decode-wedged"))
+def _nixl_efa():
+    p, d, r = roles()
+    d.restarts, d.started = 1, T0 - timedelta(minutes=6)
+    p.counters["num_transfer_failed_reqs"] = (0, 9)
+    d.counters["num_transfer_failed_reqs"] = (0, 9)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=9)
+    d.counters["realtime_tokens{mode=decode}"] = (3_000, 0)
+    return [p, d, r], {}
+
+
+@scenario("nixl-backend-error-first-request", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/492",
+          "sglang 0.4.7.post1 PD on one H200 with NIXL from pip: the first request raises "
+          "nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND on the prefill (UCX of the wheel conflicts with the system's)",
+          must_not=("healthy", "config-crashloop"))
+def _nixl_backend_first():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.logs += ["nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND"]
+    p.counters["num_transfer_failed_reqs"] = (0, 1)
+    return [p, d, r], {}
+
+
+@scenario("nixl-backend-error-decode-qwen3", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/503",
+          "SGLang PD with the NIXL backend: the servers warm up (fake transfers), then the decode side fails real "
+          "transfers with NIXL_ERR_BACKEND", must_not=("healthy", "config-crashloop"))
+def _nixl_backend_decode():
+    p, d, r = roles("0.4.6", "mini_lb")
+    d.logs = raw([
+        "[2025-06-26 02:04:08] max_total_num_tokens=510299, chunked_prefill_size=16384, max_prefill_tokens=16384, max_running_requests=4096, "
+        "context_len=40960, available_gpu_mem=8.59 GB",
+        "[2025-06-26 02:04:09] Start of prefill warmup ...",
+        "[2025-06-26 02:04:09] Prefill batch. #new-seq: 1, #new-token: 4, #cached-token: 0, token usage: 0.00, #running-req: 0, "
+        "#unbootstrapped-req: 0, #queue-req: 0, #transferring-req: 0, time: 1.70",
+    ]) + ["nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND"]
+    d.counters["num_transfer_failed_reqs"] = (0, 2)
+    return [p, d, r], {}
+
+
+@scenario("nixl-source-build-transfer-blocked", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/5709",
+          "NIXL built from source against the system UCX: no more NIXL_ERR_BACKEND, but the KV transmission blocks; "
+          "requests wait in the prefill's transferring queue and decode never gets them", also=("prefill-wedged",),
+          must_not=("healthy", "prefill-queue-saturation"))
+def _nixl_blocked():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.logs = raw(["Cuda graph is disabled for prefill server"])
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0, num_prefill_infight_queue_reqs=4)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=4)
+    d.counters["generation_tokens"] = (0, 0)
+    d.gauges["gen_throughput"] = 0.0
+    return [p, d, r], {}
+
+
+@scenario("nixl-remote-disconnect-stale-peer", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/40108",
+          "after a NIXL remote disconnect the peer's memory metadata is invalid while SGLang still treats it as "
+          "registered: transfers fail indefinitely although both engines stay up", must_not=("healthy", "role-down"))
+def _nixl_stale_peer():
+    p, d, r = roles()
+    p.counters["num_transfer_failed_reqs"] = (200, 14)
+    d.counters["num_transfer_failed_reqs"] = (200, 14)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 300)
+    return [p, d, r], {}
+
+
+@scenario("mooncake-failed-to-send-kv-chunk", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/7118",
+          "the simplest 1P1D with Mooncake fails every request with 'Failed to send kv chunk'; fixed by a newer Mooncake",
+          must_not=("healthy", "prefill-queue-saturation"))
+def _send_kv_chunk():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.counters["num_transfer_failed_reqs"] = (5, 6)
+    d.counters["num_transfer_failed_reqs"] = (5, 6)
+    return [p, d, r], {}
+
+
+@scenario("oom-not-crashing-k8s", "cuda-oom", "https://github.com/sgl-project/sglang/issues/4730",
+          "0.4.1.post7 serving DeepSeek-R1-Distill-Qwen-7B at 1800 concurrent requests: torch.OutOfMemoryError early in "
+          "the run, and the process stays up without serving instead of crashing", also=("decode-wedged",),
+          must_not=("config-crashloop", "role-down", "kv-cache-exhausted"))
+def _oom_alive():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 616.00 MiB. GPU 0 has a total capaci"]
+    d.gauges.update(num_running_reqs=0, num_queue_reqs=640, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (40_000, 0)
+    d.health, d.health_error = None, "timeout after 5.0 s"
+    return [p, d, r], {}
+
+
+@scenario("warmup-403-api-key-proxy", "config-crashloop", "https://github.com/NVlabs/DiffusionNFT/issues/21",
+          "an SGLang reward server with --api-key never comes up: its own warmup request gets 403 Forbidden through the "
+          "environment's proxy and start-up fails, every time", also=("router-no-healthy-workers",), must_not=("role-down",))
+def _warmup_403_api_key():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(d, raw([
+        "[2025-10-22 10:27:27] INFO:     Uvicorn running on http://127.0.0.1:9316 (Press CTRL+C to quit)",
+        "[2025-10-22 10:29:28] Initialization failed. warmup error: Traceback (most recent call last):",
+        '  File "/home/donkey/.local/lib/python3.11/site-packages/sglang/srt/entrypoints/http_server.py", line 1407, in _execute_server_warmup',
+        '    assert res.status_code == 200, f"{res=}, {res.text=}"',
+        "AssertionError: res=<Response [403]>, res.text='<html>\\n<head><title>403 Forbidden</title></head>\\n<body>\\n<div "
+        "style=\"text-align: center;\"><h1>403 Forbidden</h1></div>\\n</body>\\n</html>'",
+    ]), restarts=3)
+    d.started = T0 - timedelta(minutes=2, seconds=5)
+    return [p, d, r], {}
+
+
 # --- the same crash loops once systemd gave up (StartLimitBurst hit): failed, no restart pending ----
 
 def start_limit(base: str, role: str) -> None:
