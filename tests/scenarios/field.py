@@ -1255,6 +1255,23 @@ def _warmup_403_api_key():
     return [p, d, r], {}
 
 
+@scenario("healthy-first-request-jit-gap", "healthy", "https://github.com/sgl-project/sglang/pull/3699",
+          "0.4.3 serving a first multimodal request: flashinfer JIT-compiles its cascade ops for 20 s between the prefill "
+          "and the first decode batch; a one-off warm-up gap, then decoding proceeds", must_not=("decode-wedged", "prefill-wedged"))
+def _jit_gap():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw([
+        "[2025-02-26 15:44:36 TP0] Prefill batch. #new-seq: 1, #new-token: 11, #cached-token: 24, cache hit rate: 26.67%, token usage: 0.00, "
+        "#running-req: 0, #queue-req: 0",
+        "2025-02-26 15:44:36,973 - INFO - flashinfer.jit: Loading JIT ops: cascade",
+        "2025-02-26 15:44:57,375 - INFO - flashinfer.jit: Finished loading JIT ops: cascade",
+        "[2025-02-26 15:44:57 TP0] Decode batch. #running-req: 1,",
+    ])
+    d.gauges.update(num_running_reqs=1, token_usage=0.0, gen_throughput=38.5)
+    d.counters["generation_tokens"] = (0, 40)
+    return [p, d, r], {}
+
+
 # --- the same crash loops once systemd gave up (StartLimitBurst hit): failed, no restart pending ----
 
 def start_limit(base: str, role: str) -> None:
