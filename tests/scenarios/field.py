@@ -6,7 +6,7 @@ What the thread does not quote (unit state, metrics, /health) is written the way
 SGLang version, router and systemd would show that failure: a crash loop is ``activating
 (auto-restart)`` with ``NRestarts`` climbing; a refused /health has a null status and body; an
 old version exposes its own metric names and batch lines (read in that version's wheel, see
-``ERAS``). Run ``python -m tests.scenarios.field`` to rewrite them into ``dev/`` and ``test/``
+``deployments.py``). Run ``python -m tests.scenarios.field`` to rewrite them into ``dev/`` and ``test/``
 (the part chosen by the thread, see ``split.py``).
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from tests.scenarios.compose import T0, RoleSpec, compose, gpu_csv
-from tests.scenarios.deployments import REFUSED, crashloop, died, failed, raw, recovered, roles
+from tests.scenarios.deployments import crashloop, died, failed, raw, recovered, roles
 from tests.scenarios.split import write
 
 SCENARIOS: dict[str, Callable[[], dict]] = {}
