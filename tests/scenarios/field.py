@@ -6,7 +6,7 @@ What the thread does not quote (unit state, metrics, /health) is written the way
 SGLang version, router and systemd would show that failure: a crash loop is ``activating
 (auto-restart)`` with ``NRestarts`` climbing; a refused /health has a null status and body; an
 old version exposes its own metric names and batch lines (read in that version's wheel, see
-``ERAS``). Run ``python -m tests.scenarios.field`` to rewrite them into ``dev/`` and ``test/``
+``deployments.py``). Run ``python -m tests.scenarios.field`` to rewrite them into ``dev/`` and ``test/``
 (the part chosen by the thread, see ``split.py``).
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from tests.scenarios.compose import T0, RoleSpec, compose, gpu_csv
-from tests.scenarios.deployments import REFUSED, crashloop, died, failed, raw, recovered, roles
+from tests.scenarios.deployments import crashloop, died, failed, raw, recovered, roles
 from tests.scenarios.split import write
 
 SCENARIOS: dict[str, Callable[[], dict]] = {}
@@ -45,6 +45,13 @@ def _abort(rid: str, room: int, side: str = "Decode transfer") -> str:
     req = "decode_req.req" if side.startswith("Decode") else "req"
     return (f"{side} failed for request rank=0 {req}.rid='{rid}' {req}.bootstrap_room={room} "
             f"with exception KVTransferError(bootstrap_room={room}): Aborted by AbortReq.")
+
+
+def canary(status: int | None, body: str | None, error: str | None = None) -> dict:
+    """One short completion through the router, as the probe records it."""
+    return {"extra": {"canary": {"ok": error is None and status == 200, "error": error, "elapsed_ms": 40.0,
+                       "endpoint": "http://node1:8000/v1/chat/completions", "model": "qwen3-8b", "status": status,
+                       "ttft_ms": None, "total_ms": 40.0, "tokens": 0, "body": body}}}
 
 
 # === KV transfer: Mooncake, NIXL, bootstrap =====================================================
@@ -108,7 +115,7 @@ def _breaker():
     d.logs = [_abort(f"{i:032x}", 7_300_000_000_000_000_000 + i) for i in range(4)]
     d.counters["num_transfer_failed_reqs"] = (12, 4)
     r.gauges.update({"smg_worker_cb_state{worker=http://10.0.0.1:30000}": 1, "smg_worker_cb_state{worker=http://10.0.0.2:30001}": 0})
-    r.logs = raw(["2026-07-14T09:59:12.104Z  INFO smg::core::circuit_breaker: Circuit breaker state transition: open -> half_open"])
+    r.logs = raw(["Circuit breaker state transition: open -> half_open"])  # as quoted in the thread, without its prefix
     return [p, d, r], {}
 
 
@@ -124,8 +131,8 @@ def _all_open():
     d.counters["realtime_tokens{mode=decode}"] = (0, 0)
     r.gauges.update({"smg_worker_cb_state{worker=http://10.0.0.1:30000}": 1, "smg_worker_cb_state{worker=http://10.0.0.3:30000}": 1})
     r.counters["smg_router_request_errors{error_type=no_workers}"] = (500, 41)
-    r.logs = raw(['2026-07-17T08:01:02.551Z  WARN smg::routers::http::pd_router: No available prefill workers (all circuits open or unhealthy)'] * 3)
-    return [p, d, r], {}
+    r.logs = []
+    return [p, d, r], canary(503, "No available prefill workers (all circuits open or unhealthy)")
 
 
 # === configuration at start-up ===================================================================
@@ -278,13 +285,6 @@ def _h20():
 
 
 # --- batch 2 ---------------------------------------------------------------------------------------
-
-def canary(status: int | None, body: str | None, error: str | None = None) -> dict:
-    """One short completion through the router, as the probe records it."""
-    return {"extra": {"canary": {"ok": error is None and status == 200, "error": error, "elapsed_ms": 40.0,
-                       "endpoint": "http://node1:8000/v1/chat/completions", "model": "qwen3-8b", "status": status,
-                       "ttft_ms": None, "total_ms": 40.0, "tokens": 0, "body": body}}}
-
 
 @scenario("mooncake-register-memory-einval", "config-crashloop", "https://github.com/sgl-project/sglang/issues/6894",
           "0.4.6 PD with Mooncake: ibv memory registration fails (Invalid argument) while the scheduler starts; every start dies",
@@ -514,7 +514,8 @@ def _detok_glm5():
         "pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 0.39, #queue-req: 0",
         "[2026-05-16 12:44:57 DP2 TP2] Decode batch, #running-req: 1, #token: 32000, token usage: 0.22, accept len: 2.60, accept rate: 0.53, "
         "pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 43.98, #queue-req: 0",
-    ]) + ["health check failed. server could not get a response from detokenizer for last 20 seconds"], status="9/KILL", code="killed")
+    ]) + ["Health check failed. Server couldn't get a response from detokenizer for last 20 seconds."],  # SGLang's wording of the title
+         status="9/KILL", code="killed")
     return [p, d, r], {}
 
 
@@ -1003,6 +1004,297 @@ def _hisparse_flat():
     return [p, d, r], {}
 
 
+# --- batch 8 ---------------------------------------------------------------------------------------
+
+@scenario("dsv3-long-output-decode-oom-retract", "kv-cache-exhausted", "https://github.com/sgl-project/sglang/issues/2746",
+          "DeepSeek-V3 with very long outputs: token usage 1.00, ~11 token/s, then 'Decode out of memory happened' retracts "
+          "requests on every rank", must_not=("cuda-oom", "decode-wedged", "role-down"))
+def _dsv3_long_output():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw([
+        "[2025-01-06 02:58:11 TP0] Decode batch. #running-req: 2, #token: 307481, token usage: 1.00, gen throughput (token/s): 10.92, #queue-req: 0",
+        "[2025-01-06 02:58:19 TP0] Decode batch. #running-req: 2, #token: 307561, token usage: 1.00, gen throughput (token/s): 10.92, #queue-req: 0",
+        "[2025-01-06 02:58:41 TP0] Decode batch. #running-req: 2, #token: 307801, token usage: 1.00, gen throughput (token/s): 10.93, #queue-req: 0",
+        "[2025-01-06 02:58:44 TP0] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.9446",
+        "[2025-01-06 02:58:44 TP5] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.9446",
+        "[2025-01-06 02:58:44 TP7] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.9446",
+    ])
+    d.gauges.update(num_running_reqs=1, num_queue_reqs=1, token_usage=1.0, gen_throughput=10.93)
+    return [p, d, r], {}
+
+
+@scenario("dsv3-stops-after-few-requests", "decode-wedged", "https://github.com/sgl-project/sglang/issues/2741",
+          "DeepSeek V3 with 99 running requests stops without any error: GPUs at 100% but low power, as if in an infinite "
+          "loop; nothing comes back", also=("prefill-wedged",), must_not=("healthy", "kv-cache-exhausted"))
+def _dsv3_stops():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw(["[2025-01-05 19:17:01 TP0] Prefill batch. #new-seq: 1, #new-token: 105, #cached-token: 112, cache hit rate: 12.33%, "
+                  "token usage: 0.32, #running-req: 99, #queue-req:"])
+    d.gauges.update(num_running_reqs=99, token_usage=0.32, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (1_500_000, 0)
+    d.health, d.health_error = None, "timeout after 5.0 s"
+    return [p, d, r], {}
+
+
+@scenario("healthy-bench-draining-largest-len", "healthy", "https://github.com/sgl-project/sglang/issues/4407",
+          "0.4.4: the benchmark client fails on a JSON decode error while the server drains 509 -> 151 running requests at "
+          "~5-9k token/s; the server is fine", must_not=("decode-wedged", "kv-cache-exhausted"))
+def _largest_len():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw([
+        "[2025-03-14 02:16:14 TP0] Decode batch. #running-req: 509, #token: 180776, token usage: 0.43, gen throughput (token/s): 7897.87, largest-len: 0, #queue-req: 0, ",
+        "[2025-03-14 02:16:18 TP0] Decode batch. #running-req: 397, #token: 171204, token usage: 0.41, gen throughput (token/s): 7980.04, largest-len: 0, #queue-req: 0, ",
+        "[2025-03-14 02:16:24 TP0] Decode batch. #running-req: 235, #token: 135338, token usage: 0.32, gen throughput (token/s): 5805.50, largest-len: 0, #queue-req: 0, ",
+        "[2025-03-14 02:16:27 TP0] Decode batch. #running-req: 151, #token: 100226, token usage: 0.24, gen throughput (token/s): 4726.37, largest-len: 0, #queue-req: 0, ",
+    ])
+    d.gauges.update(num_running_reqs=151, token_usage=0.24, gen_throughput=4726.37)
+    d.counters["generation_tokens"] = (9_000_000, 15_000)
+    return [p, d, r], {}
+
+
+@scenario("near-running-pinned-below-max", "healthy", "https://github.com/sgl-project/sglang/issues/30294",
+          "GLM-5-FP8 with DP attention: every rank holds at 15 running requests (max 16) with one request queued; a "
+          "scheduling inefficiency, while tokens flow", must_not=("prefill-queue-saturation", "decode-wedged", "kv-cache-exhausted"))
+def _pinned():
+    p, d, r = roles()
+    d.gauges.update(num_running_reqs=15, num_queue_reqs=1, token_usage=0.45)
+    return [p, d, r], {}
+
+
+@scenario("after-sigkill-restart-silent-hang", "decode-wedged", "https://github.com/sgl-project/sglang/issues/22779",
+          "the server was SIGKILLed and relaunched on the same port: /health answers 200, about a hundred requests complete, "
+          "then every request hangs with zero tokens", must_not=("healthy", "role-down"))
+def _sigkill_restart():
+    p, d, r = roles()
+    d.restarts, d.started = 1, T0 - timedelta(minutes=3)
+    d.gauges.update(num_running_reqs=18, token_usage=0.05)
+    d.counters["realtime_tokens{mode=decode}"] = (60_000, 0)
+    d.history = ["systemd: sglang-dsv4-decode.service: Main process exited, code=killed, status=9/KILL",
+                 "systemd: sglang-dsv4-decode.service: Scheduled restart job, restart counter is at 1."]
+    d.logs = []
+    return [p, d, r], {}
+
+
+@scenario("warmup-503-killed", "config-crashloop", "https://github.com/sgl-project/sglang/issues/4094",
+          "Qwen2.5-7B with --api-key: the warmup request is answered 503 and the process is killed about two minutes after "
+          "every start", also=("router-no-healthy-workers",), must_not=("role-down", "cuda-oom"))
+def _warmup_503():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(d, ["AssertionError: res=<Response [503]>", "raw:Killed"], status="9/KILL", code="killed", restarts=6)
+    d.started = T0 - timedelta(minutes=2)
+    return [p, d, r], {}
+
+
+# --- batch 9 ---------------------------------------------------------------------------------------
+
+@scenario("mooncake-tcp-unreachable-address-rocm", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/23342",
+          "PD on MI300x with Mooncake over TCP: chat completions hang forever, all processes alive with GPU at 0%; Mooncake "
+          "advertised an address the other side cannot reach (the bootstrap port alone answers)",
+          also=("decode-wedged",), must_not=("healthy", "prefill-queue-saturation"))
+def _tcp_unreachable():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0, num_prefill_inflight_queue_reqs=3)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (30_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=3)
+    d.counters["realtime_tokens{mode=decode}"] = (200, 0)
+    return [p, d, r], {"gpus": {"node1": gpu_csv(4).replace(", 87, ", ", 0, "), "node2": gpu_csv(4).replace(", 87, ", ", 0, ")}}
+
+
+@scenario("bootstrap-wrong-prefill-ip-decode-freeze", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/19900",
+          "PD with a wrong prefill address: decode retries the bootstrap's parallel info for every pending request and its "
+          "engine freezes; requests pile up in the prealloc queue", also=("decode-wedged",),
+          must_not=("healthy", "role-down"))
+def _wrong_prefill_ip():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (10_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_prealloc_queue_reqs=24)
+    d.counters["realtime_tokens{mode=decode}"] = (90_000, 0)
+    d.counters["num_bootstrap_failed_reqs"] = (0, 0)
+    return [p, d, r], {}
+
+
+@scenario("nccl-socket-connect-abort-init", "nccl-failure", "https://github.com/sgl-project/sglang/issues/5594",
+          "two H100 nodes: NCCL's bootstrap cannot connect to the peer ('Software caused connection abort') while the "
+          "scheduler initializes; every start fails the same way", also=("router-no-healthy-workers",),
+          must_not=("config-crashloop", "role-down"))
+def _nccl_connect_abort():
+    p, d, r = roles("0.4.6", "mini_lb")
+    crashloop(p, raw([
+        "h100-15:139:1092 [7] socket.c:485 NCCL WARN socketStartConnect: Connect to 10.0.0.82<38455> failed : Software caused connection abort",
+        "h100-15:139:1092 [7] NCCL INFO transport/net.cc:687 -> 2",
+        "h100-15:132:132 [0] NCCL INFO init.cc:1837 -> 2",
+        "[2025-04-21 07:28:41 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1714, in run_scheduler_process',
+    ]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("nccl-no-route-to-host-init", "nccl-failure", "https://github.com/sgl-project/sglang/issues/3820",
+          "multi-node start-up: NCCL cannot reach 10.0.0.4 ('No route to host') and TP14's scheduler dies in its constructor",
+          also=("router-no-healthy-workers",), must_not=("config-crashloop", "role-down"))
+def _nccl_no_route():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(d, raw([
+        "node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.0.0.4<56849> returned 113(No route to host) "
+        "errno 115(Operation now in progress)",
+        "node5:240:240 [6] NCCL INFO bootstrap.cc:285 -> 2",
+        "node5:240:240 [6] NCCL INFO init.cc:1837 -> 2",
+        "[2025-02-24 14:09:34 TP14] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1816, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+    ]), restarts=8)
+    return [p, d, r], {}
+
+
+# --- batch 10: NIXL and Mooncake transfer failures ----------------------------------------------
+
+@scenario("nixl-efa-remote-disconnect-new-decode", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/1983",
+          "SGLang PD over NIXL/UCX SRD (EFA) on B200: a prefill's first connection to a freshly started decode fails with "
+          "NIXL_ERR_REMOTE_DISCONNECT, the remote agent is deregistered and every later transfer to that decode fails",
+          must_not=("healthy", "role-down", "decode-wedged"))
+def _nixl_efa():
+    p, d, r = roles()
+    d.restarts, d.started = 1, T0 - timedelta(minutes=6)
+    p.counters["num_transfer_failed_reqs"] = (0, 9)
+    d.counters["num_transfer_failed_reqs"] = (0, 9)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=9)
+    d.counters["realtime_tokens{mode=decode}"] = (3_000, 0)
+    return [p, d, r], {}
+
+
+@scenario("nixl-backend-error-first-request", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/492",
+          "sglang 0.4.7.post1 PD on one H200 with NIXL from pip: the first request raises "
+          "nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND on the prefill (UCX of the wheel conflicts with the system's)",
+          must_not=("healthy", "config-crashloop"))
+def _nixl_backend_first():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.logs += ["nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND"]
+    p.counters["num_transfer_failed_reqs"] = (0, 1)
+    return [p, d, r], {}
+
+
+@scenario("nixl-backend-error-decode-qwen3", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/503",
+          "SGLang PD with the NIXL backend: the servers warm up (fake transfers), then the decode side fails real "
+          "transfers with NIXL_ERR_BACKEND", must_not=("healthy", "config-crashloop"))
+def _nixl_backend_decode():
+    p, d, r = roles("0.4.6", "mini_lb")
+    d.logs = raw([
+        "[2025-06-26 02:04:08] max_total_num_tokens=510299, chunked_prefill_size=16384, max_prefill_tokens=16384, max_running_requests=4096, "
+        "context_len=40960, available_gpu_mem=8.59 GB",
+        "[2025-06-26 02:04:09] Start of prefill warmup ...",
+        "[2025-06-26 02:04:09] Prefill batch. #new-seq: 1, #new-token: 4, #cached-token: 0, token usage: 0.00, #running-req: 0, "
+        "#unbootstrapped-req: 0, #queue-req: 0, #transferring-req: 0, time: 1.70",
+    ]) + ["nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND"]
+    d.counters["num_transfer_failed_reqs"] = (0, 2)
+    return [p, d, r], {}
+
+
+@scenario("nixl-source-build-transfer-blocked", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/5709",
+          "NIXL built from source against the system UCX: no more NIXL_ERR_BACKEND, but the KV transmission blocks; "
+          "requests wait in the prefill's transferring queue and decode never gets them", also=("prefill-wedged",),
+          must_not=("healthy", "prefill-queue-saturation"))
+def _nixl_blocked():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.logs = raw(["Cuda graph is disabled for prefill server"])
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0, num_prefill_infight_queue_reqs=4)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=4)
+    d.counters["generation_tokens"] = (0, 0)
+    d.gauges["gen_throughput"] = 0.0
+    return [p, d, r], {}
+
+
+@scenario("nixl-remote-disconnect-stale-peer", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/40108",
+          "after a NIXL remote disconnect the peer's memory metadata is invalid while SGLang still treats it as "
+          "registered: transfers fail indefinitely although both engines stay up", must_not=("healthy", "role-down"))
+def _nixl_stale_peer():
+    p, d, r = roles()
+    p.counters["num_transfer_failed_reqs"] = (200, 14)
+    d.counters["num_transfer_failed_reqs"] = (200, 14)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 300)
+    return [p, d, r], {}
+
+
+@scenario("mooncake-failed-to-send-kv-chunk", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/7118",
+          "the simplest 1P1D with Mooncake fails every request with 'Failed to send kv chunk'; fixed by a newer Mooncake",
+          must_not=("healthy", "prefill-queue-saturation"))
+def _send_kv_chunk():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.counters["num_transfer_failed_reqs"] = (5, 6)
+    d.counters["num_transfer_failed_reqs"] = (5, 6)
+    return [p, d, r], {}
+
+
+@scenario("oom-not-crashing-k8s", "cuda-oom", "https://github.com/sgl-project/sglang/issues/4730",
+          "0.4.1.post7 serving DeepSeek-R1-Distill-Qwen-7B at 1800 concurrent requests: torch.OutOfMemoryError early in "
+          "the run, and the process stays up without serving instead of crashing", also=("decode-wedged",),
+          must_not=("config-crashloop", "role-down", "kv-cache-exhausted"))
+def _oom_alive():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 616.00 MiB. GPU 0 has a total capaci"]
+    d.gauges.update(num_running_reqs=0, num_queue_reqs=640, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (40_000, 0)
+    d.health, d.health_error = None, "timeout after 5.0 s"
+    return [p, d, r], {}
+
+
+@scenario("warmup-403-api-key-proxy", "config-crashloop", "https://github.com/NVlabs/DiffusionNFT/issues/21",
+          "an SGLang reward server with --api-key never comes up: its own warmup request gets 403 Forbidden through the "
+          "environment's proxy and start-up fails, every time", also=("router-no-healthy-workers",), must_not=("role-down",))
+def _warmup_403_api_key():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(d, raw([
+        "[2025-10-22 10:27:27] INFO:     Uvicorn running on http://127.0.0.1:9316 (Press CTRL+C to quit)",
+        "[2025-10-22 10:29:28] Initialization failed. warmup error: Traceback (most recent call last):",
+        '  File "/home/donkey/.local/lib/python3.11/site-packages/sglang/srt/entrypoints/http_server.py", line 1407, in _execute_server_warmup',
+        '    assert res.status_code == 200, f"{res=}, {res.text=}"',
+        "AssertionError: res=<Response [403]>, res.text='<html>\\n<head><title>403 Forbidden</title></head>\\n<body>\\n<div "
+        "style=\"text-align: center;\"><h1>403 Forbidden</h1></div>\\n</body>\\n</html>'",
+    ]), restarts=3)
+    d.started = T0 - timedelta(minutes=2, seconds=5)
+    return [p, d, r], {}
+
+
+@scenario("healthy-first-request-jit-gap", "healthy", "https://github.com/sgl-project/sglang/pull/3699",
+          "0.4.3 serving a first multimodal request: flashinfer JIT-compiles its cascade ops for 20 s between the prefill "
+          "and the first decode batch; a one-off warm-up gap, then decoding proceeds", must_not=("decode-wedged", "prefill-wedged"))
+def _jit_gap():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw([
+        "[2025-02-26 15:44:36 TP0] Prefill batch. #new-seq: 1, #new-token: 11, #cached-token: 24, cache hit rate: 26.67%, token usage: 0.00, "
+        "#running-req: 0, #queue-req: 0",
+        "2025-02-26 15:44:36,973 - INFO - flashinfer.jit: Loading JIT ops: cascade",
+        "2025-02-26 15:44:57,375 - INFO - flashinfer.jit: Finished loading JIT ops: cascade",
+        "[2025-02-26 15:44:57 TP0] Decode batch. #running-req: 1,",
+    ])
+    d.gauges.update(num_running_reqs=1, token_usage=0.0, gen_throughput=38.5)
+    d.counters["generation_tokens"] = (0, 40)
+    return [p, d, r], {}
+
+
+# --- the same crash loops once systemd gave up (StartLimitBurst hit): failed, no restart pending ----
+
+def start_limit(base: str, role: str) -> None:
+    """Register ``<base>-start-limit``: the crash loop of ``base`` after systemd stopped restarting."""
+    fn, source = RAW[base]
+    lab = SCENARIOS[base]()["label"]
+
+    @scenario(f"{base}-start-limit", lab["expected"], source,
+              lab["note"] + "; systemd hit its start limit and left the unit failed",
+              also=tuple(lab["also"]) + ("role-down",),  # down for good now, which the crash loop explains
+              must_not=tuple(c for c in lab["must_not"] if c != "role-down"))
+    def _limited():
+        specs, kw = fn()
+        for spec in specs:
+            if spec.role == role:
+                spec.active, spec.sub, spec.restarts = "failed", "failed", 5
+                unit = spec.logs[-1].split(":")[1].strip()
+                spec.logs = spec.logs[:-1] + [f"systemd: {unit}: Start request repeated too quickly.",
+                                              f"systemd: {unit}: Failed with result '{spec.result}'.",
+                                              f"systemd: Failed to start {unit}."]
+        return specs, kw
+
+
 # --- the same threads after the fix: the failure's lines precede the current run -----------------
 
 def after_fix(base: str, role: str, note: str, must_not: tuple[str, ...]) -> None:
@@ -1049,6 +1341,13 @@ after_fix("prefill-oom-large-page", "prefill", "restarted with a smaller page si
           "to the run before", CRASH + ("cuda-oom",))
 after_fix("nixl-ucx-segfault", "prefill", "switched the transfer backend and restarted; the UCX segfault is history",
           CRASH + ("kv-transfer-failure",))
+
+
+start_limit("argparse-enable-metrics-underscore", "decode")
+start_limit("sgl-kernel-no-common-ops", "decode")
+start_limit("nccl-no-route-to-host-init", "decode")
+start_limit("warmup-403-through-proxy", "prefill")
+start_limit("hicache-mooncake-store-startup", "prefill")
 
 
 if __name__ == "__main__":

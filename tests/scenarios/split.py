@@ -38,12 +38,20 @@ def write(scenarios: dict[str, Callable[[], dict]]) -> list[Path]:
 
 
 def table() -> str:
-    """The README's table: thread → bundles → class, for each part."""
+    """The README's tables: bundles per class and part, then thread → bundles → class."""
     rows: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    counts: dict[str, dict[str, int]] = {}
     for path in sorted(ROOT.glob("*/*.json")):
         label = json.loads(path.read_text(encoding="utf-8"))["label"]
         rows.setdefault((path.parent.name, label["source"]), []).append((path.stem, label["expected"]))
-    out = ["| part | thread | bundle | class |", "|---|---|---|---|"]
+        per = counts.setdefault(label["expected"], {"dev": 0, "test": 0})
+        per[path.parent.name] += 1
+    threads = {part: len({s for (p, s) in rows if p == part and s.startswith("http")}) for part in ("dev", "test")}
+    out = ["| class | dev | test |", "|---|---|---|"]
+    out += [f"| `{c}` | {n['dev']} | {n['test']} |" for c, n in sorted(counts.items())]
+    out += [f"| all bundles | {sum(n['dev'] for n in counts.values())} | {sum(n['test'] for n in counts.values())} |",
+            f"| public threads | {threads['dev']} | {threads['test']} |", ""]
+    out += ["| part | thread | bundle | class |", "|---|---|---|---|"]
     for (where, source), bundles in sorted(rows.items()):
         for stem, expected in bundles:
             out.append(f"| {where} | {source} | `{stem}` | `{expected}` |")
