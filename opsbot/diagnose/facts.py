@@ -37,8 +37,11 @@ UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exi
 EXCEPTION_FACTS = frozenset("count startup serving unknown incidents startup_incident type message stage writer".split())
 ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
 PROGRESS_FACTS = frozenset(
-    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches".split()
+    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting".split()
 )
+# Requests parked between prefill and decode, waiting for their KV cache to move (SGLang 0.4.6.post5 to
+# 0.5.23 metrics: decode's prealloc and transfer queues, prefill's inflight queue).
+TRANSFER_QUEUES = ("num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs", "num_prefill_inflight_queue_reqs")
 ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded".split())
 # The router's counters of failed routing, by error_type (sglang-router 0.2.1 sgl_router_*; sglang-router 0.3.2
 # and smg 1.13.0 smg_router_request_errors_total): the types that mean "no worker to send it to" start with
@@ -88,7 +91,7 @@ APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 ROLE_ROOTS = frozenset(
     "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing".split()
 )
-TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s"}
+TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked"}
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
 # Metric names without the sglang:/sglang_ prefix (reference/sglang.md §1.4, §1.6).
@@ -139,7 +142,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
     elif parts[0] not in TOP_ROOTS:
         return f"{path}: no fact group {parts[0]!r}; known: {', '.join(sorted(TOP_ROOTS))}"
     root, rest = parts[0], parts[1:]
-    if root in ("window_s", "failed", "role", "name", "node"):
+    if root in ("window_s", "failed", "role", "name", "node", "router_blocked"):
         return f"{path}: {root} has no fields" if rest else None
     if not rest:
         return None  # the whole map, e.g. `"x" in logs`
@@ -486,6 +489,9 @@ def _progress(gauges: dict[str, float], deltas: dict[str, float], window: float 
         out["decode_stalled"] = deltas["generation_tokens"] == 0 and gauges["gen_throughput"] == 0
     if "realtime_tokens_prefill_compute" in deltas:
         out["prefill_stalled"] = deltas["realtime_tokens_prefill_compute"] == 0
+    waiting = [gauges[q] for q in TRANSFER_QUEUES if q in gauges]
+    if waiting:
+        out["transfer_waiting"] = sum(waiting)
     return out
 
 
@@ -579,6 +585,14 @@ def _restarts_moved(own: dict[str, dict[str, Any]], previous: Bundle) -> None:
             unit["crash_looping"] = unit["crash_looping"] or unit["restarts_moved"] > 0
 
 
+def _router_blocked(router: dict[str, Any]) -> bool:
+    """The router says it cannot route to a worker (its lines, its error counters, an open breaker)."""
+    routing = router.get("routing", {})
+    return bool(
+        router.get("logs", {}).get("router_no_workers") or routing.get("no_worker_errors") or routing.get("breaker_open")
+    )
+
+
 def bundle_facts(
     bundle: Bundle, patterns: list[Pattern], metrics: Mapping[str, frozenset[str] | None] | None = None,
     table: ExceptionTable | None = None, previous: Bundle | None = None,
@@ -597,7 +611,8 @@ def bundle_facts(
     for ev in bundle.roles:
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind
         peers[ev.key] = own[ev.key]
+    blocked = any(_router_blocked(own[ev.key]) for ev in bundle.roles if ev.role == "router")
     for ev in bundle.roles:
-        out.scopes[ev.key] = {**own[ev.key], "roles": peers}
+        out.scopes[ev.key] = {**own[ev.key], "roles": peers, "router_blocked": blocked}
         out.kinds[ev.key] = ev.role
     return out

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from opsbot.diagnose.conditions import Condition, ConditionError
 from opsbot.diagnose.exception_table import EXCEPTIONS_FILE, ExceptionTable, load_exception_table
-from opsbot.diagnose.facts import PROGRESS_SOURCES, ROUTING_ERROR_COUNTERS, ROUTING_GAUGES, unknown_fact
+from opsbot.diagnose.facts import PROGRESS_SOURCES, ROUTING_ERROR_COUNTERS, ROUTING_GAUGES, TRANSFER_QUEUES, unknown_fact
 from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
 from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
 
@@ -232,7 +232,7 @@ class RunbookSet:
                         wanted.update(dict.fromkeys(kinds))
                         continue
                 if parts[0] == "progress":  # the best source; older ones are FALLBACK_METRICS, read when it is absent
-                    parts = ["metrics", *(srcs[0][1] for srcs in PROGRESS_SOURCES.values())]
+                    parts = ["metrics", *(srcs[0][1] for srcs in PROGRESS_SOURCES.values()), *TRANSFER_QUEUES]
                 elif parts[0] == "routing":
                     parts = ["metrics", *ROUTING_ERROR_COUNTERS, *ROUTING_GAUGES]
                 elif parts[0] not in ("metrics", "delta", "rate"):
