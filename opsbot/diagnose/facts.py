@@ -91,7 +91,7 @@ APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 ROLE_ROOTS = frozenset(
     "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing".split()
 )
-TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked"}
+TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors"}
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
 # Metric names without the sglang:/sglang_ prefix (reference/sglang.md §1.4, §1.6).
@@ -142,7 +142,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
     elif parts[0] not in TOP_ROOTS:
         return f"{path}: no fact group {parts[0]!r}; known: {', '.join(sorted(TOP_ROOTS))}"
     root, rest = parts[0], parts[1:]
-    if root in ("window_s", "failed", "role", "name", "node", "router_blocked"):
+    if root in ("window_s", "failed", "role", "name", "node", "router_blocked", "routed_errors"):
         return f"{path}: {root} has no fields" if rest else None
     if not rest:
         return None  # the whole map, e.g. `"x" in logs`
@@ -611,8 +611,11 @@ def bundle_facts(
     for ev in bundle.roles:
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind
         peers[ev.key] = own[ev.key]
-    blocked = any(_router_blocked(own[ev.key]) for ev in bundle.roles if ev.role == "router")
+    routers = [own[ev.key] for ev in bundle.roles if ev.role == "router"]
+    blocked = any(_router_blocked(r) for r in routers)
     for ev in bundle.roles:
-        out.scopes[ev.key] = {**own[ev.key], "roles": peers, "router_blocked": blocked}
+        # the 5xx answers the router logged from workers of this role's kind (SMG/sgl-router pd_router lines)
+        routed = sum(r.get("logs", {}).get(f"{ev.role}_error_status", 0) for r in routers)
+        out.scopes[ev.key] = {**own[ev.key], "roles": peers, "router_blocked": blocked, "routed_errors": routed}
         out.kinds[ev.key] = ev.role
     return out

@@ -22,6 +22,10 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<func>[\w<>.]+
 # an exception line: a dotted identifier (a type), then ": message" or nothing; never indented
 _RAISED = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$")
 _ARGPARSE = re.compile(r"^(?P<prog>[\w.-]+(?:\.py)?): error: (?P<msg>.+)$")
+# SGLang's launcher's own verdict on a failed start (entrypoints/http_server.py _wait_and_warmup,
+# 0.4.6.post5 and 0.5.23: "Initialization failed. warmup error: {traceback}"; engine.py 0.5.23:
+# "Initialization failed. Please see the error messages above.")
+_INIT_FAILED = re.compile(r"Initialization failed\. (?P<msg>.*)$")
 _CHAINED = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 
 _SERVING = re.compile(r"^(?:run_event_loop|event_loop\w*|handle_loop|process_input_requests|run_batch|process_batch_result\w*)$")
@@ -107,6 +111,10 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
         raised = _RAISED.match(text)
         if raised:
             out.append(_raised(raised["type"], raised["msg"] or "", None, (), i, ts))
+            continue
+        init = _INIT_FAILED.search(text) if "Initialization failed" in text else None
+        if init:
+            out.append(RaisedException("InitializationFailed", init["msg"], "launcher", (), "startup", i, ts))
             continue
         argp = _ARGPARSE.match(text)
         if argp:
