@@ -9,45 +9,34 @@ must not.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from opsbot.bundle import BundleError, parse_bundle
+from opsbot.cli.evaluate import no_restart_classes
 from opsbot.diagnose import default_runbooks, diagnose
+from opsbot.diagnose.scorecard import Case, Score, case_from, confusion_lines, summary_lines
 
 ROOT = Path(__file__).parent / "scenarios"
 DEV = sorted((ROOT / "dev").glob("*.json"))
 TEST = sorted((ROOT / "test").glob("*.json"))
 FILES = DEV + TEST
 MIN_DEV, MIN_TEST = 120, 25  # the corpus may only grow
-TEST_TOP1_FLOOR = 0.0  # a reported figure for now: raise it to what test/ reaches, never fit test/ to it
+# What test/ reaches (opsbot eval tests/scenarios): raise these as general rules found on dev/ improve it,
+# never fit test/ to them.
+TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.80, 0.80, 5
 
 
-def _case(path: Path) -> tuple[dict, list[str]]:
-    """The label and the classes found; a bundle the reader refuses counts as found "refused"."""
+def _case(path: Path) -> Case:
+    """The label and what diagnosis said; a bundle the reader refuses counts as found "refused"."""
     text = path.read_text(encoding="utf-8")
     label = json.loads(text)["label"]
     try:
         bundle = parse_bundle(text, str(path))
     except BundleError:
-        return label, ["refused"]
-    return label, [f.incident for f in diagnose(bundle, default_runbooks()).findings]
-
-
-def _miss(label: dict, found: list[str]) -> str | None:
-    expected, also, must_not = label["expected"], set(label.get("also", [])), set(label.get("must_not", []))
-    if expected == "healthy":
-        return f"expected healthy, got {found}" if found else None
-    if not found or found[0] != expected:
-        return f"expected {expected} first, got {found}"
-    extra = set(found) - {expected} - also
-    if extra:
-        return f"unexpected extra findings {sorted(extra)}"
-    if must_not & set(found):
-        return f"must not report {sorted(must_not & set(found))}"
-    return None
+        return Case(path.stem, label["expected"], ("refused",))
+    return case_from(path.stem, label, diagnose(bundle, default_runbooks()))
 
 
 def test_corpus_is_there():
@@ -58,40 +47,28 @@ def test_corpus_is_there():
         assert label.get("expected") and label.get("source"), f"{path}: a corpus bundle needs label.expected and label.source"
 
 
-def _score(files: list[Path], part: str) -> tuple[list[str], float]:
-    """Diagnose ``files``; print their confusion table; return the misses and the top-1 share."""
-    matrix: Counter[tuple[str, str]] = Counter()
-    misses, top1 = [], 0
-    for path in files:
-        label, found = _case(path)
-        top = found[0] if found else "healthy"
-        matrix[(label["expected"], top)] += 1
-        top1 += top == label["expected"]
-        why = _miss(label, found)
-        if why:
-            misses.append(f"{path.relative_to(ROOT)}: {why}")
-    classes = sorted({e for e, _ in matrix} | {p for _, p in matrix})
-    width = max(len(c) for c in classes) + 5
-    lines = [f"{part}: expected \\ top finding (column n = row n)".ljust(width) + " ".join(f"{i:>3}" for i in range(len(classes)))]
-    for i, e in enumerate(classes):
-        lines.append(f"{i:>2}. {e}".ljust(width) + " ".join(f"{matrix.get((e, p), 0) or '.':>3}" for p in classes))
-    share = top1 / len(files)
-    print("\n" + "\n".join(lines) + f"\n{part}: {len(files)} bundles, top-1 {share:.1%}, {len(misses)} not as labelled")
-    return misses, share
+def _score(files: list[Path], part: str) -> Score:
+    """Diagnose ``files`` and print the part's figures and confusion table (never its bundles' names)."""
+    score = Score(part, [_case(path) for path in files], no_restart_classes(default_runbooks()))
+    print("\n" + "\n".join(summary_lines(score) + confusion_lines(score)))
+    return score
 
 
 def test_dev_diagnoses_as_labelled(capsys):
     with capsys.disabled():
-        misses, _ = _score(DEV, "dev")
+        score = _score(DEV, "dev")
+    misses = [f"dev/{c.name}: {c.miss()}" for c in score.cases if c.miss()]
     assert not misses, "\n".join(misses)
+    assert not score.unsafe()
 
 
 def test_test_part_figure(capsys):
-    """test/ is reported, not fitted: a miss here is fixed by a general rule found on dev/."""
+    """test/ is reported, not fitted: a miss here is fixed by a general rule found on dev/. Only the
+    figures are printed, so that nobody writes a rule for one test/ bundle."""
     with capsys.disabled():
-        misses, share = _score(TEST, "test")
-        print("\n".join(misses))
-    assert share >= TEST_TOP1_FLOOR
+        score = _score(TEST, "test")
+    assert score.top1 >= TEST_TOP1_FLOOR and score.top3 >= TEST_TOP3_FLOOR
+    assert len(score.unsafe()) <= TEST_UNSAFE_MAX
 
 
 def test_every_runbook_has_a_firing_bundle_and_a_near_miss():
@@ -129,7 +106,7 @@ def test_runbook_families_give_the_same_facts_as_a_full_parse(path: Path):
     rs = default_runbooks()
     assert all(rs.metric_facts.values())  # runbooks name their metric facts, so diagnose parses less
     b = parse_bundle(path.read_text(encoding="utf-8"), str(path))
-    full, cut = bundle_facts(b, rs.patterns), bundle_facts(b, rs.patterns, rs.metric_facts)
+    full, cut = bundle_facts(b, rs.patterns, None, rs.exceptions), bundle_facts(b, rs.patterns, rs.metric_facts, rs.exceptions)
     assert cut.problems == full.problems and cut.kinds == full.kinds
     for key in full.scopes:
         wanted = rs.metric_facts[cut.kinds[key]]

@@ -319,8 +319,12 @@ class _LogRead:
     restarts_logged: int | None = None
     batch_lines: int = 0
     current_batch_lines: int | None = None
+    error_line: LogEntry | None = None  # the application's last error line, when no line names a class
 
 
+# Lines that name their own class (a runbook reads them); a start-up error line is one of the others.
+_SPECIFIC_KINDS = frozenset({"oom", "nccl", "native", "kv-transfer", "watchdog", "xid", "health", "retract"})
+_ERROR_KINDS = frozenset({"crash", "traceback", "error"})
 _RESTART = re.compile(r"Scheduled restart job, restart counter is at (\d+)")
 _GLOG_START = re.compile(r"^\s*(?:\[rank\d+\]:)?\[?[IWEF]\d{4}")
 
@@ -346,8 +350,13 @@ def _logs(
     entries = parse_log_lines(ev.logs.raw)
     engine: dict[str, Any] = {"errors": 0, "transfer": 0, "nccl": 0, "components": []}
     restarts = batches = current_batches = 0
+    error_line, specific = None, False
     for entry in entries:
         message = entry.message
+        if entry.process != "systemd":
+            specific = specific or entry.kind in _SPECIFIC_KINDS
+            if entry.kind in _ERROR_KINDS:
+                error_line = entry
         if entry.kind == "batch":  # the heartbeat: no pattern is about it, and most lines are batch lines
             batches += 1
             current_batches += _recent(entry, started)
@@ -367,7 +376,7 @@ def _logs(
     crashed = table.crash_component(crash_frames(recent)) if table is not None else None
     if crashed:
         engine["crash"], engine["crash_incident"] = crashed
-    return _LogRead(current, window, raised, engine, restarts, batches, current_batches)
+    return _LogRead(current, window, raised, engine, restarts, batches, current_batches, None if specific else error_line)
 
 
 def _engine_line(message: str, entry: LogEntry, started: datetime | None, table: ExceptionTable | None, out: dict) -> None:
@@ -387,7 +396,9 @@ def _engine_line(message: str, entry: LogEntry, started: datetime | None, table:
         out["nccl"] += 1
 
 
-def _exception_facts(raised: list[RaisedException], table: ExceptionTable | None, served: bool) -> dict[str, Any]:
+def _exception_facts(
+    raised: list[RaisedException], table: ExceptionTable | None, served: bool, error_line: LogEntry | None = None
+) -> dict[str, Any]:
     """``exception.*``: counts per stage, the classes the table gives, and the last one's type and text.
 
     An exception whose frames do not say (none printed, or only a wrapper such as ``run_scheduler_process``)
@@ -396,6 +407,9 @@ def _exception_facts(raised: list[RaisedException], table: ExceptionTable | None
     """
     if not served:
         raised = [replace(x, stage="startup") if x.stage == "unknown" else x for x in raised]
+        if error_line is not None and not any(x.stage == "startup" for x in raised):
+            # no exception printed as such: the application's last error line is the start-up error
+            raised.append(RaisedException("ErrorLine", error_line.message[:500], None, (), "startup", 10**9, error_line.ts))
     if not raised:
         return {"count": 0, "startup": 0, "serving": 0, "unknown": 0, "incidents": []}
     classes = [table.incident(x) if table is not None else None for x in raised]
@@ -545,6 +559,9 @@ def role_facts(
         if read.restarts_logged is not None:
             unit["restarts_logged"] = read.restarts_logged
         unit["crash_looping"] = _crash_looping(unit, read.restarts_logged)
+    gpu = _with_journal_xids(_gpu(bundle.node(ev.node), ev.gpus, failed, problems), ev)
+    # a role that stopped (or restarts) without an Xid on its node: its last error line may be the start-up error
+    stopped = unit.get("active_state") in ("failed", "activating") or unit.get("n_restarts") or read.restarts_logged
     facts: dict[str, Any] = {
         "role": ev.role,
         "name": ev.key,
@@ -556,8 +573,11 @@ def role_facts(
         "health": _health(ev, failed),
         "logs": logs,
         "logs_window": logs_window,
-        "gpu": _with_journal_xids(_gpu(bundle.node(ev.node), ev.gpus, failed, problems), ev),
-        "exception": _exception_facts(read.raised, table, served=bool(gauges) or read.batch_lines > 0) if ev.logs.ok else {},
+        "gpu": gpu,
+        "exception": _exception_facts(
+            read.raised, table, bool(gauges) or read.batch_lines > 0,
+            read.error_line if stopped and not gpu.get("xid_codes") else None,
+        ) if ev.logs.ok else {},
         "engine": read.engine,
         "progress": _progress(gauges, deltas, window) | (
             {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}

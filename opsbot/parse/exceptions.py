@@ -26,6 +26,9 @@ _ARGPARSE = re.compile(r"^(?P<prog>[\w.-]+(?:\.py)?): error: (?P<msg>.+)$")
 # 0.4.6.post5 and 0.5.23: "Initialization failed. warmup error: {traceback}"; engine.py 0.5.23:
 # "Initialization failed. Please see the error messages above.")
 _INIT_FAILED = re.compile(r"Initialization failed\. (?P<msg>.*)$")
+# torch.distributed prefixes every line a rank prints ("[rank0]: ValueError: ..."); so do multiprocessing
+# workers written as "(pid=123)" by some launchers
+_RANK_PREFIX = re.compile(r"^(?:\[rank\d+\]:\s?|\((?:\w+ )?pid=\d+\)\s)")
 _CHAINED = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 
 _SERVING = re.compile(r"^(?:run_event_loop|event_loop\w*|handle_loop|process_input_requests|run_batch|process_batch_result\w*)$")
@@ -86,7 +89,7 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
     out: list[RaisedException] = []
     open_: _Open | None = None
     for i, (message, ts) in enumerate(messages):
-        text = message.rstrip()
+        text = _RANK_PREFIX.sub("", message.rstrip(), count=1) if message.startswith(("[rank", "(")) else message.rstrip()
         tb = _TRACEBACK.search(text) if "Traceback (most recent" in text else None
         if tb:
             open_ = _Open(tb["writer"] or (open_.writer if open_ else None), i, ts)
