@@ -90,6 +90,9 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
     open_: _Open | None = None
     for i, (message, ts) in enumerate(messages):
         text = _RANK_PREFIX.sub("", message.rstrip(), count=1) if message.startswith(("[rank", "(")) else message.rstrip()
+        init = _INIT_FAILED.search(text) if "Initialization failed" in text else None
+        if init:  # the launcher's verdict; the traceback it may carry is parsed as well
+            out.append(RaisedException("InitializationFailed", init["msg"][:500], "launcher", (), "startup", i, ts))
         tb = _TRACEBACK.search(text) if "Traceback (most recent" in text else None
         if tb:
             open_ = _Open(tb["writer"] or (open_.writer if open_ else None), i, ts)
@@ -115,9 +118,7 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
         if raised:
             out.append(_raised(raised["type"], raised["msg"] or "", None, (), i, ts))
             continue
-        init = _INIT_FAILED.search(text) if "Initialization failed" in text else None
         if init:
-            out.append(RaisedException("InitializationFailed", init["msg"], "launcher", (), "startup", i, ts))
             continue
         argp = _ARGPARSE.match(text)
         if argp:
