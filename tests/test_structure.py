@@ -17,7 +17,7 @@ from opsbot.diagnose import default_runbooks, diagnose
 from opsbot.diagnose.exception_table import parse_example
 from opsbot.diagnose.facts import bundle_facts
 from opsbot.diagnose.lint import lint
-from opsbot.diagnose.evaluate import RUNBOOKS_DIR
+from opsbot.datafiles import data_dir
 from opsbot.parse.exceptions import crash_frames, parse_exceptions, stage_of
 from opsbot.parse.glog import parse_glog
 from opsbot.parse.logs import LOG_FILTER, parse_batch
@@ -111,7 +111,7 @@ def test_the_table_maps_components_crash_dumps_and_its_own_examples():
     assert rs.exceptions.incident(parse_example("[startup] ImportError: libcuda.so.1: cannot open shared object file")) == "config-crashloop"
     assert rs.exceptions.incident(parse_example("[serving] torch.OutOfMemoryError: CUDA out of memory.")) == "cuda-oom"
     assert rs.exceptions.incident(parse_example("[serving] ValueError: bad request")) is None
-    assert not lint(RUNBOOKS_DIR)
+    assert not lint(data_dir("runbooks"))
 
 
 def test_old_sglang_batch_lines_and_metric_names():

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from opsbot.bundle import BundleError, parse_bundle
-from opsbot.diagnose import RunbookSet, diagnose, load_runbooks
-from opsbot.diagnose.evaluate import RUNBOOKS_DIR
-from opsbot.diagnose.scorecard import Score, case_from, confusion_lines, summary_lines
+from opsbot.datafiles import data_dir
+
+if TYPE_CHECKING:
+    from opsbot.diagnose import RunbookSet
+    from opsbot.diagnose.scorecard import Score
 
 
 def parts(directory: Path) -> dict[str, list[Path]]:
@@ -33,6 +35,10 @@ def no_restart_classes(rs: RunbookSet) -> frozenset[str]:
 
 def score_part(name: str, files: list[Path], rs: RunbookSet) -> tuple[Score, list[str]]:
     """Diagnose every labelled bundle of a part; files that are not labelled bundles are listed."""
+    from opsbot.bundle import BundleError, parse_bundle
+    from opsbot.diagnose import diagnose
+    from opsbot.diagnose.scorecard import Score, case_from
+
     score, skipped = Score(name, no_restart=no_restart_classes(rs)), []
     for path in files:
         try:
@@ -50,7 +56,7 @@ def score_part(name: str, files: list[Path], rs: RunbookSet) -> tuple[Score, lis
 def eval_cmd(
     directory: Path = typer.Argument(..., help="a folder of labelled bundles, e.g. tests/scenarios"),
     misses: bool = typer.Option(False, "--misses", help="also list each bundle not diagnosed as labelled"),
-    runbooks: Path = typer.Option(RUNBOOKS_DIR, "--runbooks", help="runbook directory"),
+    runbooks: Path | None = typer.Option(None, "--runbooks", help="runbook directory (default: the runbooks opsbot ships)"),
 ) -> None:
     """Top-1 and top-3 per class, the confusion table and unsafe advice for each part of DIR.
 
@@ -60,7 +66,10 @@ def eval_cmd(
     if not directory.is_dir():
         typer.echo(f"error: {directory}: not a folder of labelled bundles", err=True)
         raise typer.Exit(2)
-    rs = load_runbooks(runbooks)
+    from opsbot.diagnose import load_runbooks
+    from opsbot.diagnose.scorecard import confusion_lines, summary_lines
+
+    rs = load_runbooks(runbooks or data_dir("runbooks"))
     found = parts(directory)
     if not found:
         typer.echo(f"error: {directory}: no *.json bundles in it or its sub-folders", err=True)
