@@ -347,6 +347,7 @@ def _logs(
     window = dict.fromkeys((p.name for p in patterns), 0)
     current = dict(window)
     anything = _any_pattern(tuple(patterns))
+    worded = [p for p in patterns if p.words]
     entries = parse_log_lines(ev.logs.raw)
     engine: dict[str, Any] = {"errors": 0, "transfer": 0, "nccl": 0, "components": []}
     restarts = batches = current_batches = 0
@@ -367,8 +368,8 @@ def _logs(
             restarts += 1
         plain = anything is None or anything.search(message) is not None
         recent = _recent(entry, started)
-        for p in patterns:
-            if (plain or p.words) and p.matches(message):
+        for p in patterns if plain else worded:
+            if p.matches(message):
                 window[p.name] += 1
                 current[p.name] += int(recent)
     raised = parse_exceptions((e.message, e.ts) for e in entries)

@@ -29,6 +29,7 @@ _INIT_FAILED = re.compile(r"Initialization failed\. (?P<msg>.*)$")
 # torch.distributed prefixes every line a rank prints ("[rank0]: ValueError: ..."); so do multiprocessing
 # workers written as "(pid=123)" by some launchers
 _RANK_PREFIX = re.compile(r"^(?:\[rank\d+\]:\s?|\((?:\w+ )?pid=\d+\)\s)")
+_NAMES_A_TYPE = re.compile(r"Error|Exception|Exit|Interrupt")  # a cheap test before _RAISED
 _CHAINED = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 
 _SERVING = re.compile(r"^(?:run_event_loop|event_loop\w*|handle_loop|process_input_requests|run_batch|process_batch_result\w*)$")
@@ -114,13 +115,13 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
             continue
         if _CHAINED.match(text):
             continue
-        raised = _RAISED.match(text)
+        raised = _RAISED.match(text) if _NAMES_A_TYPE.search(text) else None
         if raised:
             out.append(_raised(raised["type"], raised["msg"] or "", None, (), i, ts))
             continue
         if init:
             continue
-        argp = _ARGPARSE.match(text)
+        argp = _ARGPARSE.match(text) if ": error: " in text else None
         if argp:
             out.append(RaisedException("ArgumentError", argp["msg"], argp["prog"], (), "startup", i, ts))
     return out
