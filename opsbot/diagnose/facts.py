@@ -34,13 +34,10 @@ UNIT_FACTS = frozenset(
 )
 # read from the unit's state machine and systemd's own journal lines, not from SGLang's text
 UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exit_signal restarts_moved".split())
-EXCEPTION_FACTS = frozenset(
-    "count startup serving unknown incidents startup_incident type message stage writer other_cause".split()
-)
+EXCEPTION_FACTS = frozenset("count startup serving unknown incidents startup_incident type message stage writer".split())
 ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
 PROGRESS_FACTS = frozenset(
-    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting"
-    " served_window".split()
+    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting".split()
 )
 # Requests parked between prefill and decode, waiting for their KV cache to move (SGLang 0.4.6.post5 to
 # 0.5.23 metrics: decode's prealloc and transfer queues, prefill's inflight queue).
@@ -323,7 +320,6 @@ class _LogRead:
     batch_lines: int = 0
     current_batch_lines: int | None = None
     error_line: LogEntry | None = None  # the application's last error line, when no line names a class
-    named_class: bool = False  # some line names a class (OOM, NCCL, watchdog, a native crash, Xid, ...)
 
 
 # Lines that name their own class (a runbook reads them); a start-up error line is one of the others.
@@ -381,8 +377,7 @@ def _logs(
     crashed = table.crash_component(crash_frames(recent)) if table is not None else None
     if crashed:
         engine["crash"], engine["crash_incident"] = crashed
-    return _LogRead(current, window, raised, engine, restarts, batches, current_batches,
-                    None if specific else error_line, specific)
+    return _LogRead(current, window, raised, engine, restarts, batches, current_batches, None if specific else error_line)
 
 
 def _engine_line(message: str, entry: LogEntry, started: datetime | None, table: ExceptionTable | None, out: dict) -> None:
@@ -566,7 +561,6 @@ def role_facts(
             unit["restarts_logged"] = read.restarts_logged
         unit["crash_looping"] = _crash_looping(unit, read.restarts_logged)
     gpu = _with_journal_xids(_gpu(bundle.node(ev.node), ev.gpus, failed, problems), ev)
-    served = bool(gauges) or read.batch_lines > 0
     # a role that stopped (or restarts) without an Xid on its node: its last error line may be the start-up error
     stopped = unit.get("active_state") in ("failed", "activating") or unit.get("n_restarts") or read.restarts_logged
     facts: dict[str, Any] = {
@@ -582,17 +576,15 @@ def role_facts(
         "logs_window": logs_window,
         "gpu": gpu,
         "exception": _exception_facts(
-            read.raised, table, served, read.error_line if stopped and not gpu.get("xid_codes") else None,
+            read.raised, table, bool(gauges) or read.batch_lines > 0,
+            read.error_line if stopped and not gpu.get("xid_codes") else None,
         ) if ev.logs.ok else {},
         "engine": read.engine,
         "progress": _progress(gauges, deltas, window) | (
-            {"batches": read.current_batch_lines, "served_window": served} if ev.logs.ok else {}
+            {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
         ),
         "routing": _routing(gauges, deltas),
     }
-    if facts["exception"]:  # another class has evidence: a crash loop is not read as configuration alone
-        incidents = set(facts["exception"]["incidents"]) - {"config-crashloop"}
-        facts["exception"]["other_cause"] = read.named_class or bool(incidents) or bool(gpu.get("xid_codes"))
     facts["failed"] = failed
     if window is not None:
         facts["window_s"] = window
