@@ -178,3 +178,16 @@ def test_eval_prints_each_part_and_flags_unsafe_advice(tmp_path):
     out = CliRunner().invoke(app, ["eval", str(tmp_path), "--misses"])
     assert out.exit_code == 1 and "unsafe advice 1" in out.output and "miss: dev/crash-unexplained" in out.output
     assert CliRunner().invoke(app, ["eval", str(tmp_path / "nothing")]).exit_code == 2
+
+
+def test_no_restart_is_offered_while_systemd_restarts_the_unit():
+    data = json.loads((DEV / "crash-unexplained.json").read_text(encoding="utf-8"))
+    gave_up = diagnose(parse_bundle(json.dumps(data)), default_runbooks()).findings[0]
+    assert gave_up.incident == "role-down" and [r.kind for r in gave_up.remedies][:1] == ["restart"]
+    for role in data["roles"]:
+        if role["role"] == "decode":
+            role["systemd"]["raw"] = role["systemd"]["raw"].replace("ActiveState=failed", "ActiveState=activating").replace(
+                "SubState=failed", "SubState=auto-restart")
+    looping = diagnose(parse_bundle(json.dumps(data)), default_runbooks()).findings[0]
+    assert looping.incident == "role-down" and "restart" not in [r.kind for r in looping.remedies]
+    assert any(r.kind == "no-restart" and "already restarting" in r.text for r in looping.remedies)

@@ -29,8 +29,8 @@ def parts(directory: Path) -> dict[str, list[Path]]:
 
 
 def no_restart_classes(rs: RunbookSet) -> frozenset[str]:
-    """Classes whose runbook says a restart cannot help (a ``no-restart`` remedy)."""
-    return frozenset(rb.id for rb in rs.runbooks if any(r.kind == "no-restart" for r in rb.spec.remedies))
+    """Classes whose runbook says a restart cannot help (a ``no-restart`` remedy, whatever the facts)."""
+    return frozenset(rb.id for rb in rs.runbooks if any(r.kind == "no-restart" and not r.when for r in rb.spec.remedies))
 
 
 def score_part(name: str, files: list[Path], rs: RunbookSet) -> tuple[Score, list[str]]:

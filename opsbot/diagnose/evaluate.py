@@ -29,12 +29,15 @@ def _remedy_role(kind: str | None, key: str, kinds: dict[str, str]) -> str:
     return next((k for k, kd in kinds.items() if kd == kind), kind)
 
 
-def _finding(rb: Runbook, key: str, scope: dict[str, Any], kinds: dict[str, str], used: dict, missing: tuple) -> Finding:
+def _finding(rb: Runbook, key: str, scope: dict[str, Any], kinds: dict[str, str], used: dict, missing: tuple,
+             context: cel.Context | None = None) -> Finding:
     spec = rb.spec
     roles = [key] + [k for k, kind in kinds.items() if kind in spec.affects and k != key]
+    conditions = rb.remedy_conditions or (None,) * len(spec.remedies)
     remedies = [
         Remedy(kind=r.kind, role=_remedy_role(r.role, key, kinds), approval=r.approval, text=t.render(scope).strip())
-        for r, t in zip(spec.remedies, rb.remedy_texts)
+        for r, t, cond in zip(spec.remedies, rb.remedy_texts, conditions)
+        if cond is None or context is None or cond.evaluate(context, scope).value is True
     ]
     confidence = max(0.1, spec.confidence * (1 - _MISSING_PENALTY * len(missing)))
     return Finding(
@@ -129,13 +132,14 @@ def evaluate(facts: BundleFacts, rs: RunbookSet, bundle_id: str) -> Diagnosis:
         kind = facts.kinds[key]
         books = [rb for rb in rs.runbooks if kind in rb.spec.roles]
         roots = {path.split(".", 1)[0] for rb in books for path in rb.condition.facts}
-        roots |= {path.split(".", 1)[0] for rb in books for c in rb.decide_conditions if c for path in c.facts}
+        roots |= {path.split(".", 1)[0] for rb in books for c in (*rb.decide_conditions, *rb.remedy_conditions) if c
+                  for path in c.facts}
         context = cel.Context(variables={k: v for k, v in scope.items() if k in roots})  # convert only what CEL reads
         contexts[key] = (context, scope)
         for rb in books:
             out = rb.condition.evaluate(context, scope, tuple(rb.spec.needs))
             if out.value is True:
-                findings.append(_finding(rb, key, scope, facts.kinds, out.used, out.missing))
+                findings.append(_finding(rb, key, scope, facts.kinds, out.used, out.missing, context))
             elif out.value is None:
                 undetermined.append(Undetermined(incident=rb.id, role=key, missing_facts=list(out.missing), error=out.error))
     problems = [str(p) for p in rs.problems] + facts.problems

@@ -40,6 +40,7 @@ class RemedySpec(_Strict):
     role: RoleKind | None = Field(None, description="the role it acts on; default: the role the runbook matched")
     approval: Literal["required", "none"] = "none"
     text: str
+    when: str | None = Field(None, description="CEL: offer this remedy only when it holds (e.g. not while systemd restarts it)")
 
     @model_validator(mode="after")
     def _restart_needs_approval(self) -> RemedySpec:
@@ -193,6 +194,7 @@ class Runbook:
         return self.spec.id
 
     decide_conditions: tuple[Condition | None, ...] = ()
+    remedy_conditions: tuple[Condition | None, ...] = ()
 
     def explains(self, incident: str, shared_role: bool, shared_node: bool = False) -> bool:
         """Whether a finding of ``incident`` is accounted for by this runbook's finding: ``id`` on a role
@@ -297,6 +299,17 @@ def compile_runbook(path: Path, pattern_names: set[str]) -> Runbook:
                 loc = (key,) if key == "summary" else (key, i)
                 problems.append(ConfigProblem(str(path), lines.line_of(loc), ".".join(map(str, loc)), f"template: {exc.message}"))
         templates.append(tuple(compiled))
+    remedy_conds: list[Condition | None] = []
+    for i, r in enumerate(spec.remedies):
+        try:
+            remedy_conds.append(Condition(r.when) if r.when else None)
+        except ConditionError as exc:
+            problems.append(ConfigProblem(str(path), lines.line_of(("remedies", i, "when")), f"remedies.{i}.when", str(exc)))
+            continue
+        for fact in remedy_conds[-1].facts if remedy_conds[-1] else ():
+            why = unknown_fact(fact, pattern_names)
+            if why:
+                problems.append(ConfigProblem(str(path), lines.line_of(("remedies", i, "when")), f"remedies.{i}.when", why))
     decides: list[Condition | None] = []
     for i, d in enumerate(spec.decide):
         try:
@@ -311,7 +324,7 @@ def compile_runbook(path: Path, pattern_names: set[str]) -> Runbook:
     if problems:
         raise ConfigError(problems)
     assert condition is not None
-    return Runbook(spec, path, condition, templates[0][0], templates[1], templates[2], tuple(decides))
+    return Runbook(spec, path, condition, templates[0][0], templates[1], templates[2], tuple(decides), tuple(remedy_conds))
 
 
 def load_runbooks(directory: Path = Path("runbooks")) -> RunbookSet:
