@@ -15,7 +15,7 @@ from opsbot.bundle import parse_bundle
 from opsbot.cli import app
 from opsbot.diagnose import default_runbooks, diagnose
 from opsbot.diagnose.exception_table import parse_example
-from opsbot.diagnose.facts import bundle_facts
+from opsbot.parse.facts import bundle_facts
 from opsbot.diagnose.lint import lint
 from opsbot.datafiles import data_dir
 from opsbot.parse.exceptions import crash_frames, parse_exceptions, stage_of

@@ -32,7 +32,7 @@ def _emit(d: Diagnosis, as_json: bool) -> None:
     else:
         from rich.console import Console
 
-        from opsbot.diagnose.terminal import render
+        from opsbot.cli.diagnosis_view import render
 
         Console().print(render(d))
     raise typer.Exit(1 if d.findings else 0)
@@ -68,7 +68,7 @@ def ask(
              "that (NRestarts moving, counters moving); without it you are asked on a terminal",
     ),
 ) -> None:
-    """Probe the roles your words name (all when none), diagnose, and say what to do.
+    """Probe the roles your words name (all when none), diagnose, record, and say what to do.
 
     Naming prefill or decode also probes the other PD role and the router: "decode is stuck"
     probes decode, prefill and router, so a saturated prefill or a router without workers behind
@@ -77,10 +77,11 @@ def ask(
     (or your yes on a terminal) opsbot takes that second look itself.
     """
     from opsbot.bundle import Trigger
-    from opsbot.cli.probe import load_or_exit, run_with_progress, save_bundle
+    from opsbot.cli.probe import cli_flow, keep_bundle, load_or_exit, run_with_progress
     from opsbot.collect.probe import scope
-    from opsbot.diagnose import diagnose, roles_for_words
+    from opsbot.diagnose import diagnose
     from opsbot.inventory import UnknownRole
+    from opsbot.scope import roles_for_words
     from opsbot.settings import get_settings
     from opsbot.yamlsource import ConfigError
 
@@ -93,28 +94,28 @@ def ask(
     except (UnknownRole, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    flow = cli_flow(s, inventory)
+    chosen = _runbooks(runbooks) if runbooks is not None else None
+    if chosen is not None:
+        flow.diagnose = lambda bundle: diagnose(bundle, chosen)
     trigger = Trigger(kind="cli", text=text, user=getpass.getuser())
-    b = run_with_progress(inv, cluster or s.cluster, roles, s, trigger)
-    kept = save_bundle(b, s.data_dir / "bundles" / f"{b.id}.json")
-    if save:
-        save_bundle(b, save)
-    typer.echo(f"bundle saved: {kept}" + (f" and {save}" if save else ""), err=True)
-    rs = _runbooks(runbooks)
-    d = diagnose(b, rs)
-    wait = _second_look_wait(d, second_look, as_json)
+    result = run_with_progress(flow, cluster or s.cluster, roles, trigger)
+    keep_bundle(flow, result, save)
+    wait = _second_look_wait(result.diagnosis, second_look, as_json)
     if wait:
         if not as_json:
             from rich.console import Console
 
-            from opsbot.diagnose.terminal import render
+            from opsbot.cli.diagnosis_view import render
 
-            Console().print(render(d))
+            Console().print(render(result.diagnosis))
         typer.echo(f"second look: probing again in {wait} s (the first diagnosis is above)", err=True)
         time.sleep(wait)
-        again = run_with_progress(inv, cluster or s.cluster, roles, s, trigger)
-        typer.echo(f"bundle saved: {save_bundle(again, s.data_dir / 'bundles' / f'{again.id}.json')}", err=True)
-        d = diagnose(again, rs, previous=b)
-    _emit(d, as_json)
+        first = result.bundle
+        flow.diagnose = lambda bundle: diagnose(bundle, chosen, previous=first)  # NRestarts moving since the first
+        result = run_with_progress(flow, cluster or s.cluster, roles, trigger)
+        keep_bundle(flow, result, None)
+    _emit(result.diagnosis, as_json)
 
 
 SECOND_LOOK_DEFAULT_S = 60

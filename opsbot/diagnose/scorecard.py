@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from opsbot.diagnose.findings import Diagnosis
+from opsbot.contracts.findings import Diagnosis
 
 HEALTHY = "healthy"
 
