@@ -196,27 +196,35 @@ def _contain(data: dict, loc: tuple, msg: str) -> str | None:
         data[head] = []
         return f"{head}: {msg}; no {head} read"
     if head in _TOP_OPTIONAL:
-        data.pop(head)
+        data.pop(head, None)
         return f"{head}: {msg}; ignored"
     return None
 
 
 def _salvage(data: dict, source: str) -> Bundle:
-    """Validate, containing each malformed section as a listed problem (bounded: one per pass)."""
+    """Validate, containing every malformed section as a listed problem; a few passes at most, since
+    containing a section can only remove errors."""
     problems: list[str] = []
-    for _ in range(64):
+    for _ in range(8):
         for key in ("roles", "nodes"):
             if isinstance(data.get(key), list):
                 data[key] = [e for e in data[key] if e is not None]
         try:
             bundle = Bundle.model_validate(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            problem = _contain(data, tuple(first["loc"]), first["msg"])
-            if problem is None:
-                where = ".".join(str(p) for p in first["loc"])
-                raise BundleError(f"{source}: {where}: {first['msg']} ({exc.error_count()} problem(s))") from exc
-            problems.append(problem)
+            done: set[tuple] = set()
+            for error in exc.errors():
+                loc = tuple(error["loc"])
+                entry = loc[0] in ("roles", "nodes") and len(loc) >= 2 and isinstance(loc[1], int)
+                section = loc[:3] if entry and len(loc) >= 3 and (loc[0], loc[2]) in _SECTIONS else loc[:2] if entry else loc[:1]
+                if section in done or any(section[: len(d)] == d for d in done):
+                    continue
+                problem = _contain(data, loc, error["msg"])
+                if problem is None:
+                    where = ".".join(str(p) for p in loc)
+                    raise BundleError(f"{source}: {where}: {error['msg']} ({exc.error_count()} problem(s))") from exc
+                problems.append(problem)
+                done.add(section)
             continue
         bundle._problems = problems
         return bundle
