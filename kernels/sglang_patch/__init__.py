@@ -13,6 +13,10 @@ PATCH_LINE_FORMAT = PATCH_NAME + " {version} attached: index_keys={index_keys} s
 # The one line printed before a non-zero exit when the patch cannot attach.
 REFUSAL_LINE_FORMAT = PATCH_NAME + " refused: {reason}"
 REFUSAL_EXIT_CODE = 3
+# For whoever reads the journal (probe, runbooks): the two lines above as regular expressions.
+# This module imports neither torch nor sglang, so opsbot may import these constants.
+PATCH_LINE_RE = PATCH_NAME + r" (?P<version>\S+) attached: index_keys=(?P<index_keys>\w+) sglang=(?P<sglang>\S+)$"
+REFUSAL_LINE_RE = PATCH_NAME + r" refused: (?P<reason>.+)$"
 # Set by the launcher for the server and every process it spawns (SGLang starts its schedulers with spawn).
 ENV_INDEX_KEYS = "OPSBOT_DSV4_INDEX_KEYS"
 # A Prometheus gauge written into SGLang's multiprocess directory, so `/metrics` shows it under --enable-metrics.

@@ -7,6 +7,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels.sglang_patch import REFUSAL_EXIT_CODE, SGLANG_VERSION, patch_line
+from kernels.sglang_patch import PATCH_LINE_RE, REFUSAL_EXIT_CODE, REFUSAL_LINE_RE, SGLANG_VERSION, patch_line
 from kernels.sglang_patch import bf16_indexer
 from kernels.sglang_patch.targets import TARGETS, check_sources, wheel_sources
 from tests.realparts import need
@@ -105,6 +106,7 @@ def test_launcher_refuses_another_sglang_with_one_line_and_a_nonzero_exit(wheel,
     assert done.stderr.splitlines() == [
         f"opsbot-dsv4-patch refused: sglang 0.5.22 is installed; this patch is written for sglang {SGLANG_VERSION} only"]
     assert done.stdout == ""  # the server never started
+    assert re.match(REFUSAL_LINE_RE, done.stderr.splitlines()[0]).group("reason").startswith("sglang 0.5.22")
 
 
 def test_launcher_refuses_an_edited_function(wheel, tmp_path):
@@ -125,6 +127,8 @@ def test_launcher_prints_the_patch_line_and_spawned_children_attach(wheel, tmp_p
     assert done.stderr.splitlines()[0] == patch_line("bf16") == \
         f"opsbot-dsv4-patch 0.1.0 attached: index_keys=bf16 sglang={SGLANG_VERSION}"
     assert done.stdout.strip() == "child hooked: True"
+    m = re.match(PATCH_LINE_RE, done.stderr.splitlines()[0])
+    assert m and m.group("index_keys", "version", "sglang") == ("bf16", "0.1.0", SGLANG_VERSION)
     plain = launch(["--index-keys", "fp8", "tests.kernels.spawn_probe"], site)  # upstream: nothing attached
     assert plain.returncode == 0 and plain.stdout.strip() == "child hooked: False"
     assert "opsbot-dsv4-patch" not in plain.stderr
