@@ -83,6 +83,11 @@ def rope_hadamard_bf16(q: torch.Tensor, freqs_cis: torch.Tensor, positions: torc
     return (x @ hadamard(d, str(q.device))).to(torch.bfloat16)
 
 
+# fp32 logits of one row chunk at most (upstream bounds its DeepGEMM logits the same way: prefill
+# rows x 256K compressed entries at 1M context would be 8 GB for 8K rows)
+LOGITS_BUDGET_BYTES = 1 << 30
+
+
 def select_bf16(
     q: torch.Tensor,
     weights: torch.Tensor,
@@ -91,12 +96,14 @@ def select_bf16(
     seq_lens: torch.Tensor,
     out_page_indices: torch.Tensor,
     max_seq_len: int,
+    budget_bytes: int = LOGITS_BUDGET_BYTES,
 ) -> None:
     """Score each query row over its own compressed entries and write the top-k as physical slots.
 
     q [R, 64, 128] bf16, weights [R, 64] (scale folded in), cache bf16 [pages, 64, 128], page_table
     [R, max_pages], seq_lens [R] (compressed entries each row sees), out [R, k] int32: what upstream's
-    `fp8_paged_mqa_logits` + `topk_transform_paged` fill, -1 past min(k, seq_len).
+    `fp8_paged_mqa_logits` + `topk_transform_paged` fill, -1 past min(k, seq_len). Rows go in chunks
+    whose fp32 logits fit `budget_bytes`.
     """
     rows, k = out_page_indices.shape
     if k not in TOPK_SIZES:
@@ -106,11 +113,15 @@ def select_bf16(
     table = page_table[:rows].to(torch.int32).contiguous()
     lens = seq_lens.reshape(-1)[:rows].to(torch.int32).contiguous()
     width = max(1, min(int(max_seq_len), table.shape[1] * PAGE))
-    logits = paged_logits(
-        q.reshape(rows, 1, HEADS, HEAD_DIM).contiguous(), weights.float().reshape(rows, 1, HEADS).contiguous(),
-        cache, table, lens, max_context_len=width,
-    )
-    out_page_indices.copy_(topk(logits, lens, k, block_table=table))
+    step = max(1, budget_bytes // (width * 4))
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        logits = paged_logits(
+            q[r0:r1].reshape(r1 - r0, 1, HEADS, HEAD_DIM).contiguous(),
+            weights[r0:r1].float().reshape(r1 - r0, 1, HEADS).contiguous(),
+            cache, table[r0:r1], lens[r0:r1], max_context_len=width,
+        )
+        out_page_indices[r0:r1].copy_(topk(logits, lens[r0:r1], k, block_table=table[r0:r1]))
 
 
 def _fit_rows(t: torch.Tensor, rows: int, value: int) -> torch.Tensor:

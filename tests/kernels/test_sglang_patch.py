@@ -175,3 +175,21 @@ def test_patch_attaches_to_the_real_modules_on_a_cpu(wheel, tmp_path):
     assert result["pool_bytes_per_page"] == 64 * 256 and result["pool_dtype"] == "torch.uint8"
     assert result["overlap_patched_bf16"] >= 0.99 and result["logits_relerr_patched_bf16"] < 0.01
     assert result["logits_relerr_upstream_fp8"] > result["logits_relerr_patched_bf16"]
+
+
+def test_select_bf16_in_row_chunks_gives_the_same_slots():
+    from kernels.layout import new_bf16_cache
+    from kernels.store import store_bf16
+
+    g = torch.Generator().manual_seed(2)
+    cache = new_bf16_cache(24)
+    store_bf16(torch.randn(24 * 64, 128, generator=g), cache, torch.arange(24 * 64, dtype=torch.int32))
+    table = torch.randperm(24, generator=g)[:20].reshape(5, 4).to(torch.int32)
+    lens = torch.tensor([256, 1, 600, 513, 100], dtype=torch.int32).clamp(max=256)
+    q = torch.randn(5, 64, 128, generator=g).to(torch.bfloat16)
+    w = torch.randn(5, 64, generator=g) / 64
+    whole, chunked = (torch.empty(5, 512, dtype=torch.int32) for _ in range(2))
+    bf16_indexer.select_bf16(q, w, cache, table, lens, whole, 256)
+    bf16_indexer.select_bf16(q, w, cache, table, lens, chunked, 256, budget_bytes=2 * 256 * 4)  # 2 rows a chunk
+    assert torch.equal(whole, chunked)
+    assert (whole[1, 1:] == -1).all() and whole[1, 0] == table[1, 0] * 64  # one visible entry: its slot
