@@ -33,8 +33,10 @@ def _patch_pool(module: ModuleType) -> None:
 def _patch_configurator(module: ModuleType) -> None:
     from kernels.sglang_patch import bf16_indexer
 
-    # pool_configurator imported the function by name: its copy sizes the pools' memory budget
-    module.get_dsv4_indexer_bytes_per_token = bf16_indexer.bytes_per_token(module.get_dsv4_indexer_bytes_per_token)
+    # pool_configurator imported the function by name: its copy sizes the pools' memory budget (when
+    # the pool module was patched first, that name is already the patched function)
+    if not getattr(module.get_dsv4_indexer_bytes_per_token, "__opsbot_patch__", False):
+        module.get_dsv4_indexer_bytes_per_token = bf16_indexer.bytes_per_token(module.get_dsv4_indexer_bytes_per_token)
 
 
 def _patch_indexer(module: ModuleType) -> None:

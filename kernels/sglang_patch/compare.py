@@ -168,7 +168,10 @@ def run_case(rows: int, entries: int, device: str, seed: int = 0) -> dict:
 
     our_logits = paged_logits(q16[:, None].contiguous(), w32[:, None].contiguous(), cache16, table, lens,
                               max_context_len=entries)
+    from sglang.srt.model_executor import pool_configurator
+
     result = {
+        "configurator_bytes_per_token": pool_configurator.get_dsv4_indexer_bytes_per_token(HEAD_DIM, False),
         "rows": rows, "entries": entries, "topk": V4_FLASH_TOPK, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "forward_equals_select": bool(torch.equal(out_fwd, out_ours)),
         "pool_bytes_per_page": buf.shape[1], "pool_dtype": str(buf.dtype),

@@ -173,6 +173,7 @@ def test_patch_attaches_to_the_real_modules_on_a_cpu(wheel, tmp_path):
     [result] = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert result["forward_equals_select"] is True  # the patched forward_c4_indexer took the bf16 path
     assert result["pool_bytes_per_page"] == 64 * 256 and result["pool_dtype"] == "torch.uint8"
+    assert result["configurator_bytes_per_token"] == 256  # the memory budget counts bf16 keys too
     assert result["overlap_patched_bf16"] >= 0.99 and result["logits_relerr_patched_bf16"] < 0.01
     assert result["logits_relerr_upstream_fp8"] > result["logits_relerr_patched_bf16"]
 
