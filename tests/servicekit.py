@@ -21,7 +21,7 @@ from opsbot.service.app import create_app
 from opsbot.settings import Settings
 from opsbot.store import Store
 
-SCENARIOS = Path(__file__).parent / "scenarios" / "written"
+SCENARIOS = Path(__file__).parent / "scenarios"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 
 # The lab's shape (node1: prefill + router, node2: decode) on local transports, for tests that
@@ -49,7 +49,8 @@ def lab_settings(tmp_path: Path, database_url: str, **over: Any) -> Settings:
 
 def replay(scenario: str):
     """A probe function answering a corpus bundle (fresh id and times) for the requested scope."""
-    recorded = read_bundle(SCENARIOS / f"{scenario}.json")
+    (path,) = SCENARIOS.glob(f"*/{scenario}.json")  # dev/ or test/
+    recorded = read_bundle(path)
     calls: list[dict[str, Any]] = []
 
     async def probe(inventory: Inventory, *, cluster: str | None = None, roles: list[str] | None = None,
@@ -90,12 +91,12 @@ def signed(body: str, *, secret: str = SIGNING_SECRET, timestamp: int | None = N
 
 def slash_body(text: str, *, user: str = "U0ALICE", response_url: str = "https://hooks.slack.com/commands/x",
                command: str = "/opsbot") -> str:
-    """A slash command form body with the fields Slack documents."""
+    """A slash command form body with the fields Slack documents (a fresh ``trigger_id`` each time)."""
     return urlencode({
         "token": "legacy-unused", "team_id": "T0LAB", "team_domain": "lab", "channel_id": "C0OPS",
         "channel_name": "gpu-ops", "user_id": user, "user_name": user.lower(), "command": command, "text": text,
         "api_app_id": "A0OPSBOT", "is_enterprise_install": "false", "response_url": response_url,
-        "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+        "trigger_id": f"13345224609.738474920.{uuid.uuid4().hex}",  # Slack's is unique per request
     })
 
 

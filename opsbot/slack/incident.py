@@ -18,7 +18,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from opsbot.slack.blocks import context, restart_buttons, section
+from opsbot.slack.blocks import context, escape, restart_buttons, section
 from opsbot.store.incidents import duration_text
 
 log = logging.getLogger(__name__)
@@ -27,11 +27,6 @@ ICON = {"critical": ":red_circle:", "high": ":large_red_square:", "warning": ":l
         "info": ":large_blue_circle:"}
 EVENT_TYPE = "opsbot_incident"
 CLAIM_STALE = timedelta(minutes=2)
-
-
-def escape(text: object) -> str:
-    """Outside text (alert labels, log lines) shown in mrkdwn: no mentions, links or markup from it."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def stage(incident: Any, actions: list[Any], restart_helps: bool) -> str:
