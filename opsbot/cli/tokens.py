@@ -13,9 +13,10 @@ def create(
     scope: list[str] = typer.Option(..., "--scope", "-s", help="read, probe or act; repeat for several"),
 ) -> None:
     """Create a token and print its secret (only now: opsbot keeps only its SHA-256)."""
+    from opsbot.settings import get_settings
     from opsbot.store import open_store
 
-    with open_store() as store:
+    with open_store(get_settings().db_url()) as store:
         try:
             secret = store.create_token(name, scope)
         except ValueError as exc:
@@ -29,9 +30,10 @@ def create(
 @app.command("list")
 def list_tokens() -> None:
     """Names, scopes and last use of the tokens (never their secrets)."""
+    from opsbot.settings import get_settings
     from opsbot.store import open_store
 
-    with open_store() as store:
+    with open_store(get_settings().db_url()) as store:
         for t in store.tokens():
             used = t.last_used_at.isoformat(timespec="seconds") if t.last_used_at else "never"
             typer.echo(f"{t.name}\t{','.join(t.scopes)}\tlast used {used}")
