@@ -34,7 +34,7 @@ IDENTITY_LABELS = frozenset(
 )
 
 Series = tuple[str, frozenset[tuple[str, str]]]
-_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
 
 # The family filter (``wanted``): blocks of the exposition that begin at a ``# HELP``/``# TYPE``
 # line. A block is dropped only when it is written so plainly that prometheus_client would read
@@ -191,7 +191,7 @@ def _combine_gauges(series: dict[Series, float]) -> dict[str, float]:
     for (name, labels), value in totals.items():
         folded[name].append(value)
         for key, label_value in labels:
-            if key not in IDENTITY_LABELS and _WORD.match(label_value):
+            if key not in IDENTITY_LABELS and _WORD.fullmatch(label_value):
                 folded[f"{name}_{label_value}"].append(value)
     return {name: _fold(name, values) for name, values in folded.items()}
 
