@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEB_PACKAGES := openssh-server openssh-client procps systemd-container debootstrap iproute2 \
-	prometheus prometheus-alertmanager postgresql chromium fonts-dejavu-core
+	prometheus prometheus-alertmanager postgresql chromium fonts-dejavu-core faketime
 STAMP_DEB := $(VENV)/.deb-installed
 STAMP_PY := $(VENV)/.py-installed
 

@@ -21,6 +21,7 @@ class Settings(BaseSettings):
 
     metrics_window_s: float = Field(3.0, ge=0.0, description="seconds between the two /metrics samples")
     ssh_connect_timeout_s: float = Field(5.0, gt=0)
+    ssh_idle_s: float = Field(300.0, gt=0, description="the service closes a node's SSH connection unused this long")
     command_timeout_s: float = Field(8.0, gt=0)
     http_timeout_s: float = Field(5.0, gt=0)
     probe_deadline_s: float = Field(20.0, gt=0, description="no probe takes longer than this")
@@ -58,6 +59,8 @@ class Settings(BaseSettings):
     alert_queue_max: int = Field(5000, ge=1, description="accepted alerts waiting for a probe; 503 above")
     coalesce_window_s: float = Field(5.0, ge=0, description="alerts for one (cluster, role) in this window share a probe")
     alert_probe_attempts: int = Field(3, ge=1, description="probe attempts for an alert before it is given up on")
+    clock_skew_warn_s: float = Field(
+        5.0, gt=0, description="warn when this host's clock and PostgreSQL's differ by more than this")
     alert_claim_ttl_s: float = Field(600.0, gt=0, description="an instance's claim on stored alerts expires after this")
     slack_bot_token: str | None = Field(None, description="xoxb- token; Slack is off without it")
     slack_signing_secret: str | None = Field(None, description="verifies requests from Slack")

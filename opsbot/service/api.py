@@ -15,6 +15,7 @@ from opsbot.inventory import NAME_RE, UnknownRole
 from opsbot.service.alertmanager import Webhook
 from opsbot.service.auth import Caller, require, require_alert_sender
 from opsbot.service.intake import QueueFull
+from opsbot.store.database import unavailable
 from opsbot.yamlsource import ConfigError
 
 router = APIRouter()
@@ -84,13 +85,18 @@ async def get_probe(job_id: str, request: Request, _: Annotated[Caller, Depends(
     "/alerts",
     tags=["alerts"],
     summary="Alertmanager webhook (payload version 4)",
-    responses={503: {"description": "queue full: Alertmanager retries"}, 413: {"description": "body too large"}},
+    responses={503: {"description": "queue full or database away: Alertmanager retries"}, 413: {"description": "body too large"}},
 )
 async def post_alerts(hook: Webhook, request: Request, _: Annotated[Caller, Depends(require_alert_sender())]) -> dict[str, int]:
     try:
         accepted = await request.app.state.intake.accept(hook)
     except QueueFull as exc:
         raise HTTPException(503, f"{exc}; retry later", headers={"Retry-After": "5"}) from exc
+    except Exception as exc:  # the database is away: nothing was acknowledged, Alertmanager sends it again
+        if not unavailable(exc):
+            raise
+        request.app.state.runtime.telemetry.alerts_rejected.labels("database-unavailable").inc()
+        raise HTTPException(503, "the database is unavailable; retry later", headers={"Retry-After": "5"}) from exc
     return {"stored": accepted.stored, "duplicates": accepted.duplicates}
 
 

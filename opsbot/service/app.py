@@ -17,6 +17,7 @@ from opsbot.service.jobs import Jobs
 from opsbot.service.limits import BodyLimit, inventory_unavailable, validation_error
 from opsbot.service.runtime import InventoryUnavailable, Runtime
 from opsbot.settings import Settings, get_settings
+from opsbot.store.exclusive import hold_single_instance, release_single_instance
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,19 @@ def _open_store(settings: Settings) -> Any:
     from opsbot.store import Store
 
     return Store(settings.db_url())
+
+
+def _check_clock(runtime: Runtime) -> None:
+    """Warn when this host's clock is off the database's: claims and leases written by several
+    instances are compared by time, so a clock minutes off would take over live work or keep dead work."""
+    skew = runtime.store.clock_skew() if hasattr(runtime.store, "clock_skew") else None
+    if skew is None:
+        return
+    runtime.telemetry.clock_skew.set(skew)
+    if abs(skew) > runtime.settings.clock_skew_warn_s:
+        log.warning("this host's clock is %.1f s %s the database server's (warn above %.0f s): leases and claims "
+                    "compare times across instances, so fix the clock (NTP/chrony) on this host or the database's",
+                    abs(skew), "ahead of" if skew > 0 else "behind", runtime.settings.clock_skew_warn_s)
 
 
 async def _reconcile(runtime: Runtime) -> None:
@@ -52,11 +66,17 @@ async def _reconcile(runtime: Runtime) -> None:
 def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None) -> FastAPI:
     """Build the app; ``runtime`` lets tests and benchmarks choose the store and probe function."""
     settings = settings or get_settings()
-    runtime = runtime or Runtime(settings=settings, store=_open_store(settings))
+    if runtime is None:
+        from opsbot.collect.pool import KeptPool
+
+        runtime = Runtime(settings=settings, store=_open_store(settings))
+        runtime.pool = KeptPool(settings, settings.ssh_idle_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         slack = app.state.slack
+        lock = hold_single_instance(runtime.store.url) if hasattr(runtime.store, "url") else None
+        await runtime.db(_check_clock, runtime)
         await _reconcile(runtime)
         recovered = await app.state.intake.recover()
         if recovered:
@@ -69,6 +89,9 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 await socket.close_async()
             await app.state.intake.close()
             await app.state.jobs.close()
+            if runtime.pool is not None:
+                await runtime.pool.close()
+            release_single_instance(lock)
 
     app = FastAPI(title="opsbot", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.runtime = runtime

@@ -2,7 +2,7 @@
 
 The pipeline has named stages, like Alertmanager's own: ``accept`` (bounded: at most
 ``alert_queue_max`` accepted alerts wait for a probe, beyond that 503 so Alertmanager retries;
-stored before answering) → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at
+stored before answering, concurrent calls sharing one transaction: ``groupcommit``) → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at
 a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
 a stored alert without a probe is picked up again by ``recover`` at the next start, by exactly one
 instance (each claims the alerts it probes). A probe that cannot run is recorded on its alerts; a
@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from datetime import timedelta
@@ -24,6 +25,7 @@ from opsbot.bundle import Trigger
 from opsbot.inventory import UnknownRole
 from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
 from opsbot.service.coalesce import Coalescer
+from opsbot.service.groupcommit import GroupCommit
 from opsbot.service.runtime import ProbeResult, Runtime
 from opsbot.store import AlertIn
 from opsbot.store.models import Alert as AlertRow
@@ -68,6 +70,7 @@ class AlertIntake:
         self.max_waiting = runtime.settings.alert_queue_max
         self.waiting = 0  # alerts accepted (stored) whose probe has not finished yet
         self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, runtime.settings.coalesce_window_s)
+        self.writes = GroupCommit(partial(runtime.store.save_alerts, claimer=runtime.instance), runtime.db)
 
     # stage 1: accept --------------------------------------------------------------------------
     async def accept(self, hook: Webhook) -> Accepted:
@@ -81,7 +84,7 @@ class AlertIntake:
         try:
             default_cluster = self.runtime.cluster_name()
             rows = [_alert_in(hook, a, default_cluster) for a in hook.alerts]
-            saved = await self.runtime.db(self.runtime.store.save_alerts, rows, self.runtime.instance)
+            saved = await self.writes.save(rows)
         except BaseException:
             self._count(-n)
             raise

@@ -69,6 +69,7 @@ class Runtime:
     diagnose: DiagnoseFn = field(default_factory=_default_diagnose)
     telemetry: Telemetry = field(default_factory=Telemetry)
     instance: str = field(default_factory=_instance_id)
+    pool: Any = None  # opsbot.collect.pool.KeptPool: connections kept across probes (set by the service)
     _inventory: tuple[float, Inventory] | None = None
 
     def inventory(self) -> Inventory:
@@ -97,7 +98,9 @@ class Runtime:
         started = time.perf_counter()
         outcome = "error"
         try:
-            bundle = await self.probe(inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings)
+            kept = {"pool": self.pool.view()} if self.pool is not None else {}
+            bundle = await self.probe(inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings,
+                                      **kept)
             diagnosis = self.diagnose(bundle)
             probe_id = await self.db(self.store.save_probe, bundle, diagnosis)
             outcome = "finding" if diagnosis.findings else "no-finding"

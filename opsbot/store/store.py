@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterable
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -140,6 +141,19 @@ class Store:
 
     # -- plumbing -------------------------------------------------------------------------------
 
+    def clock_skew(self) -> float | None:
+        """Seconds this host's clock runs ahead of the PostgreSQL server's (negative: behind); None on
+        SQLite, whose clock is this host's. Claims and leases compare times written by several hosts."""
+        if self.engine.dialect.name != "postgresql":
+            return None
+
+        def _read(s: Session) -> float:
+            before = time.time()
+            server = float(s.scalar(text("SELECT extract(epoch FROM clock_timestamp())")))
+            return (before + time.time()) / 2 - server
+
+        return self.read(_read)
+
     def write(self, fn: Callable[[Session], T], what: str = "write") -> T:
         """Run ``fn`` in one transaction: all of it commits or none; retried while busy."""
 
@@ -234,16 +248,16 @@ class Store:
                 received_at=at, claimed_by=claimer, claimed_at=at if claimer else None,
             ))
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        # one statement for every row (executemany with RETURNING: SQLAlchemy's insertmanyvalues), compiled
+        # once and cached; a multi-row VALUES would be compiled afresh for every row count
+        stmt = insert(Alert.__table__).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(
+            Alert.__table__.c.dedup_key)
         values, keys = list(rows.values()), list(rows)
-        chunks = range(0, len(values), ALERT_CHUNK)  # keeps each statement under SQLite's bound-parameter limit
 
         def _save(s: Session) -> list[tuple[int, bool]]:
-            fresh: set[str] = set()
+            fresh = set(s.scalars(stmt, values).all())
             ids: dict[str, int] = {}
-            for i in chunks:
-                stmt = insert(Alert).values(values[i:i + ALERT_CHUNK]).on_conflict_do_nothing(
-                    index_elements=["dedup_key"]).returning(Alert.dedup_key)
-                fresh.update(s.scalars(stmt).all())
+            for i in range(0, len(keys), ALERT_CHUNK):  # keeps each IN under SQLite's bound-parameter limit
                 ids.update(s.execute(select(Alert.dedup_key, Alert.id)
                                      .where(Alert.dedup_key.in_(keys[i:i + ALERT_CHUNK]))).all())
             seen: set[str] = set()
