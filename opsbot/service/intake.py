@@ -28,6 +28,7 @@ from opsbot.service.coalesce import Coalescer
 from opsbot.service.groupcommit import GroupCommit
 from opsbot.service.runtime import ProbeResult, Runtime
 from opsbot.store import AlertIn
+from opsbot.store.database import unavailable
 from opsbot.store.models import Alert as AlertRow
 from opsbot.yamlsource import ConfigError
 
@@ -117,10 +118,22 @@ class AlertIntake:
 
     # stage 3: probe and notify ----------------------------------------------------------------
     async def _handle(self, scope: Scope, alerts: list[StoredAlert]) -> None:
+        """Probe and notify; while the database is away the alerts wait (still counted) and go round again."""
+        away = False
         try:
             await self._probe_and_notify(scope, alerts)
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+            away = True
+            log.warning("database unavailable while handling %d alerts on %s/%s (%s); trying again shortly",
+                        len(alerts), *scope, str(exc).splitlines()[0])
         finally:
-            self._count(-len(alerts))
+            if not away:
+                self._count(-len(alerts))
+        if away:
+            await asyncio.sleep(max(1.0, self.runtime.settings.coalesce_window_s))
+            self.coalescer.submit(scope, alerts)
 
     async def _probe_and_notify(self, scope: Scope, alerts: list[StoredAlert]) -> None:
         cluster, role = scope
@@ -130,6 +143,8 @@ class AlertIntake:
         try:
             result = await self.runtime.run_probe(cluster, None if role == ALL_ROLES else [role], trigger)
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
+            if unavailable(exc):
+                raise  # not the probe's fault: ``_handle`` tries again once the database is back
             log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
             error = str(exc)
             await self.runtime.db(self.runtime.store.alert_probe_failed, [a.id for a in alerts], error,
