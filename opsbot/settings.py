@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     weekly_report_day: str = Field("mon", pattern=r"^(mon|tue|wed|thu|fri|sat|sun)$")
     weekly_report_time: str = Field("09:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM, local time")
     report_slack_channel: str | None = Field(None, description="channel the weekly report is posted to")
+    report_schedule: bool = Field(True, description="the service makes (and posts) the weekly report on schedule")
 
     # guarded actions (opsbot/act)
     restart_requires_approval: bool = Field(True, description="a restart waits for an approver (--approve, Slack, REST)")
@@ -54,14 +55,18 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="address opsbot serve listens on")
     port: int = Field(8080, ge=1, le=65535)
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest request body accepted (413 above)")
+    body_read_timeout_s: float = Field(10.0, gt=0, description="a request body must arrive within this (408 after)")
     probe_wait_s: float = Field(2.0, ge=0, description="POST /probe answers inline if done by then, else a job id")
     alert_token: str | None = Field(None, description="shared secret Alertmanager sends in X-Opsbot-Alert-Token")
     alert_queue_max: int = Field(5000, ge=1, description="accepted alerts waiting for a probe; 503 above")
     coalesce_window_s: float = Field(5.0, ge=0, description="alerts for one (cluster, role) in this window share a probe")
     alert_probe_attempts: int = Field(3, ge=1, description="probe attempts for an alert before it is given up on")
+    alert_retry_s: float = Field(30.0, ge=0, description="a probe that could not run is tried again after this")
+    instance_heartbeat_s: float = Field(1.0, gt=0, description="how often this instance renews its lease and sweeps")
+    instance_lease_s: float = Field(
+        5.0, gt=0, description="an instance silent this long is dead: a live one takes over the alerts it claimed")
     clock_skew_warn_s: float = Field(
         5.0, gt=0, description="warn when this host's clock and PostgreSQL's differ by more than this")
-    alert_claim_ttl_s: float = Field(600.0, gt=0, description="an instance's claim on stored alerts expires after this")
     slack_bot_token: str | None = Field(None, description="xoxb- token; Slack is off without it")
     slack_signing_secret: str | None = Field(None, description="verifies requests from Slack")
     slack_app_token: str | None = Field(None, description="xapp- token for Socket Mode")

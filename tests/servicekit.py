@@ -15,9 +15,9 @@ import httpx
 from slack_sdk.signature import SignatureVerifier
 
 from opsbot.bundle import Bundle, Trigger, read_bundle, utcnow
+from opsbot.flow import Flow
 from opsbot.inventory import Inventory
 from opsbot.service.app import create_app
-from opsbot.service.runtime import Runtime
 from opsbot.settings import Settings
 from opsbot.store import Store
 
@@ -43,6 +43,7 @@ def lab_settings(tmp_path: Path, database_url: str, **over: Any) -> Settings:
     inv = tmp_path / "inventory.yaml"
     if not inv.exists():
         inv.write_text(INVENTORY)
+    over = {"report_schedule": False, **over}  # the weekly job has its own test (test_report_schedule)
     return Settings(data_dir=tmp_path, inventory=inv, database_url=database_url, coalesce_window_s=0.2, **over)
 
 
@@ -64,14 +65,14 @@ def replay(scenario: str):
     return probe
 
 
-def runtime_for(settings: Settings, probe: Any) -> Runtime:
-    return Runtime(settings=settings, store=Store(settings.db_url()), probe=probe)
+def flow_for(settings: Settings, probe: Any) -> Flow:
+    return Flow(settings=settings, store=Store(settings.db_url()), probe=probe)
 
 
 @asynccontextmanager
-async def served(settings: Settings, runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
+async def served(settings: Settings, flow: Flow) -> AsyncIterator[httpx.AsyncClient]:
     """The app with its lifespan running (intake worker, Slack), driven in this event loop."""
-    app = create_app(settings, runtime=runtime)
+    app = create_app(settings, flow=flow)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://opsbot.test") as client:
@@ -89,12 +90,12 @@ def signed(body: str, *, secret: str = SIGNING_SECRET, timestamp: int | None = N
 
 def slash_body(text: str, *, user: str = "U0ALICE", response_url: str = "https://hooks.slack.com/commands/x",
                command: str = "/opsbot") -> str:
-    """A slash command form body with the fields Slack documents."""
+    """A slash command form body with the fields Slack documents (a fresh ``trigger_id`` each time)."""
     return urlencode({
         "token": "legacy-unused", "team_id": "T0LAB", "team_domain": "lab", "channel_id": "C0OPS",
         "channel_name": "gpu-ops", "user_id": user, "user_name": user.lower(), "command": command, "text": text,
         "api_app_id": "A0OPSBOT", "is_enterprise_install": "false", "response_url": response_url,
-        "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+        "trigger_id": f"13345224609.738474920.{uuid.uuid4().hex}",  # Slack's is unique per request
     })
 
 

@@ -11,6 +11,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from opsbot.settings import Settings
+    from opsbot.store import Store
     from opsbot.yamlsource import ConfigError
 
 app = typer.Typer(help="Check, render, diff and apply a deployment spec.", no_args_is_help=True)
@@ -18,6 +19,16 @@ out = Console()
 err = Console(stderr=True)
 
 SpecArg = typer.Argument(..., exists=False, help="deployment spec YAML, e.g. serving/examples/dsv4-flash-1node.yaml")
+
+
+def _store(settings: Settings) -> Store:
+    from opsbot.store import StoreError, open_store
+
+    try:
+        return open_store(settings.db_url())
+    except StoreError as exc:
+        err.print(str(exc), style="red", markup=False)
+        raise typer.Exit(2) from exc
 
 
 def _refuse(exc: ConfigError) -> typer.Exit:
@@ -132,7 +143,9 @@ def apply_command(
 ) -> None:
     """Upload changed files, daemon-reload, restart prefill, decode, router in order with health checks."""
     import asyncio
+    import getpass
 
+    from opsbot.act.deploy import DeployGuard
     from opsbot.collect.transport import TransportPool
     from opsbot.settings import get_settings
     from opsbot.yamlsource import ConfigError
@@ -144,10 +157,14 @@ def apply_command(
     except ConfigError as exc:
         raise _refuse(exc) from None
 
+    settings = get_settings()
+    guard = DeployGuard(_store(settings), s.name, actor=getpass.getuser(), settings=settings)
+
     async def go():
-        async with TransportPool(get_settings()) as pool:
+        async with TransportPool(settings) as pool:
             with err.status("applying") as status:
-                return await apply(s, pool, progress=lambda msg: (status.update(msg), err.print(msg, highlight=False)),
+                return await apply(s, pool, guard,
+                                   progress=lambda msg: (status.update(msg), err.print(msg, highlight=False)),
                                    restart_all=restart_all)
 
     outcome = asyncio.run(go())

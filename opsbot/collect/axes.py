@@ -12,11 +12,12 @@ import re
 import time
 
 from opsbot.bundle import (
-    GPU_QUERY, SYSTEMD_PROPERTIES, GpuEvidence, HealthEvidence, KernelLogEvidence, LogsEvidence, MetricSample,
+    GPU_QUERY, GpuEvidence, HealthEvidence, KernelLogEvidence, LogsEvidence, MetricSample,
     MetricsEvidence, SystemdEvidence, utcnow,
 )
 from opsbot.collect.transport import CommandResult, HttpResult, Transport
 from opsbot.inventory import Role
+from opsbot.nodecommands import gpu_query, journal, unit_show
 from opsbot.parse.logs import LOG_FILTER
 from opsbot.settings import Settings
 
@@ -50,6 +51,8 @@ def _failure(r: CommandResult) -> str | None:
 def _http_failure(r: HttpResult, what: str) -> str | None:
     if r.error:
         return r.error
+    if r.location is not None:
+        return f"{what}: HTTP {r.status} redirect to {redact(r.location[:200])!r}, not followed"
     if r.status != 200:
         hint = " (is the server started with --enable-metrics?)" if r.status == 404 and what == "metrics" else ""
         return f"{what}: HTTP {r.status}{hint}: {r.body.strip()[:200]}"
@@ -61,7 +64,7 @@ def _ms(t0: float) -> float:
 
 
 async def collect_systemd(t: Transport, role: Role, s: Settings) -> SystemdEvidence:
-    r = await t.run(["systemctl", "show", role.unit, "--no-pager", "-p", SYSTEMD_PROPERTIES], s.command_timeout_s)
+    r = await t.run(unit_show(role.unit), s.command_timeout_s)
     error = _failure(r)
     return SystemdEvidence(ok=error is None, error=error, elapsed_ms=r.elapsed_ms, raw=r.stdout)
 
@@ -93,7 +96,7 @@ async def collect_health(t: Transport, role: Role, s: Settings) -> HealthEvidenc
     r = await t.http_get(role.health_url, s.http_timeout_s, HEALTH_BODY_CAP, direct=not role.http_via_ssh)
     return HealthEvidence(
         ok=r.error is None, error=r.error, elapsed_ms=r.elapsed_ms, endpoint=endpoint, status=r.status,
-        body=redact(r.body),
+        body=redact(r.body), **({"location": redact(r.location[:2048])} if r.location is not None else {}),
     )
 
 
@@ -125,7 +128,7 @@ def _journal_failure(r: CommandResult) -> str | None:
 
 async def _journal(t: Transport, args: list[str], pattern: str, s: Settings) -> CommandResult:
     """journalctl filtered on the node with ``--grep``; without PCRE2 support, unfiltered."""
-    base = ["journalctl", *args, "-o", "short-iso", "--no-pager", "-n", str(s.log_lines_cap * 4)]
+    base = journal(args, s.log_lines_cap * 4)
     r = await t.run([*base, "--grep", pattern], s.command_timeout_s)
     if r.exit_status not in (0, 1) and "pattern matching" in r.stderr:
         r = await t.run(base, s.command_timeout_s)
@@ -142,7 +145,7 @@ async def collect_logs(t: Transport, role: Role, since: str, s: Settings) -> Log
 
 
 async def collect_gpu(t: Transport, s: Settings) -> GpuEvidence:
-    r = await t.run(["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"], s.command_timeout_s)
+    r = await t.run(gpu_query(), s.command_timeout_s)
     error = _failure(r)
     return GpuEvidence(ok=error is None, error=error, elapsed_ms=r.elapsed_ms, query=GPU_QUERY, raw=r.stdout)
 

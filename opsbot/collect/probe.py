@@ -23,13 +23,13 @@ if TYPE_CHECKING:
 Progress = Callable[[str, str], None]
 E = TypeVar("E", bound=Envelope)
 
-_SPAN = re.compile(r"^-\s*(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days)$")
+_SPAN = re.compile(r"-\s*(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days)")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def since_timestamp(spec: str, now: datetime) -> str:
     """``-15min`` → an absolute UTC time journalctl accepts; anything else is passed through."""
-    m = _SPAN.match(spec.strip())
+    m = _SPAN.fullmatch(spec.strip())
     if not m:
         return spec
     unit = "m" if m[2].startswith("m") else m[2][0]

@@ -58,6 +58,7 @@ class HttpResult:
     elapsed_ms: float
     error: str | None = None
     truncated: bool = False
+    location: str | None = None  # a redirect's target, kept as evidence and never followed
 
     @property
     def ok(self) -> bool:
@@ -123,7 +124,8 @@ async def _http_get(
                         del buf[cap:]
                         truncated = True
                         break
-                return HttpResult(resp.status_code, _decode(bytes(buf)), _ms(t0), truncated=truncated)
+                return HttpResult(resp.status_code, _decode(bytes(buf)), _ms(t0), truncated=truncated,
+                                  location=resp.headers.get("location") if resp.is_redirect else None)
     except TimeoutError:
         return HttpResult(None, "", _ms(t0), error=f"GET {url}: no answer within {deadline:g} s")
     except httpx.HTTPError as exc:
@@ -132,7 +134,9 @@ async def _http_get(
 
 def _http_client() -> httpx.AsyncClient:
     # trust_env=False: a proxy from the environment must not see node-local URLs.
-    return httpx.AsyncClient(trust_env=False, follow_redirects=True)
+    # follow_redirects=False: a role port answering 302 must not make opsbot fetch another URL from
+    # its own host (request forgery outside the SSH tunnel); the redirect is evidence instead.
+    return httpx.AsyncClient(trust_env=False, follow_redirects=False)
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:

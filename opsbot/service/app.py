@@ -11,11 +11,12 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from opsbot import __version__
+from opsbot.flow import Flow, InventoryUnavailable
 from opsbot.service import api, pages
 from opsbot.service.intake import AlertIntake
 from opsbot.service.jobs import Jobs
+from opsbot.service.lease import Lease
 from opsbot.service.limits import BodyLimit, inventory_unavailable, validation_error
-from opsbot.service.runtime import InventoryUnavailable, Runtime
 from opsbot.settings import Settings, get_settings
 from opsbot.store.exclusive import hold_single_instance, release_single_instance
 
@@ -34,70 +35,75 @@ def _open_store(settings: Settings) -> Any:
     return Store(settings.db_url())
 
 
-def _check_clock(runtime: Runtime) -> None:
+def _check_clock(flow: Flow) -> None:
     """Warn when this host's clock is off the database's: claims and leases written by several
     instances are compared by time, so a clock minutes off would take over live work or keep dead work."""
-    skew = runtime.store.clock_skew() if hasattr(runtime.store, "clock_skew") else None
+    skew = flow.store.clock_skew() if hasattr(flow.store, "clock_skew") else None
     if skew is None:
         return
-    runtime.telemetry.clock_skew.set(skew)
-    if abs(skew) > runtime.settings.clock_skew_warn_s:
+    flow.telemetry.clock_skew.set(skew)
+    if abs(skew) > flow.settings.clock_skew_warn_s:
         log.warning("this host's clock is %.1f s %s the database server's (warn above %.0f s): leases and claims "
                     "compare times across instances, so fix the clock (NTP/chrony) on this host or the database's",
-                    abs(skew), "ahead of" if skew > 0 else "behind", runtime.settings.clock_skew_warn_s)
+                    abs(skew), "ahead of" if skew > 0 else "behind", flow.settings.clock_skew_warn_s)
 
 
-async def _reconcile(runtime: Runtime) -> None:
+async def _reconcile(flow: Flow) -> None:
     """Settle restarts a dead opsbot left ``executing`` (by looking at the units), as the CLI does at start."""
-    from opsbot.act import reconcile
-
     try:
-        inventory = runtime.inventory()
+        flow.inventory()
     except InventoryUnavailable as exc:
         log.warning("interrupted actions not reconciled at start-up: %s", exc)
         return
     try:
-        for o in await reconcile(runtime.store, inventory, runtime.settings):
+        for o in await flow.reconcile():
             log.warning("reconciled interrupted action %s: %s: %s", o.action_id, o.state, o.message)
     except Exception:  # a node that cannot be reached must not keep the service down; the next start retries
         log.exception("reconciling interrupted actions failed; they stay 'executing' until the next start")
 
 
-def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None) -> FastAPI:
-    """Build the app; ``runtime`` lets tests and benchmarks choose the store and probe function."""
+def create_app(settings: Settings | None = None, *, flow: Flow | None = None) -> FastAPI:
+    """The service's composition root: one Settings, one Flow, and every trigger started in the lifespan.
+
+    ``flow`` lets tests and benchmarks choose the store and probe function.
+    """
     settings = settings or get_settings()
-    if runtime is None:
+    if flow is None:
         from opsbot.collect.pool import KeptPool
 
-        runtime = Runtime(settings=settings, store=_open_store(settings))
-        runtime.pool = KeptPool(settings, settings.ssh_idle_s)
+        flow = Flow(settings=settings, store=_open_store(settings))
+        flow.pool = KeptPool(settings, settings.ssh_idle_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         slack = app.state.slack
-        lock = hold_single_instance(runtime.store.url) if hasattr(runtime.store, "url") else None
-        await runtime.db(_check_clock, runtime)
-        await _reconcile(runtime)
-        recovered = await app.state.intake.recover()
-        if recovered:
-            log.info("picked up %d stored alerts that had no probe yet", recovered)
+        lock = hold_single_instance(flow.store.url) if hasattr(flow.store, "url") else None
+        await flow.db(_check_clock, flow)
+        await _reconcile(flow)
+        lease = Lease(flow, sweeps=[app.state.intake.recover])
+        await lease.start()
+        app.state.scheduler = _start_reports(flow, slack)
         socket = await slack.start_socket_mode() if slack else None
         try:
             yield
         finally:
             if socket is not None:
                 await socket.close_async()
+            if app.state.scheduler is not None:
+                app.state.scheduler.shutdown(wait=False)
             await app.state.intake.close()
+            await lease.stop()
             await app.state.jobs.close()
-            if runtime.pool is not None:
-                await runtime.pool.close()
+            if flow.pool is not None:
+                await flow.pool.close()
             release_single_instance(lock)
 
     app = FastAPI(title="opsbot", version=__version__, description=DESCRIPTION, lifespan=lifespan)
-    app.state.runtime = runtime
+    app.state.flow = flow
     app.state.jobs = Jobs()
     app.state.slack = None
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.state.scheduler = None
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout_s=settings.body_read_timeout_s)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(InventoryUnavailable, inventory_unavailable)  # type: ignore[arg-type]
     app.include_router(api.router)
@@ -106,8 +112,17 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         from opsbot.slack.app import SlackSurface
         from opsbot.slack.app import router as slack_router
 
-        app.state.slack = SlackSurface(runtime)
+        app.state.slack = SlackSurface(flow)
         app.include_router(slack_router)
-    app.state.intake = AlertIntake(runtime, notifier=app.state.slack.threads if app.state.slack else None)
+    app.state.intake = AlertIntake(flow, notifier=app.state.slack.threads if app.state.slack else None)
     return app
 
+
+def _start_reports(flow: Flow, slack: Any) -> Any:
+    """The weekly report trigger (APScheduler, claimed once per week across instances), posted through Slack."""
+    if not flow.settings.report_schedule:
+        return None
+    from opsbot.report.schedule import SlackPoster, start_report_scheduler
+
+    poster = SlackPoster(slack.client) if slack is not None else None
+    return start_report_scheduler(flow.store, flow.settings, poster, instance=flow.instance)

@@ -2,12 +2,13 @@
 
 The pipeline has named stages, like Alertmanager's own: ``accept`` (bounded: at most
 ``alert_queue_max`` accepted alerts wait for a probe, beyond that 503 so Alertmanager retries;
-stored before answering, concurrent calls sharing one transaction: ``groupcommit``) → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at
-a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
-a stored alert without a probe is picked up again by ``recover`` at the next start, by exactly one
-instance (each claims the alerts it probes). A probe that cannot run is recorded on its alerts; a
-scope the inventory does not know is final, other failures are retried up to
-``alert_probe_attempts`` starts, then the alert is given up on (history and status page show it).
+stored before answering, concurrent calls sharing one transaction: ``groupcommit``) → ``_dispatch``
+(group by scope) → ``Coalescer`` (one probe per scope at a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
+its claim is a lease held while this instance lives (``lease.py``): if it dies, a live instance's
+``recover`` (after every heartbeat) takes the alert over within seconds, exactly one instance per
+alert. A probe that cannot run is recorded on its alerts; a scope the inventory does not know is
+final, other failures are retried after ``alert_retry_s`` up to ``alert_probe_attempts`` times,
+then the alert is given up on (history and status page show it).
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from typing import Protocol
 from datetime import timedelta
 
 from opsbot.bundle import Trigger
+from opsbot.flow import ProbeResult, Flow
 from opsbot.inventory import UnknownRole
 from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
 from opsbot.service.coalesce import Coalescer
 from opsbot.service.groupcommit import GroupCommit
-from opsbot.service.runtime import ProbeResult, Runtime
 from opsbot.store import AlertIn
 from opsbot.store.database import unavailable
 from opsbot.store.models import Alert as AlertRow
@@ -65,25 +66,25 @@ class Accepted:
 
 
 class AlertIntake:
-    def __init__(self, runtime: Runtime, notifier: Notifier | None = None) -> None:
-        self.runtime = runtime
+    def __init__(self, flow: Flow, notifier: Notifier | None = None) -> None:
+        self.flow = flow
         self.notifier = notifier
-        self.max_waiting = runtime.settings.alert_queue_max
+        self.max_waiting = flow.settings.alert_queue_max
         self.waiting = 0  # alerts accepted (stored) whose probe has not finished yet
-        self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, runtime.settings.coalesce_window_s)
-        self.writes = GroupCommit(partial(runtime.store.save_alerts, claimer=runtime.instance), runtime.db)
+        self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, flow.settings.coalesce_window_s)
+        self.writes = GroupCommit(partial(flow.store.save_alerts, claimer=flow.instance), flow.db)
 
     # stage 1: accept --------------------------------------------------------------------------
     async def accept(self, hook: Webhook) -> Accepted:
         """Store every alert of the notification (duplicates once), then dispatch it; or QueueFull."""
-        telemetry = self.runtime.telemetry
+        telemetry = self.flow.telemetry
         n = len(hook.alerts)
         if self.waiting and self.waiting + n > self.max_waiting:
             telemetry.alerts_rejected.labels("queue-full").inc()
             raise QueueFull(f"{self.waiting} accepted alerts are waiting for a probe (limit {self.max_waiting})")
         self._count(n)  # reserve before the first await, so concurrent calls cannot overfill
         try:
-            default_cluster = self.runtime.cluster_name()
+            default_cluster = self.flow.cluster_name()
             rows = [_alert_in(hook, a, default_cluster) for a in hook.alerts]
             saved = await self.writes.save(rows)
         except BaseException:
@@ -98,13 +99,19 @@ class AlertIntake:
 
     def _count(self, delta: int) -> None:
         self.waiting += delta
-        self.runtime.telemetry.alerts_waiting.set(self.waiting)
+        self.flow.telemetry.alerts_waiting.set(self.waiting)
 
     # stage 2: dispatch ------------------------------------------------------------------------
     async def recover(self) -> int:
-        """Hand stored-but-unprocessed alerts (from before a crash or restart) to the probes."""
-        ttl = timedelta(seconds=self.runtime.settings.alert_claim_ttl_s)
-        rows = await self.runtime.db(self.runtime.store.claim_unprocessed, self.runtime.instance, ttl)
+        """Claim stored alerts no live instance is probing (a dead instance's, or a probe to retry), as
+        many as the queue has room for, and dispatch them; run at start and after every heartbeat."""
+        settings = self.flow.settings
+        room = self.max_waiting - self.waiting
+        if room <= 0:
+            return 0
+        rows = await self.flow.db(self.flow.store.claim_unprocessed, self.flow.instance,
+                                     lease=timedelta(seconds=settings.instance_lease_s),
+                                     retry_after=timedelta(seconds=settings.alert_retry_s), limit=room)
         self._count(len(rows))
         self._dispatch([_stored(r, r.id) for r in rows])
         return len(rows)
@@ -132,7 +139,7 @@ class AlertIntake:
             if not away:
                 self._count(-len(alerts))
         if away:
-            await asyncio.sleep(max(1.0, self.runtime.settings.coalesce_window_s))
+            await asyncio.sleep(max(1.0, self.flow.settings.coalesce_window_s))
             self.coalescer.submit(scope, alerts)
 
     async def _probe_and_notify(self, scope: Scope, alerts: list[StoredAlert]) -> None:
@@ -141,17 +148,16 @@ class AlertIntake:
         result: ProbeResult | None = None
         error: str | None = None
         try:
-            result = await self.runtime.run_probe(cluster, None if role == ALL_ROLES else [role], trigger)
+            result = await self.flow.run_probe(cluster, None if role == ALL_ROLES else [role], trigger,
+                                                  alert_ids=[a.id for a in alerts])
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
             if unavailable(exc):
                 raise  # not the probe's fault: ``_handle`` tries again once the database is back
             log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
             error = str(exc)
-            await self.runtime.db(self.runtime.store.alert_probe_failed, [a.id for a in alerts], error,
-                                  max_attempts=self.runtime.settings.alert_probe_attempts,
+            await self.flow.db(self.flow.store.alert_probe_failed, [a.id for a in alerts], error,
+                                  max_attempts=self.flow.settings.alert_probe_attempts,
                                   final=isinstance(exc, (UnknownRole, ConfigError)))
-        if result is not None:
-            await self.runtime.db(self.runtime.store.link_alert_probe, [a.id for a in alerts], result.probe_id)
         if self.notifier is not None:
             by_group: dict[str, list[StoredAlert]] = defaultdict(list)
             for a in alerts:

@@ -1,6 +1,7 @@
 """The Slack surface: a slack-bolt AsyncApp on the service's FastAPI app (``POST /slack/events``).
 
-Bolt verifies every request (signature and a 5-minute timestamp window) before a listener runs.
+Every request's signature is verified on the raw bytes (and its replay refused) before it is parsed;
+bolt verifies it again before a listener runs.
 Listeners acknowledge at once (Slack allows 3 s), then do the work and post the answer with
 ``chat.postMessage`` to the channel; the Web API base URL comes from settings, so tests point it
 at a local recording server. Socket Mode (``OPSBOT_SLACK_SOCKET_MODE=true`` + an ``xapp-`` token)
@@ -11,47 +12,67 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
+import time
+from datetime import timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from opsbot.bundle import Trigger
-from opsbot.diagnose import roles_for_words
-from opsbot.service.runtime import ProbeResult, Runtime
-from opsbot.slack.blocks import decided_blocks, finding_blocks, help_blocks, plan_blocks, section
+from opsbot.flow import Flow, ProbeResult
+from opsbot.slack.blocks import decided_blocks, escape, finding_blocks, help_blocks, plan_blocks, section
 from opsbot.slack.commands import Command, parse_command
+from opsbot.slack.signing import WINDOW_S, body_problem, signature_problem
 from opsbot.slack.threads import AlertThreads
 
 log = logging.getLogger(__name__)
 router = APIRouter()
+REPLAY_WINDOW = timedelta(seconds=WINDOW_S + 60)  # a signature older than Slack's window is refused anyway
 
 
 @router.post("/slack/events", include_in_schema=False)
 async def slack_events(request: Request) -> Response:
-    """Slash commands, interactivity and events all arrive here (one Request URL in the Slack app)."""
-    return await request.app.state.slack.handler.handle(request)
+    """Slash commands, interactivity and events all arrive here (one Request URL in the Slack app).
+
+    The signature is checked first, on the raw bytes (401); a signed request is refused when its
+    signature was already used (a replay, 401) or when its body does not parse (400). Only then
+    does bolt see it.
+    """
+    surface: SlackSurface = request.app.state.slack
+    flow = surface.flow
+    body = await request.body()
+    h = request.headers
+    problem = signature_problem(flow.settings.slack_signing_secret or "", h.get("x-slack-request-timestamp"),
+                                h.get("x-slack-signature"), body, time.time())
+    if problem is None and not await flow.db(flow.store.first_use, h["x-slack-signature"], REPLAY_WINDOW):
+        problem = "this signed request was already received (a replay)"
+    if problem is not None:
+        return JSONResponse({"detail": problem}, 401)
+    malformed = body_problem(h.get("content-type", ""), body)
+    if malformed is not None:
+        return JSONResponse({"detail": malformed}, 400)
+    return await surface.handler.handle(request)
 
 
 class SlackSurface:
-    def __init__(self, runtime: Runtime) -> None:
-        s = runtime.settings
-        self.runtime = runtime
+    def __init__(self, flow: Flow) -> None:
+        s = flow.settings
+        self.flow = flow
         self.client = AsyncWebClient(token=s.slack_bot_token, base_url=s.slack_api_url)
         self.bolt = AsyncApp(client=self.client, signing_secret=s.slack_signing_secret, process_before_response=False)
         self.handler = AsyncSlackRequestHandler(self.bolt)
         self.threads = AlertThreads(self)
-        self._plans: OrderedDict[Any, dict[str, str]] = OrderedDict()  # probe id -> role -> planned action
         self.bolt.command(s.slack_command)(self._command)
         self.bolt.action("restart_approve")(self._approve)
         self.bolt.action("restart_dismiss")(self._dismiss)
 
     async def start_socket_mode(self) -> Any:
         """Connect out over a websocket when configured; returns the handler to close, or None."""
-        s = self.runtime.settings
+        s = self.flow.settings
         if not s.slack_socket_mode:
             return None
         if not s.slack_app_token:
@@ -66,25 +87,25 @@ class SlackSurface:
     async def _command(self, ack: Any, command: dict[str, Any], respond: Any) -> None:
         cmd = parse_command(command.get("text", ""))
         if cmd.verb == "help":
-            await ack(blocks=help_blocks(self.runtime.settings.slack_command), text="opsbot help")
+            await ack(blocks=help_blocks(self.flow.settings.slack_command), text="opsbot help")
             return
-        await ack(text=f"opsbot: working on `{cmd.text or cmd.verb}`…")
+        await ack(text=f"opsbot: working on `{escape(cmd.text or cmd.verb)}`…")
         user, channel = command.get("user_id", "?"), command["channel_id"]
         try:
             blocks, text = await self._answer(cmd, user)
         except Exception as exc:  # the operator sees why; the next command still works
             log.info("slack command %r failed: %s", cmd.text, exc)
-            await respond(text=f":warning: {exc}", response_type="ephemeral")
+            await respond(text=f":warning: {escape(exc)}", response_type="ephemeral")
             return
         await self.client.chat_postMessage(channel=channel, blocks=blocks, text=text)
 
     async def _answer(self, cmd: Command, user: str) -> tuple[list[dict[str, Any]], str]:
-        runtime = self.runtime
+        flow = self.flow
         if cmd.verb == "status":
             from opsbot.report.render import render
             from opsbot.report.status import build_status
 
-            report = await runtime.db(build_status, runtime.store, None, runtime.settings)
+            report = await flow.db(build_status, flow.store, None, flow.settings)
             return json.loads(render(report, "blocks")), report.title
         if cmd.verb == "report":
             from opsbot.report.render import render
@@ -92,48 +113,28 @@ class SlackSurface:
 
             if cmd.args[:1] != ["weekly"]:
                 raise ValueError("say `report weekly`")
-            weekly = await build_weekly(runtime.store, runtime.settings.prometheus_url, None, settings=runtime.settings)
+            weekly = await build_weekly(flow.store, flow.settings.prometheus_url, None, settings=flow.settings)
             return json.loads(render(weekly, "blocks")), weekly.title
         if cmd.verb == "restart":
             if len(cmd.args) != 1:
                 raise ValueError("say which role: `restart decode`")
-            action, plan = await runtime.request_restart(cmd.args[0], None, actor=f"slack:{user}", surface="slack",
+            action, plan = await flow.request_restart(cmd.args[:1], None, actor=f"slack:{user}", surface="slack",
                                                          reason=f"/opsbot restart by <@{user}>")
             commands = [" ".join(step.argv) + f"   # {step.node}" for step in plan.steps]
             return plan_blocks(cmd.args[0], action.id, commands, f"{action.expires_at:%H:%M:%S} UTC"), f"restart {cmd.args[0]}?"
-        roles = cmd.args if cmd.verb == "probe" else _roles_for_words(runtime, cmd.text)
-        result = await runtime.run_probe(None, roles or None, Trigger(kind="slack", user=user, text=cmd.text))
-        return await self.result_blocks(result, actor=f"slack:{user}"), _headline(result)
+        roles = cmd.args if cmd.verb == "probe" else flow.roles_for_words(cmd.text)
+        result = await flow.run_probe(None, roles or None, Trigger(kind="slack", user=user, text=cmd.text))
+        return self.result_blocks(result), _headline(result)
 
-    async def result_blocks(self, result: ProbeResult, *, actor: str) -> list[dict[str, Any]]:
-        """The findings, with a planned restart (buttons) for each remedy that needs approval.
-
-        One plan per role per probe, however many messages show that probe (alert groups share probes).
-        """
-        plans = self._plans.setdefault(result.probe_id, {})
-        while len(self._plans) > 256:
-            self._plans.popitem(last=False)
-        notes: list[str] = []
-        for finding in result.diagnosis.findings:
-            for remedy in finding.remedies:
-                if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role or remedy.role in plans:
-                    continue
-                try:
-                    action, _ = await self.runtime.request_restart(
-                        remedy.role, result.bundle.cluster, actor=actor, surface="slack",
-                        reason=f"{finding.incident} (probe {result.probe_id})",
-                    )
-                except Exception as exc:  # a plan the guardrails refuse: say why instead of a button
-                    notes.append(f"restart {remedy.role}: {exc}")
-                    continue
-                plans[remedy.role] = action.id
-        blocks = finding_blocks(result.bundle.cluster, str(result.probe_id), result.diagnosis.findings, plans)
-        return blocks + [section(f":no_entry: {n}") for n in notes]
+    def result_blocks(self, result: ProbeResult) -> list[dict[str, Any]]:
+        """The findings, with the flow's planned restart (buttons) for each remedy that needs approval."""
+        blocks = finding_blocks(result.bundle.cluster, str(result.probe_id), result.diagnosis.findings, result.plans)
+        return blocks + [section(f":no_entry: {escape(n)}") for n in result.refused]
 
     # -- buttons ------------------------------------------------------------------------------
     async def allowed(self, user: str) -> bool:
         """In the allow-list of users, or a member of an allowed user group (usergroups.users.list)."""
-        s = self.runtime.settings
+        s = self.flow.settings
         if user in s.slack_approvers:
             return True
         for group in s.slack_approver_groups:
@@ -151,38 +152,54 @@ class SlackSurface:
         original = (body.get("message") or {}).get("blocks", [])
         label = action.get("text", {}).get("text", "Restart")
         if not await self.allowed(user):
-            await self.runtime.db(self.runtime.store.audit, f"slack:{user}", "slack", "approval refused: not allowed",
+            await self.flow.db(self.flow.store.audit, f"slack:{user}", "slack", "approval refused: not allowed",
                                   {"action": action_id})
             await self.client.chat_postEphemeral(
                 channel=channel, user=user,
                 text=f":no_entry: <@{user}> is not allowed to approve restarts (ask someone in the approvers list).",
             )
             return
-        running = f":hourglass_flowing_sand: *{label}* approved by <@{user}>; running…"
+        running = f":hourglass_flowing_sand: *{escape(label)}* approved by <@{user}>; running…"
         await self.client.chat_update(channel=channel, ts=ts, text=label, blocks=decided_blocks(original, running))
         try:
-            outcome = await self.runtime.approve_and_execute(action_id, approver=f"slack:{user}", surface="slack")
+            outcome = await self.flow.approve_and_execute(action_id, approver=f"slack:{user}", surface="slack")
         except ApprovalRefused as exc:
-            await self.client.chat_update(channel=channel, ts=ts, text=str(exc),
-                                          blocks=decided_blocks(original, f":warning: not done: {exc}"))
+            await self.client.chat_update(channel=channel, ts=ts, text=escape(exc),
+                                          blocks=decided_blocks(original, f":warning: not done: {escape(exc)}"))
             return
         icon = ":white_check_mark:" if outcome.ok else ":x:"
-        line = f"{icon} *{label}* approved by <@{user}>: *{outcome.state}*. {outcome.message}"
+        line = f"{icon} *{escape(label)}* approved by <@{user}>: *{outcome.state}*. {escape(outcome.message)}"
         await self.client.chat_update(channel=channel, ts=ts, text=line, blocks=decided_blocks(original, line))
 
     async def _dismiss(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """Dismissing a plan cancels a restart: it takes an approver, as approving does."""
         await ack()
-        user = body["user"]["id"]
+        user, action_id = body["user"]["id"], action["value"]
         channel, ts = body["container"]["channel_id"], body["container"]["message_ts"]
-        await self.runtime.dismiss(action["value"], actor=f"slack:{user}", surface="slack")
+        if not await self.allowed(user):
+            await self.flow.db(self.flow.store.audit, f"slack:{user}", "slack", "dismissal refused: not allowed",
+                                  {"action": action_id})
+            await self.client.chat_postEphemeral(
+                channel=channel, user=user,
+                text=f":no_entry: <@{user}> is not allowed to dismiss restarts (ask someone in the approvers list).",
+            )
+            return
+        row = await self.flow.dismiss(action_id, actor=f"slack:{user}", surface="slack")
+        if row is None:
+            await self.client.chat_postEphemeral(channel=channel, user=user, text=await self._not_pending(action_id))
+            return
         line = f":heavy_multiplication_x: dismissed by <@{user}>"
         await self.client.chat_update(channel=channel, ts=ts, text=line,
                                       blocks=decided_blocks((body.get("message") or {}).get("blocks", []), line))
 
 
-def _roles_for_words(runtime: Runtime, text: str) -> list[str] | None:
-    """The same scope as `opsbot ask`: the named roles plus their PD peer and the router."""
-    return roles_for_words(text, runtime.inventory().cluster(runtime.settings.cluster)[1])
+    async def _not_pending(self, action_id: str) -> str:
+        """Why a dismissal changed nothing: no such action, or it is no longer waiting for approval."""
+        try:
+            row = await self.flow.db(self.flow.store.action, action_id)
+        except KeyError:
+            return f":warning: no restart plan {escape(action_id[:40])}: nothing dismissed"
+        return f":warning: restart plan {row.id} is {row.state}, not waiting for approval: nothing dismissed"
 
 
 def _headline(result: ProbeResult) -> str:

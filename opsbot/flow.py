@@ -1,0 +1,214 @@
+"""The one path every trigger takes (core): probe → diagnose → record → plan remedies, and the action steps.
+
+CLI commands, REST routes, Slack handlers, the alert intake and the report scheduler all call a
+``Flow``; they only translate their input into these calls and the results into their output.
+The store is synchronous (SQLAlchemy), so its calls run in a worker thread to keep the event loop
+answering. Settings are built once, by whoever builds the ``Flow`` (a composition root), and
+passed down from here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from anyio import to_thread
+
+from opsbot.bundle import TriggerKind
+from opsbot.contracts import Bundle, Diagnosis, Trigger
+from opsbot.inventory import Inventory, load_inventory
+from opsbot.settings import Settings
+from opsbot.telemetry import Telemetry
+from opsbot.yamlsource import ConfigError
+
+R = TypeVar("R")
+ProbeFn = Callable[..., Awaitable[Bundle]]
+DiagnoseFn = Callable[[Bundle], Diagnosis]
+Progress = Callable[[str, str], None]
+TRIGGER_KINDS: tuple[str, ...] = TriggerKind.__args__
+
+
+def _default_probe() -> ProbeFn:
+    from opsbot.collect.probe import probe
+
+    return probe
+
+
+def _instance_id() -> str:
+    """This opsbot process, as it signs its claims on shared rows: host, pid and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def _default_diagnose() -> DiagnoseFn:
+    from opsbot.diagnose import diagnose
+
+    return diagnose
+
+
+class InventoryUnavailable(RuntimeError):
+    """The inventory cannot be read: nothing can be probed until it is fixed (503, retry later)."""
+
+
+@dataclass
+class ProbeResult:
+    """One probe as recorded: its row, the evidence, the diagnosis, and the restarts planned for it."""
+
+    probe_id: str
+    bundle: Bundle
+    diagnosis: Diagnosis
+    plans: dict[str, str] = field(default_factory=dict)  # role -> planned action id, waiting for approval
+    refused: list[str] = field(default_factory=list)  # remedies the guardrails would not plan, and why
+
+    def as_json(self) -> dict[str, Any]:
+        """The public diagnosis JSON contract, plus which probe row holds the evidence."""
+        return {"probe_id": self.probe_id, "cluster": self.bundle.cluster, **self.diagnosis.public(),
+                "planned_actions": self.plans}
+
+
+@dataclass
+class Flow:
+    settings: Settings
+    store: Any  # opsbot.store.Store; typed loosely so this module loads without SQLAlchemy
+    probe: ProbeFn = field(default_factory=_default_probe)
+    diagnose: DiagnoseFn = field(default_factory=_default_diagnose)
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    instance: str = field(default_factory=_instance_id)
+    pool: Any = None  # opsbot.collect.pool.KeptPool: connections kept across probes (set by the service)
+    _inventory: tuple[float, Inventory] | None = None
+
+    def inventory(self) -> Inventory:
+        """The inventory file, reloaded when it changes (the lab rewrites it on ``lab up``)."""
+        path: Path = self.settings.inventory_path()
+        try:
+            mtime = path.stat().st_mtime
+            if self._inventory is None or self._inventory[0] != mtime:
+                self._inventory = (mtime, load_inventory(path))
+        except FileNotFoundError as exc:
+            raise InventoryUnavailable(f"no inventory at {path}: run `opsbot lab up` or set OPSBOT_INVENTORY") from exc
+        except ConfigError as exc:
+            raise InventoryUnavailable(f"the inventory is refused: {exc}") from exc
+        return self._inventory[1]
+
+    def cluster_name(self, name: str | None = None) -> str:
+        return self.inventory().cluster(name or self.settings.cluster)[0]
+
+    def roles_for_words(self, text: str, cluster: str | None = None) -> list[str] | None:
+        """The roles an operator's words name, with their PD peer and the router (None: all)."""
+        from opsbot.scope import roles_for_words
+
+        return roles_for_words(text, self.inventory().cluster(cluster or self.settings.cluster)[1])
+
+    def _kept(self) -> dict[str, Any]:
+        """The service's kept connections for one probe (none for the CLI: its probe opens and closes its own)."""
+        return {"pool": self.pool.view()} if self.pool is not None else {}
+
+    async def db(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """Run a store call off the event loop."""
+        return await to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    async def run_probe(self, cluster: str | None, roles: list[str] | None, trigger: Trigger, *,
+                        progress: Progress | None = None, alert_ids: list[int] | None = None) -> ProbeResult:
+        """Probe the scope, diagnose, record both (linked to the stored ``alert_ids`` it answers, in the same
+        write), plan the remedies; bad scope raises before any connection."""
+        inventory = self.inventory()
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            bundle = await self.probe(inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings,
+                                      **({"progress": progress} if progress else {}), **self._kept())
+            diagnosis = self.diagnose(bundle)
+            probe_id = await self.db(self.store.save_probe, bundle, diagnosis, alert_ids)
+            outcome = "finding" if diagnosis.findings else "no-finding"
+        finally:
+            self.telemetry.probes.labels(trigger.kind, outcome).inc()
+            self.telemetry.probe_seconds.labels(trigger.kind).observe(time.perf_counter() - started)
+        for finding in diagnosis.findings:
+            self.telemetry.findings.labels(finding.incident).inc()
+        result = ProbeResult(probe_id, bundle, diagnosis)
+        await self._plan_remedies(result, actor=_actor(trigger))
+        return result
+
+    async def _plan_remedies(self, result: ProbeResult, *, actor: str) -> None:
+        from opsbot.act import plan_remedies
+
+        planned = await self.db(plan_remedies, self.store, self.inventory(), result.diagnosis, result.probe_id,
+                                cluster=result.bundle.cluster, actor=actor, surface=_surface(actor),
+                                settings=self.settings)
+        result.plans, result.refused = planned.plans, planned.refused
+
+    # -- guarded restarts: request → approve → execute, or dismiss; all of it in opsbot.act ----------
+    async def request_restart(self, roles: list[str], cluster: str | None, *, actor: str, surface: str,
+                              reason: str | None = None, pair: bool = False) -> tuple[Any, Any]:
+        """Plan and record a restart (``planned``, waiting for approval); bad scope raises."""
+        from opsbot.act import request_restart
+
+        return await self.db(request_restart, self.store, self.inventory(), roles, actor=actor, surface=surface,
+                             cluster=cluster or self.settings.cluster, reason=reason, pair=pair,
+                             settings=self.settings)
+
+    async def approve(self, action_id: str, *, approver: str, surface: str) -> Any:
+        """Record an approval; ``ApprovalRefused`` when expired or not pending."""
+        from opsbot.act import approve
+
+        return await self.db(approve, self.store, action_id, approver, surface, self.settings)
+
+    async def approve_and_execute(self, action_id: str, *, approver: str, surface: str) -> Any:
+        """Approve, then run it behind its guards."""
+        await self.approve(action_id, approver=approver, surface=surface)
+        return await self.execute(action_id, actor=approver, surface=surface)
+
+    async def execute(self, action_id: str, *, actor: str, surface: str) -> Any:
+        """Run an approved restart behind its guards (``opsbot.act.execute``) and count its outcome."""
+        from opsbot.act import execute
+
+        outcome = await execute(self.run_context(actor, surface), action_id)
+        self.telemetry.actions.labels(outcome.state).inc()
+        return outcome
+
+    async def reconcile(self) -> list[Any]:
+        """Settle restarts a dead opsbot left ``executing``, by probing their roles; never re-run."""
+        from opsbot.act import reconcile
+
+        return await reconcile(self.run_context("opsbot", "reconcile"))
+
+    def run_context(self, actor: str, surface: str) -> Any:
+        """What act runs an action with: this flow's store, inventory and settings, and its two ports."""
+        from opsbot.act import RunContext
+
+        trigger = Trigger(kind=surface if surface in TRIGGER_KINDS else "cli", user=actor)
+
+        async def evidence(cluster: str, roles: list[str], why: str) -> str:
+            bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
+                                      trigger=trigger.model_copy(update={"text": why}), **self._kept())
+            return await self.db(self.store.save_probe, bundle, self.diagnose(bundle))
+
+        async def look(cluster: str, roles: list[str], why: str) -> tuple[Bundle, Diagnosis]:
+            bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
+                                      trigger=trigger.model_copy(update={"text": why}), **self._kept())
+            return bundle, self.diagnose(bundle)
+
+        return RunContext(store=self.store, inventory=self.inventory(), settings=self.settings, actor=actor,
+                          surface=surface, evidence=evidence, look=look)
+
+    async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Any:
+        """A planned restart nobody will approve: closed as refused, with who dismissed it."""
+        from opsbot.act import dismiss
+
+        row = await self.db(dismiss, self.store, action_id, actor=actor, surface=surface)
+        if row is not None:
+            self.telemetry.actions.labels("dismissed").inc()
+        return row
+
+
+def _actor(trigger: Trigger) -> str:
+    return f"{trigger.kind}:{trigger.user}" if trigger.user else trigger.kind
+
+
+def _surface(actor: str) -> str:
+    return actor.split(":", 1)[0]
