@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -80,7 +81,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
         lock = hold_single_instance(flow.store.url) if hasattr(flow.store, "url") else None
         await flow.db(_check_clock, flow)
         await _reconcile(flow)
-        lease = Lease(flow, sweeps=[app.state.intake.recover])
+        lease = Lease(flow, sweeps=[app.state.intake.recover, *_report_sweeps(flow, slack)])
         await lease.start()
         app.state.scheduler = _start_reports(flow, slack)
         socket = await slack.start_socket_mode() if slack else None
@@ -116,6 +117,16 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
         app.include_router(slack_router)
     app.state.intake = AlertIntake(flow, notifier=app.state.slack.threads if app.state.slack else None)
     return app
+
+
+def _report_sweeps(flow: Flow, slack: Any) -> list[Any]:
+    """With reports scheduled: after every heartbeat, take over a weekly report whose instance died."""
+    if not flow.settings.report_schedule:
+        return []
+    from opsbot.report.schedule import SlackPoster, resume_weekly
+
+    poster = SlackPoster(slack.client) if slack is not None else None
+    return [partial(resume_weekly, flow.store, flow.settings, poster, instance=flow.instance)]
 
 
 def _start_reports(flow: Flow, slack: Any) -> Any:

@@ -59,4 +59,4 @@ class Lease:
         for sweep in self.sweeps:
             taken = await sweep()
             if taken:
-                log.info("took over %d stored alerts no live instance was probing", taken)
+                log.info("%s took over %d things no live instance held", getattr(sweep, "__name__", "a sweep"), taken)

@@ -504,14 +504,31 @@ class Store:
 
     # -- scheduled jobs ----------------------------------------------------------------------
 
-    def claim_period(self, job: str, period: str, claimer: str = "") -> bool:
-        """True for exactly one caller per (job, period), across processes and hosts."""
+    def claim_period(self, job: str, period: str, claimer: str = "", *, lease: timedelta | None = None) -> bool:
+        """True for exactly one caller per (job, period), across processes and hosts.
+
+        With ``lease``, a claim its instance left unfinished and that is no longer held by a live
+        instance (no heartbeat within ``lease``: it was killed mid-job) is taken over, by one caller.
+        """
         claimer = claimer or f"pid-{uuid.uuid4().hex[:8]}"
         try:
             self.write(lambda s: s.add(JobRun(job=job, period=period, claimed_by=claimer)), "claim job")
+            return True
         except IntegrityError:
-            return False
-        return True
+            if lease is None:
+                return False
+        at = now()
+        live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
+        take = (update(JobRun).where(JobRun.job == job, JobRun.period == period, JobRun.finished_at.is_(None),
+                                     JobRun.claimed_by != claimer, JobRun.claimed_by.not_in(live))
+                .values(claimed_by=claimer, claimed_at=at))
+        return bool(self.write(lambda s: s.execute(take).rowcount, "take over job"))
+
+    def orphaned_periods(self, job: str, lease: timedelta) -> list[str]:
+        """Periods of ``job`` claimed, unfinished, by instances that are no longer alive."""
+        live = select(Instance.id).where(Instance.heartbeat_at >= now() - lease)
+        q = select(JobRun.period).where(JobRun.job == job, JobRun.finished_at.is_(None), JobRun.claimed_by.not_in(live))
+        return list(self.read(lambda s: s.scalars(q).all()))
 
     def finish_period(self, job: str, period: str, result: str) -> None:
         self.write(lambda s: s.execute(
