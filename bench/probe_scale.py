@@ -9,7 +9,9 @@ opened and its host key verified inside the timed probe; **warm**: the same pool
 service's next probe sees it. Baseline in the same run: the slowest single axis, measured alone
 (one role's axes on one node, warm). Printed per size: wall time (median of ``--repeat``), the ratio
 to that baseline, SSH connections open after the probe (at most one per node), and memory per probe
-(tracemalloc peak of the probe's Python allocations, and the process RSS growth).
+(tracemalloc peak of the probe's Python allocations, and the process RSS growth), and how busy the
+machine's cores were during the probe: the lab's nodes run their side of it (sshd, systemctl,
+journalctl, the emulators) on the same cores as the probe.
 """
 
 from __future__ import annotations
@@ -55,6 +57,13 @@ def first_nodes(inventory: Inventory, k: int) -> tuple[Inventory, str]:
     return Inventory(clusters={name: sub}), name
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine: the nodes' work runs on the same cores as the probe."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
 def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -90,29 +99,34 @@ async def measure(lab: Lab, settings: Settings, sizes: list[int], repeat: int) -
     slowest_axis = statistics.median(max(a.values()) for _, _, a in singles)
     await pool.close()
 
-    table = Table(title=f"full probe by lab size (median of {repeat}; metrics window {settings.metrics_window_s:g} s)")
-    for col in ("nodes", "roles", "pool", "wall s", "x slowest axis", "SSH conns", "py peak MiB", "RSS growth MiB"):
+    table = Table(title=f"full probe by lab size (median of {repeat}; metrics window {settings.metrics_window_s:g} s; "
+                        "baseline row: the slowest single axis alone)")
+    for col in ("nodes", "roles", "pool", "wall s", "x slowest axis", "SSH conns", "py peak MiB", "RSS growth MiB",
+                "machine CPU busy %"):
         table.add_column(col, justify="right")
-    table.add_row("1 (baseline: slowest single axis)", "1-2", "warm", f"{slowest_axis:.2f}", "1.00", "1", "—", "—")
+    table.add_row("1", "base", "warm", f"{slowest_axis:.2f}", "1.00", "1", "—", "—", "—")
     for k in sizes:
         sub, name = first_nodes(inventory, k)
         n_roles = len(sub.clusters[name].roles)
         for mode in ("cold", "warm"):
-            walls, peaks = [], []
+            walls, peaks, busy = [], [], []
             rss0 = rss_mib()
             conns = 0
             for _ in range(repeat):
                 pool = KeptPool(settings, idle_s=600)
                 if mode == "warm":
                     await timed(sub, name, settings, pool)
+                b0, t0 = cpu_ticks()
                 wall, peak, _ = await timed(sub, name, settings, pool)
+                b1, t1 = cpu_ticks()
+                busy.append(100 * (b1 - b0) / max(t1 - t0, 1))
                 conns = max(conns, pool.open_connections)
                 await pool.close()
                 walls.append(wall)
                 peaks.append(peak)
             wall = statistics.median(walls)
             table.add_row(str(k), str(n_roles), mode, f"{wall:.2f}", f"{wall / slowest_axis:.2f}", str(conns),
-                          f"{statistics.median(peaks):.1f}", f"{rss_mib() - rss0:.1f}")
+                          f"{statistics.median(peaks):.1f}", f"{rss_mib() - rss0:.1f}", f"{statistics.median(busy):.0f}")
     console.print(table)
 
 

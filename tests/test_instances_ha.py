@@ -20,7 +20,8 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from opsbot.store import Store, decompress_bundle
+from opsbot.store import Store
+from opsbot.store.store import decompress_bundle
 from tests.databases import free_port
 from tests.realparts import need_binary
 from tests.serveproc import Serve
@@ -186,6 +187,11 @@ def test_three_instances_two_alertmanagers_kill9_mid_storm(tmp_path, postgres_se
               f"taken over and probed {took_over_after:.1f} s after the kill; per instance: "
               + ", ".join(f"{c}: {n}" for c, n in rows(url, "SELECT claimed_by, count(*) FROM alerts GROUP BY 1")))
         assert not rows(url, "SELECT id FROM actions"), "no restart was planned or run"
+        # the weekly report fell due before any instance ran (a fresh database): all three start its
+        # catch-up, one claims the week, one report is kept per format
+        assert [n for (n,) in rows(url, "SELECT count(*) FROM job_runs WHERE job = 'weekly-report'")] == [1]
+        assert sorted(rows(url, "SELECT format, count(*) FROM reports WHERE kind = 'weekly' GROUP BY format")) == [
+            ("html", 1), ("markdown", 1)]
         for b in bots[1:]:
             assert "Traceback" not in b.output()
     finally:
