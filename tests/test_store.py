@@ -225,13 +225,15 @@ def test_a_dead_instances_unfinished_period_is_taken_over_once(database_url):
     by exactly one live instance, and a finished period never runs again."""
     Store(database_url).close()
     stores = [Store(database_url) for _ in range(4)]
-    lease = timedelta(seconds=5)
-    for i, s in enumerate(stores):
-        s.heartbeat(f"i{i}", "host", 100 + i)
+    lease = timedelta(seconds=1)
+    stores[0].heartbeat("i0", "host", 100)
     assert stores[0].claim_period("recall", "2026-12-01T22:00", "i0", lease=lease)
     assert not stores[1].claim_period("recall", "2026-12-01T22:00", "i1", lease=lease), "i0 is alive"
-    assert stores[1].orphaned_periods("recall", lease) == []
     stores[0].leave("i0")  # as if its heartbeat stopped: SIGKILL, then the lease ran out
+    assert stores[1].orphaned_periods("recall", lease) == [], "a claim younger than the lease is left alone"
+    time.sleep(1.1)
+    for i in (1, 2, 3):
+        stores[i].heartbeat(f"i{i}", "host", 100 + i)
     assert stores[1].orphaned_periods("recall", lease) == ["2026-12-01T22:00"]
     barrier = threading.Barrier(3)
     wins: list[str] = []

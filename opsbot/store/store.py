@@ -508,7 +508,8 @@ class Store:
         """True for exactly one caller per (job, period), across processes and hosts.
 
         With ``lease``, a claim its instance left unfinished and that is no longer held by a live
-        instance (no heartbeat within ``lease``: it was killed mid-job) is taken over, by one caller.
+        instance (no heartbeat within ``lease``: it was killed mid-job) is taken over, by one caller;
+        a claim younger than ``lease`` never is (its claimer may not have beaten yet).
         """
         claimer = claimer or f"pid-{uuid.uuid4().hex[:8]}"
         try:
@@ -520,14 +521,17 @@ class Store:
         at = now()
         live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
         take = (update(JobRun).where(JobRun.job == job, JobRun.period == period, JobRun.finished_at.is_(None),
-                                     JobRun.claimed_by != claimer, JobRun.claimed_by.not_in(live))
+                                     JobRun.claimed_at < at - lease, JobRun.claimed_by != claimer,
+                                     JobRun.claimed_by.not_in(live))
                 .values(claimed_by=claimer, claimed_at=at))
         return bool(self.write(lambda s: s.execute(take).rowcount, "take over job"))
 
     def orphaned_periods(self, job: str, lease: timedelta) -> list[str]:
         """Periods of ``job`` claimed, unfinished, by instances that are no longer alive."""
-        live = select(Instance.id).where(Instance.heartbeat_at >= now() - lease)
-        q = select(JobRun.period).where(JobRun.job == job, JobRun.finished_at.is_(None), JobRun.claimed_by.not_in(live))
+        at = now()
+        live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
+        q = select(JobRun.period).where(JobRun.job == job, JobRun.finished_at.is_(None), JobRun.claimed_at < at - lease,
+                                        JobRun.claimed_by.not_in(live))
         return list(self.read(lambda s: s.scalars(q).all()))
 
     def finish_period(self, job: str, period: str, result: str) -> None:
