@@ -10,7 +10,7 @@ import hashlib
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from opsbot.inventory import NAME_RE
 
@@ -58,6 +58,21 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+# FNV-1a 64 over the sorted label names and values, each followed by the byte 255: what
+# Alertmanager's alerts carry as their fingerprint (prometheus/common v0.70 model/signature.go
+# labelSetToFingerprint, model/fnv.go, model/fingerprinting.go prints it as %016x).
+_FNV_OFFSET64, _FNV_PRIME64, _SEPARATOR = 14695981039346656037, 1099511628211, 255
+
+
+def label_fingerprint(labels: dict[str, str]) -> str:
+    """The fingerprint Alertmanager computes from an alert's labels (``LabelSet.Fingerprint()``)."""
+    h = _FNV_OFFSET64
+    for name in sorted(labels):
+        for byte in (*name.encode(), _SEPARATOR, *labels[name].encode(), _SEPARATOR):
+            h = ((h ^ byte) * _FNV_PRIME64) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
 class Alert(_Open):
     status: Literal["firing", "resolved"]
     labels: Labels = Field(default_factory=dict)
@@ -65,7 +80,18 @@ class Alert(_Open):
     startsAt: Time
     endsAt: Time | None = None
     generatorURL: Text = ""
-    fingerprint: Annotated[Text, AfterValidator(_fingerprint)] = Field(min_length=1, max_length=64)
+    fingerprint: Annotated[Text, AfterValidator(_fingerprint)] = Field(
+        min_length=1, max_length=64, description="absent before Alertmanager 0.19: computed from the labels")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fingerprint_from_labels(cls, data: object) -> object:
+        """Version-4 webhooks of Alertmanager before 0.19 carry no fingerprint: compute it as it does."""
+        if isinstance(data, dict) and data.get("fingerprint") is None:
+            labels = data.get("labels") or {}
+            if isinstance(labels, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+                return {**data, "fingerprint": label_fingerprint(labels)}
+        return data
 
     @field_validator("labels")
     @classmethod
