@@ -33,7 +33,7 @@ def _fail(e: Exception) -> None:
 
 @app.command()
 def up(
-    nodes: int = typer.Option(2, "--nodes", "-n", min=1, max=8, help="how many nodes to boot"),
+    nodes: int = typer.Option(2, "--nodes", "-n", min=1, max=16, help="how many nodes to boot (4+: more PD pairs and routers)"),
     sglang_version: str = typer.Option(None, "--sglang-version", help="emulate 0.5.23 (default) or 0.5.12"),
 ) -> None:
     """Build the root file system once, boot the nodes, start the units, write the inventory."""
