@@ -12,9 +12,12 @@ concurrently and retries any call that got no answer (duplicates are de-duplicat
 is *acknowledged* when a call carrying it answered 200. When a third and two thirds of the
 notifications are acknowledged, the server gets SIGKILL and is started again at once.
 
-Printed: acknowledged, stored, probed, lost (acknowledged but not stored), probed twice (an
+Printed: acknowledged, stored, taken over (claimed by a killed instance, then by a live one),
+probed, lost (acknowledged but not stored), probed twice (an
 alert named by two recorded probes), and the time from the last restart until every
-acknowledged alert had its probe. Baseline in the same run: the same burst with no kill.
+acknowledged alert had its probe (and from the last acknowledgement until then). Baselines in the
+same run: the same burst with no kill, and with kills but claims held 600 s (the claim TTL before
+leases: what a killed instance held waits that long).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -56,6 +60,8 @@ class Figures:
     lost: int
     probed_twice: int
     drain_s: float | None  # from the last restart until every acknowledged alert was probed
+    after_last_ack_s: float | None  # from the last acknowledgement until then
+    taken_over: int  # alerts a restarted instance took over from a killed one (its log says so)
     kills: int
     wall_s: float
 
@@ -79,12 +85,12 @@ def bodies(n_alerts: int, per_call: int) -> list[dict]:
 class Server:
     """``opsbot serve`` on a fixed port; ``kill()`` is SIGKILL, ``start()`` starts a new process."""
 
-    def __init__(self, tmp: Path, port: int, database_url: str) -> None:
+    def __init__(self, tmp: Path, port: int, database_url: str, lease_s: float | None = None) -> None:
         (tmp / "inventory.yaml").write_text(INVENTORY)
         self.env = {**os.environ, "OPSBOT_DATA_DIR": str(tmp), "OPSBOT_DATABASE_URL": database_url,
                     "OPSBOT_INVENTORY": str(tmp / "inventory.yaml"), "OPSBOT_ALERT_TOKEN": TOKEN,
                     "OPSBOT_PORT": str(port), "OPSBOT_METRICS_WINDOW_S": "0", "OPSBOT_COALESCE_WINDOW_S": "0.5",
-                    "OPSBOT_LOG_SINCE": "-1min"}
+                    "OPSBOT_LOG_SINCE": "-1min", **({"OPSBOT_INSTANCE_LEASE_S": str(lease_s)} if lease_s else {})}
         self.log = tmp / "serve.log"
         self.proc: subprocess.Popen | None = None
 
@@ -143,21 +149,22 @@ def _state(database_url: str) -> tuple[dict[str, bool], Counter[str]]:
 
 
 async def run(tmp: Path, database_url: str, *, n_alerts: int, per_call: int, kills: int,
-              concurrency: int = 8, deadline_s: float = 60.0) -> Figures:
+              concurrency: int = 8, deadline_s: float = 60.0, lease_s: float | None = None) -> Figures:
     """One burst with ``kills`` SIGKILLs spread through it; figures once drained (or at the deadline)."""
     from tests.databases import free_port  # one free-port helper for tests and benchmarks
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = Server(tmp, port, database_url)
+    server = Server(tmp, port, database_url, lease_s)
     notes = bodies(n_alerts, per_call)
     marks = [n_alerts * (k + 1) // (kills + 1) for k in range(kills)]
-    restarted_at = time.monotonic()
+    restarted_at = last_ack = time.monotonic()
     done_kills = 0
     lock = asyncio.Lock()
 
     async def on_ack(count: int) -> None:
-        nonlocal restarted_at, done_kills
+        nonlocal restarted_at, done_kills, last_ack
+        last_ack = time.monotonic()
         async with lock:
             if done_kills < kills and count >= marks[done_kills]:
                 server.kill()
@@ -168,21 +175,23 @@ async def run(tmp: Path, database_url: str, *, n_alerts: int, per_call: int, kil
     t0 = time.monotonic()
     server.start()
     try:
-        acked = await _post_all(url, notes, concurrency, on_ack)
-        drain_s = None
+        acked = await asyncio.wait_for(_post_all(url, notes, concurrency, on_ack), timeout=600)
+        drain_s = after_ack = None
         while time.monotonic() - restarted_at < deadline_s:
             stored, _ = await asyncio.to_thread(_state, database_url)
             if all(stored.get(fp) for fp in acked):
-                drain_s = time.monotonic() - restarted_at
+                drain_s, after_ack = time.monotonic() - restarted_at, time.monotonic() - last_ack
                 break
             await asyncio.sleep(0.25)
         await asyncio.sleep(1.0)  # anything probed twice would show up now
         stored, named = await asyncio.to_thread(_state, database_url)
     finally:
         server.stop()
-    return Figures(acknowledged=len(acked), stored=sum(fp in stored for fp in acked),
+    taken = sum(int(m.group(1)) for m in re.finditer(r"took over (\d+) stored alerts", server.log.read_text()))
+    return Figures(taken_over=taken, acknowledged=len(acked), stored=sum(fp in stored for fp in acked),
                    probed=sum(bool(stored.get(fp)) for fp in acked), lost=sum(fp not in stored for fp in acked),
-                   probed_twice=sum(named[fp] > 1 for fp in acked), drain_s=drain_s, kills=done_kills,
+                   probed_twice=sum(named[fp] > 1 for fp in acked), drain_s=drain_s, after_last_ack_s=after_ack,
+                   kills=done_kills,
                    wall_s=time.monotonic() - t0)
 
 
@@ -202,15 +211,20 @@ def main() -> None:
     if pg is not None:
         pg.start()
     table = Table(title=f"crash recovery: {args.alerts} alerts, {args.per_call} per call")
-    for col in ("run", "kills", "acknowledged", "stored", "probed", "lost", "probed twice", "drain s", "wall s"):
+    for col in ("run", "kills", "acknowledged", "stored", "taken over", "probed", "lost", "probed twice", "drain s",
+                "after last ack s", "wall s"):
         table.add_column(col, justify="right" if col != "run" else "left")
-    for name, kills in (("baseline: no kill", 0), (f"SIGKILL x{args.kills}, restart at once", args.kills)):
+    runs = (("baseline: no kill", 0, None), (f"SIGKILL x{args.kills}, restart at once", args.kills, None),
+            ("same, claims held 600 s (as before leases)", args.kills, 600.0))
+    for name, kills, lease_s in runs:
         with tempfile.TemporaryDirectory(prefix="opsbot-crash-") as tmp:
             url = pg.fresh_database() if pg is not None else f"sqlite:///{Path(tmp) / 'opsbot.db'}"
-            f = asyncio.run(run(Path(tmp), url, n_alerts=args.alerts, per_call=args.per_call, kills=kills))
+            f = asyncio.run(run(Path(tmp), url, n_alerts=args.alerts, per_call=args.per_call, kills=kills,
+                                lease_s=lease_s))
         drain = "not drained in 60 s" if f.drain_s is None else f"{f.drain_s:.1f}"
-        table.add_row(name, str(f.kills), str(f.acknowledged), str(f.stored), str(f.probed), str(f.lost),
-                      str(f.probed_twice), drain, f"{f.wall_s:.1f}")
+        table.add_row(name, str(f.kills), str(f.acknowledged), str(f.stored), str(f.taken_over), str(f.probed), str(f.lost),
+                      str(f.probed_twice), drain, "-" if f.after_last_ack_s is None else f"{f.after_last_ack_s:.1f}",
+                      f"{f.wall_s:.1f}")
     if pg is not None:
         pg.stop()
     Console(width=150).print(table)

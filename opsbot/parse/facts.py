@@ -23,6 +23,7 @@ from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import parse_xid
 from opsbot.parse.logs import LogEntry, parse_log_lines
 from opsbot.parse.metrics import parse_samples
+from opsbot.parse.patch import PatchSeen, seen_in, window_start
 from opsbot.parse.unit import parse_unit
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def _current_names(deltas: dict[str, float], gauges: dict[str, float]) -> bool:
     """Whether the role exports the current names (SGLang's realtime_tokens_total, the router's smg_*)."""
     return any(k.startswith(("realtime_tokens", "smg_")) for k in (*deltas, *gauges))
 HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
+PATCH_FACTS = frozenset("state index_keys version sglang reason".split())
 GPU_FACTS = frozenset(
     "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes"
     " hardware_xid idle busy".split()
@@ -89,7 +91,8 @@ GPU_FACTS = frozenset(
 # such as an illegal memory access in a kernel, not a bad GPU. Every other code counts as hardware.
 APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 ROLE_ROOTS = frozenset(
-    "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing".split()
+    "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing"
+    " patch".split()
 )
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors"}
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
@@ -156,6 +159,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "progress": PROGRESS_FACTS,
         "routing": ROUTING_FACTS,
         "health": HEALTH_FACTS,
+        "patch": PATCH_FACTS,
         "gpu": GPU_FACTS,
         "logs": pattern_names,
         "logs_window": pattern_names,
@@ -584,11 +588,25 @@ def role_facts(
             {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
         ),
         "routing": _routing(gauges, deltas),
+        "patch": patch_seen(bundle, ev, started).facts(),
     }
     facts["failed"] = failed
     if window is not None:
         facts["window_s"] = window
     return facts
+
+
+def run_started(ev: RoleEvidence) -> datetime | None:
+    """When the unit's current run started (systemd's timestamps), if known."""
+    return _unit(ev, [], [])[1]
+
+
+def patch_seen(bundle: Bundle, ev: RoleEvidence, started: datetime | None) -> PatchSeen:
+    """The role's index keys as its current run's journal shows them (opsbot/parse/patch.py)."""
+    if not ev.logs.ok:
+        return PatchSeen("unknown")
+    lines = [(e.message, _line_time(e.ts)) for e in parse_log_lines(ev.logs.raw) if e.kind == "patch"]
+    return seen_in(lines, started, window_start(ev.logs.since, _line_time(bundle.started_at)), True)
 
 
 def _restarts_moved(own: dict[str, dict[str, Any]], previous: Bundle) -> None:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from opsbot.bundle import Bundle, RoleEvidence
 from opsbot.parse.errors import ParseError
+from opsbot.parse.facts import patch_seen, run_started
 from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.logs import count_kinds, parse_log_lines
 from opsbot.parse.metrics import parse_samples, tokens_delta
@@ -41,6 +42,7 @@ class RoleFigures(BaseModel):
     errors: dict[str, int] = Field(default_factory=dict, description="error log lines by kind")
     failed_axes: list[str] = Field(default_factory=list, description="'axis: error' for evidence not collected")
     problems: list[str] = Field(default_factory=list, description="evidence that was collected but unreadable")
+    index_keys: str | None = Field(None, description="servers: the index keys the current run shows (the patch's line)")
 
 
 def _health(role: RoleEvidence) -> str:
@@ -105,6 +107,7 @@ def role_figures(bundle: Bundle, role: RoleEvidence, gpus: list[int] | None = No
     if role.logs.ok:
         fig.errors = count_kinds(parse_log_lines(role.logs.raw))
     if role.role != "router":
+        fig.index_keys = patch_seen(bundle, role, run_started(role)).describe()
         fig.gpu_memory_gib, fig.gpus, problem = _gpu_memory(bundle, role, gpus)
         if problem:
             fig.problems.append(problem)

@@ -10,7 +10,16 @@ import hashlib
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from opsbot.inventory import NAME_RE
 
@@ -52,6 +61,8 @@ def _json_number(value: object) -> object:
 Text = Annotated[str, AfterValidator(_storable)]
 Labels = dict[Text, Text]
 Time = Annotated[datetime, BeforeValidator(_rfc3339_text)]
+Fingerprint = Annotated[str, StringConstraints(min_length=1, max_length=64), AfterValidator(_storable),
+                        AfterValidator(_fingerprint)]
 
 
 class _Open(BaseModel):
@@ -68,7 +79,8 @@ def label_fingerprint(labels: dict[str, str]) -> str:
     """The fingerprint Alertmanager computes from an alert's labels (``LabelSet.Fingerprint()``)."""
     h = _FNV_OFFSET64
     for name in sorted(labels):
-        for byte in (*name.encode(), _SEPARATOR, *labels[name].encode(), _SEPARATOR):
+        for byte in (*name.encode(errors="surrogatepass"), _SEPARATOR, *labels[name].encode(errors="surrogatepass"),
+                     _SEPARATOR):  # surrogatepass: a lone surrogate (stored escaped) must not make it fail
             h = ((h ^ byte) * _FNV_PRIME64) & 0xFFFFFFFFFFFFFFFF
     return f"{h:016x}"
 
@@ -80,8 +92,8 @@ class Alert(_Open):
     startsAt: Time
     endsAt: Time | None = None
     generatorURL: Text = ""
-    fingerprint: Annotated[Text, AfterValidator(_fingerprint)] = Field(
-        min_length=1, max_length=64, description="absent before Alertmanager 0.19: computed from the labels")
+    # optional in the schema as in the payload: absent (or null) before Alertmanager 0.19, then computed
+    fingerprint: Fingerprint | None = Field(None, description="absent before Alertmanager 0.19: computed from the labels")
 
     @model_validator(mode="before")
     @classmethod

@@ -188,7 +188,7 @@ async def list_reports(
             responses=NOT_FOUND)
 async def get_report(report_id: int, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> Response:
     flow = request.app.state.flow
-    if not -(2**63) <= report_id < 2**63:
+    if not -(2**31) <= report_id < 2**31:  # an INTEGER column (32 bits on PostgreSQL): beyond it no row exists
         raise HTTPException(404, f"no report {report_id}")
     row = await flow.db(flow.store.report, report_id)
     if row is None:

@@ -81,6 +81,7 @@ CASES = [
          detail="no action"),
     Case("rest", "dismiss an action that does not exist", "POST", "/actions/nope/dismiss", 404, auth="act"),
     Case("rest", "report id past 64 bits", "GET", "/reports/99999999999999999999", 404, auth="read"),
+    Case("rest", "report id past 32 bits (PostgreSQL INTEGER)", "GET", "/reports/1152921504606846975", 404, auth="read"),
     Case("rest", "limit is not a number", "GET", "/reports?limit=x", 422, auth="read"),
     Case("rest", "unknown job", "GET", "/probe/..%2f..%2fetc%2fpasswd", 404, auth="read"),
     # -- Alertmanager ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from opsbot.cli import app
 from opsbot.cli.tokens import parse_lifetime
+from opsbot.settings import get_settings
 from opsbot.store import Store
 from opsbot.store.models import ApiToken
 from tests.hostile.uvicornkit import uvicorn_served
@@ -19,7 +20,11 @@ from tests.servicekit import lab_settings, replay, flow_for
 
 def _cli(settings, *argv: str):
     env = {"OPSBOT_DATA_DIR": str(settings.data_dir), "OPSBOT_DATABASE_URL": settings.db_url()}
-    return CliRunner().invoke(app, list(argv), env=env)
+    get_settings.cache_clear()  # the CLI reads its settings once per process; this test's are its own
+    try:
+        return CliRunner().invoke(app, list(argv), env=env)
+    finally:
+        get_settings.cache_clear()
 
 
 def test_lifetimes_are_read_or_refused():
