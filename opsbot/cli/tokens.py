@@ -33,9 +33,10 @@ def create(
     expires: str | None = typer.Option(None, "--expires", help="lifetime, e.g. 30d, 12h, 90m, 2w; default: never"),
 ) -> None:
     """Create a token and print its secret (only now: opsbot keeps only its SHA-256)."""
+    from opsbot.settings import get_settings
     from opsbot.store import open_store
 
-    with open_store() as store:
+    with open_store(get_settings().db_url()) as store:
         try:
             lifetime = parse_lifetime(expires) if expires is not None else None
             secret = store.create_token(name, scope, lifetime)
@@ -50,9 +51,10 @@ def create(
 @app.command("list")
 def list_tokens() -> None:
     """Id, name, scopes, expiry, revocation and last use of the tokens (never their secrets)."""
+    from opsbot.settings import get_settings
     from opsbot.store import open_store
 
-    with open_store() as store:
+    with open_store(get_settings().db_url()) as store:
         for t in store.tokens():
             state = f"revoked {_when(t.revoked_at, '')}" if t.revoked_at else f"expires {_when(t.expires_at, 'never')}"
             typer.echo(f"{t.id}\t{t.name}\t{','.join(t.scopes)}\t{state}\tlast used {_when(t.last_used_at, 'never')}")
@@ -61,9 +63,10 @@ def list_tokens() -> None:
 @app.command("revoke")
 def revoke(name: str = typer.Argument(..., help="the token's name or id (opsbot tokens list)")) -> None:
     """Revoke a token: every request with it is refused (401) from now on."""
+    from opsbot.settings import get_settings
     from opsbot.store import open_store
 
-    with open_store() as store:
+    with open_store(get_settings().db_url()) as store:
         try:
             row = store.revoke_token(name)
         except (KeyError, ValueError) as exc:

@@ -15,7 +15,7 @@ from opsbot.bundle import (
 from opsbot.collect import axes
 from opsbot.collect.transport import TransportPool
 from opsbot.inventory import Inventory, Node, Role
-from opsbot.settings import Settings, get_settings
+from opsbot.settings import Settings
 
 if TYPE_CHECKING:
     from opsbot.collect.pool import ProbeView
@@ -74,12 +74,12 @@ async def probe(
     cluster: str | None = None,
     roles: list[str] | None = None,
     trigger: Trigger | None = None,
-    settings: Settings | None = None,
+    settings: Settings,
     progress: Progress | None = None,
     pool: TransportPool | ProbeView | None = None,
 ) -> Bundle:
     """Collect every axis concurrently; a failed piece is ``ok: false``, never an exception."""
-    s = settings or get_settings()
+    s = settings
     cluster_name, selected, nodes = scope(inventory, cluster, roles)  # bad scope fails before any connection
     report: Progress = progress or (lambda _name, _status: None)
     started = utcnow()

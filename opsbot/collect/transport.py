@@ -26,7 +26,7 @@ import asyncssh
 import httpx
 
 from opsbot.inventory import Node
-from opsbot.settings import Settings, get_settings
+from opsbot.settings import Settings
 
 STDERR_CAP = 16 * 1024
 SESSIONS_PER_CONNECTION = 8  # below OpenSSH's MaxSessions default of 10
@@ -147,9 +147,9 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
 class LocalTransport:
     """Commands and HTTP on this machine: for a bot that runs on the node itself."""
 
-    def __init__(self, node: Node, settings: Settings | None = None):
+    def __init__(self, node: Node, settings: Settings):
         self.node = node
-        self.settings = settings or get_settings()
+        self.settings = settings
         self._client = _http_client()
 
     async def run(self, argv: Sequence[str], timeout: float, cap: int | None = None) -> CommandResult:
@@ -251,9 +251,9 @@ class _Forward:
 class SshTransport:
     """One verified asyncssh connection to a node, opened on first use and shared."""
 
-    def __init__(self, node: Node, settings: Settings | None = None, client: httpx.AsyncClient | None = None):
+    def __init__(self, node: Node, settings: Settings, client: httpx.AsyncClient | None = None):
         self.node = node
-        self.settings = settings or get_settings()
+        self.settings = settings
         self._conn: asyncssh.SSHClientConnection | None = None
         self._error: str | None = None
         self._lock = asyncio.Lock()
@@ -437,8 +437,8 @@ class PooledTransport:
 class TransportPool:
     """One transport per node for the life of the pool, with bounded fan-out across all nodes."""
 
-    def __init__(self, settings: Settings | None = None):
-        self.settings = settings or get_settings()
+    def __init__(self, settings: Settings):
+        self.settings = settings
         self._limit = asyncio.Semaphore(self.settings.max_fanout)
         self._transports: dict[str, PooledTransport] = {}
         self._client = _http_client()

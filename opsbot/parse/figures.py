@@ -13,6 +13,7 @@ from opsbot.parse.errors import ParseError
 from opsbot.parse.facts import patch_seen, run_started
 from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.logs import count_kinds, parse_log_lines
+from opsbot.parse.metricnames import QUEUE_REQS, ROUTER_REQUESTS, RUNNING_REQS, TOKEN_USAGE
 from opsbot.parse.metrics import parse_samples, tokens_delta
 from opsbot.parse.unit import parse_unit
 
@@ -84,15 +85,15 @@ def _unit(fig: RoleFigures, role: RoleEvidence) -> None:
 
 def _metrics(fig: RoleFigures, role: RoleEvidence) -> None:
     m = parse_samples(role.metrics.samples)
-    fig.running_reqs = m.gauges.get("num_running_reqs")
-    fig.queued_reqs = m.gauges.get("num_queue_reqs")
-    fig.token_usage = m.gauges.get("token_usage")
+    fig.running_reqs = m.gauges.get(RUNNING_REQS)
+    fig.queued_reqs = m.gauges.get(QUEUE_REQS)
+    fig.token_usage = m.gauges.get(TOKEN_USAGE)
     fig.window_s = m.window_s
     fig.tokens_delta = tokens_delta(m, role.role) if role.role != "router" else None
     if fig.tokens_delta is not None and m.window_s:
         fig.tokens_per_s = fig.tokens_delta / m.window_s
-    if role.role == "router" and "smg_router_requests" in m.rates:
-        fig.requests_per_s = m.rates["smg_router_requests"]
+    if role.role == "router" and ROUTER_REQUESTS in m.rates:
+        fig.requests_per_s = m.rates[ROUTER_REQUESTS]
     fig.problems.extend(f"metrics: {p}" for p in m.problems if "only one" not in p)
 
 
