@@ -15,7 +15,6 @@ def serve(
 
     from opsbot.service.app import create_app
     from opsbot.settings import get_settings
-
     from opsbot.store.exclusive import SecondInstance, hold_single_instance
 
     settings = get_settings()
