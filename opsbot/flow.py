@@ -22,6 +22,7 @@ from anyio import to_thread
 
 from opsbot.bundle import TriggerKind
 from opsbot.contracts import Bundle, Diagnosis, Trigger
+from opsbot.incidents import Incidents
 from opsbot.inventory import Inventory, load_inventory
 from opsbot.settings import Settings
 from opsbot.telemetry import Telemetry
@@ -82,6 +83,10 @@ class Flow:
     pool: Any = None  # opsbot.collect.pool.KeptPool: connections kept across probes (set by the service)
     _inventory: tuple[float, Inventory] | None = None
     _inventory_checked: float = 0.0
+    incidents: Incidents = field(init=False)  # an incident's life: opened by alerts' probes, its actions, resolved
+
+    def __post_init__(self) -> None:
+        self.incidents = Incidents(self.store, self.db)
 
     def inventory(self) -> Inventory:
         """The inventory file, reloaded when it changes (the lab rewrites it on ``lab up``); its time stamp is
@@ -165,9 +170,13 @@ class Flow:
         return await self.db(approve, self.store, action_id, approver, surface, self.settings)
 
     async def approve_and_execute(self, action_id: str, *, approver: str, surface: str) -> Any:
-        """Approve, then run it behind its guards."""
+        """Approve, then run it behind its guards; the incident it belongs to (if any) follows each step."""
         await self.approve(action_id, approver=approver, surface=surface)
-        return await self.execute(action_id, actor=approver, surface=surface)
+        await self.incidents.action_moved(action_id, f"restart approved by {approver} via {surface}; running")
+        outcome = await self.execute(action_id, actor=approver, surface=surface)
+        await self.incidents.action_moved(action_id, f"restart {outcome.state}: {outcome.message}",
+                                          outcome.after_probe_id)
+        return outcome
 
     async def execute(self, action_id: str, *, actor: str, surface: str) -> Any:
         """Run an approved restart behind its guards (``opsbot.act.execute``) and count its outcome."""
@@ -209,6 +218,7 @@ class Flow:
         row = await self.db(dismiss, self.store, action_id, actor=actor, surface=surface)
         if row is not None:
             self.telemetry.actions.labels("dismissed").inc()
+            await self.incidents.action_moved(action_id, f"restart dismissed by {actor} via {surface}")
         return row
 
 

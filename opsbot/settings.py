@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     goal: str | None = Field(None, description="the deployment's goal, the first line of every status report")
     spec: Path | None = Field(None, description="serving spec YAML: the reports' critical context")
     prometheus_url: str | None = Field(None, description="Prometheus base URL for the weekly report's figures")
+    alertmanager_url: str | None = Field(None, description="Alertmanager base URL; the status page checks it answers")
+    public_url: str | None = Field(None, description="opsbot's URL as operators reach it (Slack evidence links); "
+                                   "default http://HOST:PORT")
     prometheus_timeout_s: float = Field(10.0, gt=0, description="per query; a slower answer is reported missing")
     report_timezone: str = Field("UTC", description="IANA time zone of report weeks and the weekly schedule")
     weekly_report_day: str = Field("mon", pattern=r"^(mon|tue|wed|thu|fri|sat|sun)$")
@@ -97,6 +100,11 @@ class Settings(BaseSettings):
 
     def lab_path(self) -> Path:
         return (self.lab_dir or self.data_dir / "lab").resolve()
+
+    def page_url(self, path: str) -> str:
+        """A link to the status page's ``path`` (e.g. a probe view), for messages sent elsewhere."""
+        base = self.public_url or f"http://{'127.0.0.1' if self.host in ('0.0.0.0', '::') else self.host}:{self.port}"
+        return base.rstrip("/") + path
 
     def db_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'opsbot.db').resolve()}"

@@ -23,6 +23,9 @@ UNITS = {
     "decode": "sglang-dsv4-decode.service",
     "router": "sglang-router.service",
 }
+EXPORTER_UNIT = "opsbot-gpu-exporter.service"
+# offsets from the service port base: the lab's Prometheus, Alertmanager, and node i's GPU exporter
+PROMETHEUS_OFFSET, ALERTMANAGER_OFFSET, EXPORTER_OFFSET = 28, 29, 32
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class NodeSpec:
     machine: str  # systemd-nspawn machine name (and hostname): PREFIX-node1
     ssh_port: int
     roles: tuple[RoleSpec, ...] = field(default_factory=tuple)
+    exporter_port: int | None = None  # the GPU exporter stand-in's /metrics
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,8 @@ def plan_lab(settings: Settings, nodes: int = 2) -> LabPlan:
     specs = []
     for i, name in enumerate(names):
         on_node = tuple(r for r in roles if r.node == name)
-        specs.append(NodeSpec(name, f"{settings.lab_prefix}-{name}", settings.lab_ssh_port_base + i, on_node))
+        specs.append(NodeSpec(name, f"{settings.lab_prefix}-{name}", settings.lab_ssh_port_base + i, on_node,
+                              exporter_port=base + EXPORTER_OFFSET + i))
     return LabPlan(tuple(specs))
 
 
@@ -200,6 +205,24 @@ def unit_text(role: RoleSpec, health_check_timeout: int = 20, version: str = "0.
         "",
     ]
     return "\n".join(lines)
+
+
+def exporter_unit_text(port: int) -> str:
+    """The unit of the node's GPU exporter stand-in (the emulated GPUs, as opsbot_gpu_* families)."""
+    argv = ["/usr/bin/python3", "-m", f"{EMULATOR_PACKAGE}.gpu_exporter", "--host", "127.0.0.1", "--port", str(port)]
+    return "\n".join([
+        "[Unit]",
+        "Description=opsbot GPU exporter (opsbot lab: stand-in over the emulated GPUs)",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"Environment=PYTHONPATH={NODE_CODE_DIR}",
+        f"Environment=SGLANG_EMULATOR_STATE_DIR={NODE_STATE_DIR}",
+        "ExecStart=" + " ".join(shlex.quote(a) for a in argv),
+        "Restart=always",
+        "RestartSec=1",
+        "",
+    ])
 
 
 def sshd_conf(port: int) -> str:

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 
 from opsbot import __version__
 from opsbot.flow import Flow, InventoryUnavailable
+from opsbot.lab.monitoring import with_lab_monitoring
 from opsbot.service import api, pages
 from opsbot.service.intake import AlertIntake
 from opsbot.service.jobs import Jobs
@@ -66,9 +67,10 @@ async def _reconcile(flow: Flow) -> None:
 def create_app(settings: Settings | None = None, *, flow: Flow | None = None) -> FastAPI:
     """The service's composition root: one Settings, one Flow, and every trigger started in the lifespan.
 
-    ``flow`` lets tests and benchmarks choose the store and probe function.
+    ``flow`` lets tests and benchmarks choose the store and probe function. In the lab, Prometheus and
+    Alertmanager default to the lab's monitoring when it runs.
     """
-    settings = settings or get_settings()
+    settings = with_lab_monitoring(settings or get_settings())
     if flow is None:
         from opsbot.collect.pool import KeptPool
 
@@ -95,6 +97,8 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
             await app.state.intake.close()
             await lease.stop()
             await app.state.jobs.close()
+            if slack:
+                await slack.incidents.close()
             if flow.pool is not None:
                 await flow.pool.close()
             release_single_instance(lock)

@@ -24,7 +24,7 @@ from datetime import timedelta
 
 from opsbot.bundle import Trigger
 from opsbot.flow import ProbeResult, Flow
-from opsbot.inventory import UnknownRole
+from opsbot.inventory import Inventory, UnknownRole
 from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
 from opsbot.service.coalesce import Coalescer
 from opsbot.service.groupcommit import GroupCommit
@@ -85,7 +85,7 @@ class AlertIntake:
         self._count(n)  # reserve before the first await, so concurrent calls cannot overfill
         try:
             default_cluster = self.flow.cluster_name()
-            rows = [_alert_in(hook, a, default_cluster) for a in hook.alerts]
+            rows = [_node_scope(_alert_in(hook, a, default_cluster), self.flow.inventory()) for a in hook.alerts]
             saved = await self.writes.save(rows)
         except BaseException:
             self._count(-n)
@@ -144,6 +144,8 @@ class AlertIntake:
 
     async def _probe_and_notify(self, scope: Scope, alerts: list[StoredAlert]) -> None:
         cluster, role = scope
+        resolved = [a for a in alerts if a.status == "resolved"]
+        closed = await self.flow.incidents.resolved(cluster, resolved) if resolved else []
         trigger = Trigger(kind="alert", text=_names(alerts), alerts=sorted({a.fingerprint for a in alerts}))
         result: ProbeResult | None = None
         error: str | None = None
@@ -158,6 +160,10 @@ class AlertIntake:
             await self.flow.db(self.flow.store.alert_probe_failed, [a.id for a in alerts], error,
                                   max_attempts=self.flow.settings.alert_probe_attempts,
                                   final=isinstance(exc, (UnknownRole, ConfigError)))
+        firing = [a for a in alerts if a.status == "firing"]
+        opened = await self.flow.incidents.sighted(result, firing) if result is not None and firing else None
+        if opened or closed:
+            return  # the incident's own message says it (one message per incident)
         if self.notifier is not None:
             by_group: dict[str, list[StoredAlert]] = defaultdict(list)
             for a in alerts:
@@ -188,6 +194,19 @@ def _alert_in(hook: Webhook, alert: Alert, default_cluster: str) -> AlertIn:
         cluster=cluster,
         role=role,
     )
+
+
+def _node_scope(row: AlertIn, inventory: Inventory) -> AlertIn:
+    """An alert about a node, not a role (a GPU exporter's: ``role="exporter"``, ``node="node2"``) probes
+    every role, so the GPU axis of the node's roles is read; other unknown roles stay refused."""
+    cluster = inventory.clusters.get(row.cluster or "")
+    if cluster is None or row.role in (None, ALL_ROLES) or not row.labels.get("node"):
+        return row
+    if any(row.role in (r.key, r.role) for r in cluster.roles):
+        return row
+    if any(n.name == row.labels["node"] for n in cluster.nodes):
+        row.role = ALL_ROLES
+    return row
 
 
 def _stored(row: AlertIn | AlertRow, alert_id: int) -> StoredAlert:

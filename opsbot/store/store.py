@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from opsbot.bundle import Bundle, parse_bundle
 from opsbot.contracts import Diagnosis
 from opsbot.store.database import StoreError, make_engine, retrying, upgrade
+from opsbot.store.incidents import IncidentRecords
 from opsbot.store.models import (
     NOTE_KINDS,
     Action,
@@ -131,7 +132,7 @@ class AlertIn:
         return f"{self.fingerprint}:{self.status}:{start}"
 
 
-class Store:
+class Store(IncidentRecords):
     """The one gateway to the database. ``Store(url)`` connects and upgrades the schema to head."""
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 5000, attempts: int = 6, migrate: bool = True):
@@ -250,6 +251,11 @@ class Store:
             q = q.where(Finding.cluster == cluster)
         rows = list(self.read(lambda s: s.scalars(q).all()))
         return [f for f in rows if role is None or role in f.roles]
+
+    def probe_findings(self, probe_id: str) -> list[Finding]:
+        """A probe's findings, most likely first (the order diagnose gave them)."""
+        q = select(Finding).where(Finding.probe_id == probe_id).order_by(Finding.id)
+        return list(self.read(lambda s: s.scalars(q).all()))
 
     # -- alerts -----------------------------------------------------------------------------
 
