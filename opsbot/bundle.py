@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 SCHEMA = "opsbot/probe-bundle@1"
 
@@ -103,19 +103,37 @@ class NodeEvidence(_Open):
     kernel_log: KernelLogEvidence | None = None
 
 
+class Canary(Envelope):
+    """One short completion through the router: the only check that moves KV from prefill to decode."""
+
+    endpoint: str = ""
+    model: str | None = None
+    status: int | None = None
+    ttft_ms: float | None = None
+    total_ms: float | None = None
+    tokens: int | None = None
+    body: str | None = None
+
+
 class RecallCase(_Open):
     tokens: int
     depth: float
-    needle: str
-    found: bool
-    answer: str = ""
-    elapsed_ms: float = 0.0
+    filler: str = "prose"
+    distractors: int = 0
+    needle: str = ""
+    found: bool | None = None
+    answer: str | None = None
+    elapsed_ms: float | None = None
+    error: str | None = None
 
 
 class Recall(_Open):
-    model: str
-    endpoint: str
+    model: str | None = None
+    endpoint: str = ""
+    tokenizer: str | None = Field(None, description="whose tokens the lengths are in: the server's endpoint or a local tokenizer")
+    started_at: str | None = None
     cases: list[RecallCase] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="lengths skipped and other things said about the run")
 
 
 class Bundle(_Open):
@@ -127,9 +145,32 @@ class Bundle(_Open):
     finished_at: str
     roles: list[RoleEvidence] = Field(default_factory=list)
     nodes: list[NodeEvidence] = Field(default_factory=list)
+    canary: Canary | None = None
     recall: Recall | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _optional_sections(cls, data: object) -> object:
+        """A malformed ``canary`` or ``recall`` is dropped and listed in ``section_problems``, not a refusal."""
+        if not isinstance(data, dict):
+            return data
+        problems: list[str] = []
+        for name, model in (("canary", Canary), ("recall", Recall)):
+            value = data.get(name)
+            if value is None or isinstance(value, model):
+                continue
+            try:
+                model.model_validate(value)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in (name, *first["loc"]))
+                problems.append(f"{where}: {first['msg']} (section ignored)")
+                data = {**data, name: None}
+        if problems:
+            data = {**data, "section_problems": [*data.get("section_problems", []), *problems]}
+        return data
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(by_alias=True, indent=indent, exclude_none=False)

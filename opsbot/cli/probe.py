@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from opsbot.bundle import Bundle, Trigger
 from opsbot.cli.probe_view import failures_table, nodes_table, roles_table
-from opsbot.collect.probe import planned_axes, probe, scope
+from opsbot.collect.probe import canary_planned, planned_axes, probe, scope
 from opsbot.inventory import Inventory, UnknownRole, load_inventory
 from opsbot.settings import Settings, get_settings
 from opsbot.yamlsource import ConfigError
@@ -37,8 +37,8 @@ def save_bundle(bundle: Bundle, path: Path) -> Path:
 def run_with_progress(
     inventory: Inventory, cluster: str | None, roles: list[str] | None, s: Settings, trigger: Trigger | None = None
 ) -> Bundle:
-    _name, selected, nodes = scope(inventory, cluster, roles)
-    names = planned_axes(selected, nodes)
+    name, selected, nodes = scope(inventory, cluster, roles)
+    names = planned_axes(selected, nodes) + (["canary"] if canary_planned(inventory, name) else [])
     columns = (SpinnerColumn(), TextColumn("probing {task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:

@@ -20,6 +20,7 @@ from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.kernel import parse_xid
 from opsbot.parse.logs import parse_log_lines
 from opsbot.parse.metrics import parse_samples
+from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ GPU_FACTS = frozenset(
     "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes".split()
 )
 ROLE_ROOTS = frozenset("unit metrics delta rate health logs logs_window gpu failed role name node".split())
-TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s"}
+TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "recall", "canary"}  # recall, canary: probe-wide
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
 # Metric names without the sglang:/sglang_ prefix (reference/sglang.md §1.4, §1.6).
@@ -92,6 +93,8 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "logs": pattern_names,
         "logs_window": pattern_names,
         "metrics": GAUGES,
+        "recall": RECALL_FACTS,
+        "canary": CANARY_FACTS,
     }.get(root)
     if known is not None:
         return None if leaf in known else f"{path}: {leaf!r} is not a {root} fact (see runbooks/README.md)"
@@ -317,6 +320,8 @@ def bundle_facts(
     it does not name, or no mapping, gets every family parsed.
     """
     out = BundleFacts()
+    out.problems.extend(getattr(bundle, "section_problems", None) or [])
+    probe_wide = {"recall": recall_facts(bundle.recall), "canary": canary_facts(bundle.canary)}
     wanted = metrics or {}
     own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role)) for ev in bundle.roles}
     peers: dict[str, dict[str, Any]] = {}
@@ -324,6 +329,6 @@ def bundle_facts(
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind
         peers[ev.key] = own[ev.key]
     for ev in bundle.roles:
-        out.scopes[ev.key] = {**own[ev.key], "roles": peers}
+        out.scopes[ev.key] = {**own[ev.key], **probe_wide, "roles": peers}
         out.kinds[ev.key] = ev.role
     return out

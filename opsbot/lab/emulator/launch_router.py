@@ -136,7 +136,18 @@ class Router:
             return 503, f"Decode {d[0].url} returned status {ds}"
         return 200, "Health check passed"
 
+    def tokenize(self, path: str, body: bytes) -> tuple[int, bytes]:
+        """``/v1/tokenize``: answered with the model's tokenizer (here: a worker's)."""
+        for w in self.healthy("prefill") + self.healthy("decode"):
+            return http("POST", w.url + path, 30, body)
+        return 503, json.dumps({"error": {"message": "No available workers", "code": "no_workers"}}).encode()
+
     def route(self, path: str, body: bytes) -> tuple[int, bytes]:
+        state = self.state
+        if state == "slow":  # holds the request past any client deadline
+            time.sleep(self.args.request_timeout_secs)
+        if state == "garbage":
+            return 200, b"<html><body>upstream said: 42</body></html>"
         p, d = self.healthy("prefill"), self.healthy("decode")
         labels = {"router_type": "http", "backend_type": "pd", "connection_mode": "http", "model": "default",
                   "endpoint": path, "streaming": "false"}
@@ -219,6 +230,9 @@ def api_handler(router: Router) -> type[BaseHTTPRequestHandler]:
             if self.command == "POST" and path in ("/generate", "/v1/chat/completions", "/v1/completions"):
                 n = int(self.headers.get("content-length") or 0)
                 return self._send(*router.route(path, self.rfile.read(n)))
+            if self.command == "POST" and path == "/v1/tokenize":
+                n = int(self.headers.get("content-length") or 0)
+                return self._send(*router.tokenize(path, self.rfile.read(n)))
             return self._send(404, {"error": {"message": f"no route for {path}", "code": "not_found"}})
 
         def do_GET(self) -> None:

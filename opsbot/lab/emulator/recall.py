@@ -1,0 +1,59 @@
+"""The emulated model's tokenizer and long-context recall (the lab's stand-in for a real model).
+
+Tokenization is deterministic and needs only the standard library: a word, a single digit, a
+punctuation mark or a run of whitespace is one token, and a word carries the space before it;
+``add_special_tokens`` adds a BOS. The "model" answers RULER-style key questions by looking the
+key up in its prompt: within its recall window it answers with the needle's value, beyond it (or
+in the lose-everything state) with a wrong one, a near-miss key's value when there is one.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import zlib
+
+VOCAB = 129_280  # DeepSeek-V3/V4 vocabulary size
+BOS = 0
+_TOKEN = re.compile(r" ?[A-Za-z]+| ?\d| ?[^\sA-Za-z\d]|\s+")
+QUESTION = re.compile(r"magic number for ([A-Za-z0-9-]+)\?")
+NEEDLE = r"The special magic number for {key} is: (\d+)\."
+ANY_NEEDLE = re.compile(r"The special magic number for ([A-Za-z0-9-]+) is: (\d+)\.")
+DEFAULT_FP8_WINDOW = 4096  # where the seeds' incident believed fp8 index keys lost needles
+BF16_SWITCH = "SGLANG_DSV4_BF16_INDEX_KEYS"
+EMULATOR_ANSWER = "This is the SGLang emulator of the opsbot lab."
+
+
+def pieces(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def encode(text: str, add_special_tokens: bool = True) -> list[int]:
+    ids = [zlib.crc32(p.encode()) % (VOCAB - 1) + 1 for p in pieces(text)]
+    return [BOS, *ids] if add_special_tokens else ids
+
+
+def count(text: str, add_special_tokens: bool = True) -> int:
+    return len(pieces(text)) + (1 if add_special_tokens else 0)
+
+
+def recall_window(beyond: int | None, bf16_keys: bool, context_len: int) -> int:
+    """Prompts longer than this lose their needles: ``--beyond`` when given, else as the incident believed
+    (fp8 index keys: 4096 tokens; bf16 index keys: the whole context)."""
+    if beyond is not None:
+        return beyond
+    return context_len if bf16_keys else DEFAULT_FP8_WINDOW
+
+
+def answer(prompt: str, prompt_tokens: int, window: int | None) -> str:
+    """The model's answer: the asked key's value when the prompt fits ``window`` (None: loses everything)."""
+    asked = QUESTION.findall(prompt)
+    if not asked:
+        return EMULATOR_ANSWER
+    key = asked[-1]
+    m = re.search(NEEDLE.format(key=re.escape(key)), prompt)
+    if m and window is not None and prompt_tokens <= window:
+        return f"{m[1]}."
+    near = [value for other, value in ANY_NEEDLE.findall(prompt) if other != key]
+    wrong = random.choice(near) if near else str(random.randrange(10**6, 10**7))
+    return f"{wrong}."
