@@ -21,12 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from opsbot.bundle import Recall, RecallCase, utcnow
+from opsbot.bundle import Bundle, Recall, RecallCase, Trigger, utcnow
 from opsbot.collect import haystack
 from opsbot.collect.openai import BODY_CAP, Router, served_models
-from opsbot.collect.transport import HttpResult, Transport
-from opsbot.inventory import Cluster
-from opsbot.parse.recall import judge, short_length
+from opsbot.collect.probe import probe
+from opsbot.collect.transport import HttpResult, Transport, TransportPool
+from opsbot.inventory import Cluster, Inventory
+from opsbot.parse.recall import judge, parse_depths, parse_fillers, parse_lengths, short_length
+from opsbot.settings import Settings
 
 MAX_FIT_ROUNDS = 8
 DEFAULT_LENGTHS = (1024, 2048, 4096, 8192, 16384)
@@ -377,3 +379,39 @@ async def run_recall(cluster: Cluster, transports: dict[str, Transport], plan: R
 def haystack_failed(tokens: int, depth: float, filler: str, plan: RecallPlan, error: str) -> Fitted:
     """A case whose prompt could not be built (the tokenizer failed mid-run)."""
     return Fitted(tokens, depth, filler, haystack.Needle("", ""), plan.distractors, "", error)
+
+
+async def recall_bundle(inventory: Inventory, *, cluster: str | None, plan: RecallPlan, settings: Settings,
+                        trigger: Trigger, progress: RecallProgress | None = None,
+                        probe_progress: Callable[[str, str], None] | None = None,
+                        after_deploy: str | None = None) -> Bundle:
+    """The recall grid, then a probe of every role (with the canary): one bundle with a ``recall`` section.
+
+    The probe comes after the grid, so the bundle shows the roles as they were when it ended
+    ("every other axis healthy" is read from it). ``after_deploy`` names the deploy that preceded
+    this run when it is the first since the last good one (for the finding)."""
+    name, cl = inventory.cluster(cluster)
+    async with TransportPool(settings) as pool:
+        nodes = {r.node for r in cl.roles if r.role in ("router", "prefill")}
+        transports: dict[str, Transport] = {n: await pool.get(cl.node(n)) for n in nodes}
+        recall = await run_recall(cl, transports, plan, timeout_s=settings.http_timeout_s, progress=progress)
+        bundle = await probe(inventory, cluster=name, trigger=trigger, settings=settings, pool=pool,
+                             progress=probe_progress)
+    if after_deploy:
+        recall = recall.model_copy(update={"after_deploy": after_deploy})
+    bundle.recall = recall
+    bundle.started_at = recall.started_at or bundle.started_at
+    return bundle
+
+
+def plan_from(settings: Settings, **override: object) -> RecallPlan:
+    """The default grid and limits from the settings (``OPSBOT_RECALL_*``), with some fields replaced."""
+    fields: dict[str, object] = {
+        "lengths": tuple(parse_lengths(settings.recall_lengths)), "depths": tuple(parse_depths(settings.recall_depths)),
+        "fillers": tuple(parse_fillers(settings.recall_fillers)), "distractors": settings.recall_distractors,
+        "max_tokens": settings.recall_max_tokens, "concurrency": settings.recall_concurrency,
+        "queue_limit": settings.recall_queue_limit, "queue_wait_s": settings.recall_queue_wait_s,
+        "request_timeout_s": settings.recall_request_timeout_s,
+    }
+    fields.update({k: v for k, v in override.items() if v is not None})
+    return RecallPlan(**fields)  # type: ignore[arg-type]

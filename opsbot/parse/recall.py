@@ -181,8 +181,12 @@ def recall_facts(recall: Recall | None) -> dict[str, Any]:
         "lengths": [r.tokens for r in s.rows],
         "lost_lengths": [r.tokens for r in judged if r.lost],
         "lost_depths": s.lost_depths,
+        "depths": len(s.depths),
         "depths_lost_at_threshold": 0,
     }
+    deploy = getattr(recall, "after_deploy", None)
+    if isinstance(deploy, str) and deploy:
+        facts["after_deploy"] = deploy
     if s.judged:
         facts["found_ratio"] = round(s.found / s.judged, 4)
     if judged:
@@ -216,8 +220,8 @@ def canary_facts(canary: Canary | None) -> dict[str, Any]:
 
 
 RECALL_FACTS = frozenset(
-    "ran cases judged found errors pattern lengths lost_lengths lost_depths depths_lost_at_threshold found_ratio "
-    "shortest longest longest_full threshold".split()
+    "ran cases judged found errors pattern lengths lost_lengths lost_depths depths depths_lost_at_threshold "
+    "found_ratio shortest longest longest_full threshold after_deploy".split()
 )
 CANARY_FACTS = frozenset("ok answered timed_out status ttft_ms total_ms tokens elapsed_ms".split())
 

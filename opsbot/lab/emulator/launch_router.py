@@ -144,8 +144,10 @@ class Router:
 
     def route(self, path: str, body: bytes) -> tuple[int, bytes]:
         state = self.state
-        if state == "slow":  # holds the request past any client deadline
-            time.sleep(self.args.request_timeout_secs)
+        end = time.monotonic() + self.args.request_timeout_secs
+        while state == "slow" and time.monotonic() < end:  # holds the request past any client deadline
+            time.sleep(0.2)
+            state = self.state
         if state == "garbage":
             return 200, b"<html><body>upstream said: 42</body></html>"
         p, d = self.healthy("prefill"), self.healthy("decode")

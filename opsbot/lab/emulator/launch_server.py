@@ -214,7 +214,8 @@ class App:
                          f"context length ({CONTEXT_LEN} tokens).", "type": "BadRequestError", "code": 400}
         if not self.wait_unstalled(3600):
             return 503, {"object": "error", "message": "Request running timeout reached.", "type": "503", "code": 503}
-        content = recall.answer(prompt, tokens, self.recall_window()) if self.sched.mode == "decode" else ""
+        edges = self.sched.control.state == "recall-edges"
+        content = recall.answer(prompt, tokens, self.recall_window(), edges) if self.sched.mode == "decode" else ""
         out_len = min(max_new, max(1, recall.count(content, False))) if content else max_new
         if self.sched.mode == "prefill":
             self.prefill(tokens)

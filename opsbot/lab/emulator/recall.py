@@ -45,14 +45,23 @@ def recall_window(beyond: int | None, bf16_keys: bool, context_len: int) -> int:
     return context_len if bf16_keys else DEFAULT_FP8_WINDOW
 
 
-def answer(prompt: str, prompt_tokens: int, window: int | None) -> str:
-    """The model's answer: the asked key's value when the prompt fits ``window`` (None: loses everything)."""
+def at_edge(prompt: str, start: int, end: int) -> bool:
+    """Whether the text at [start, end) is the first or the last line of the prompt's body."""
+    lines = [ln for ln in prompt.split("\n") if ln.strip()]
+    line = prompt[start:end]
+    return bool(lines) and (line in lines[1] or line in lines[-3]) if len(lines) > 3 else True
+
+
+def answer(prompt: str, prompt_tokens: int, window: int | None, edges_lost: bool = False) -> str:
+    """The model's answer: the asked key's value when the prompt fits ``window`` (None: loses everything);
+    with ``edges_lost``, a needle on the body's first or last line is lost too."""
     asked = QUESTION.findall(prompt)
     if not asked:
         return EMULATOR_ANSWER
     key = asked[-1]
     m = re.search(NEEDLE.format(key=re.escape(key)), prompt)
-    if m and window is not None and prompt_tokens <= window:
+    lost_at_edge = edges_lost and m is not None and at_edge(prompt, m.start(), m.end())
+    if m and window is not None and prompt_tokens <= window and not lost_at_edge:
         return f"{m[1]}."
     near = [value for other, value in ANY_NEEDLE.findall(prompt) if other != key]
     wrong = random.choice(near) if near else str(random.randrange(10**6, 10**7))

@@ -1,0 +1,146 @@
+"""``opsbot recall``: the long-context needle grid through the router, judged, kept and diagnosed."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from opsbot.bundle import Bundle, Recall, RecallCase, Trigger
+from opsbot.cli.probe import load_or_exit, save_bundle
+from opsbot.collect.recall import RecallPlan, plan_from, recall_bundle
+from opsbot.diagnose import default_runbooks, diagnose
+from opsbot.diagnose.terminal import render
+from opsbot.inventory import Inventory
+from opsbot.parse.recall import (
+    grid, parse_depths, parse_fillers, parse_lengths, run_record, short_length, summarize, worse,
+)
+from opsbot.settings import Settings, get_settings
+from opsbot.store import Store
+from opsbot.yamlsource import ConfigError
+
+err = Console(stderr=True, soft_wrap=True)
+MARKS = {"found": "[green]found[/]", "lost": "[red]lost[/]", "error": "[yellow]error[/]", "mixed": "[magenta]mixed[/]"}
+
+
+def cost_line(plan: RecallPlan) -> str:
+    """What the grid will cost, said before anything is sent."""
+    return (f"recall grid: {len(plan.lengths)} lengths x {len(plan.depths)} depths x {len(plan.fillers)} filler(s) = "
+            f"{plan.cases()} requests, {plan.cost_tokens():,} prompt tokens of prefill "
+            f"(longest {short_length(max(plan.lengths))}), at most {plan.concurrency} in flight")
+
+
+def grid_table(recall: Recall) -> Table:
+    lengths, depths, cells = grid(recall)
+    table = Table("length", *(f"depth {d:g}" for d in depths), title="needles found / lost")
+    for n in lengths:
+        table.add_row(short_length(n), *(MARKS.get(cells.get((n, d), ""), "-") for d in depths))
+    return table
+
+
+def summary_line(recall: Recall) -> str:
+    s = summarize(recall)
+    where = {
+        "full": f"every needle found up to {short_length(s.longest_full or 0)}",
+        "threshold": f"full recall up to {short_length(s.longest_full or 0)}, needles lost from "
+                     f"{short_length(s.threshold or 0)} at every depth",
+        "flat": "needles lost at every length, the shortest included (a broken prompt or tokenizer?)",
+        "positional": f"needles lost only at the edges (depths {', '.join(f'{d:g}' for d in s.lost_depths)})",
+        "scattered": "needles lost here and there, no length threshold",
+        "unjudged": "no needle could be judged",
+    }[s.pattern]
+    unjudged = f"; {s.errors} case(s) could not be judged" if s.errors else ""
+    return f"{where} ({s.found}/{s.judged} found{unjudged})"
+
+
+def run_with_progress(inventory: Inventory, cluster: str | None, plan: RecallPlan, s: Settings,
+                      trigger: Trigger, after_deploy: str | None = None) -> Bundle:
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("recall", total=plan.cases())
+
+        def on_case(what: str, case: RecallCase | None) -> None:
+            if what == "waiting":
+                bar.update(task, description="waiting: the prefill queue is above its limit")
+            elif what == "case" and case is not None:
+                mark = "error" if case.error else ("found" if case.found else "lost")
+                bar.update(task, advance=1, description=f"{short_length(case.tokens)} @ {case.depth:g}: {mark}")
+
+        def on_axis(name: str, status: str) -> None:
+            bar.update(task, description=f"probing the roles: {name}")
+
+        return asyncio.run(recall_bundle(inventory, cluster=cluster, plan=plan, settings=s, trigger=trigger,
+                                         progress=on_case, probe_progress=on_axis, after_deploy=after_deploy))
+
+
+def _plan(s: Settings, lengths: str | None, depths: str | None, fillers: str | None, distractors: int | None,
+          model: str | None, concurrency: int | None) -> RecallPlan:
+    try:
+        return plan_from(
+            s, lengths=tuple(parse_lengths(lengths)) if lengths else None,
+            depths=tuple(parse_depths(depths)) if depths else None,
+            fillers=tuple(parse_fillers(fillers)) if fillers else None,
+            distractors=distractors, model=model, concurrency=concurrency)
+    except ValueError as exc:
+        err.print(f"error: {exc}", style="red", markup=False)
+        raise typer.Exit(2) from exc
+
+
+def recall_command(
+    lengths: str = typer.Option(None, "--lengths", help="prompt lengths in the server's tokens, e.g. 1k,2k,4k,8k,16k,32k,64k,128k"),
+    depths: str = typer.Option(None, "--depths", help="needle depths, 0 = start, 1 = end, e.g. 0,0.25,0.5,0.75,1"),
+    fillers: str = typer.Option(None, "--fillers", help="haystack kinds: prose,code,config"),
+    distractors: int = typer.Option(None, "--distractors", min=0, max=64, help="near-miss keys around each needle"),
+    cluster: str | None = typer.Option(None, "--cluster", "-c", help="cluster in the inventory"),
+    model: str | None = typer.Option(None, "--model", help="served model name (default: the inventory's, else the router's first)"),
+    concurrency: int = typer.Option(None, "--concurrency", min=1, max=64, help="requests in flight at most"),
+    inventory: Path | None = typer.Option(None, "--inventory", "-i", help="inventory YAML (default: settings)"),
+    save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
+    as_json: bool = typer.Option(False, "--json", help="print the bundle's recall section as JSON"),
+) -> None:
+    """Needle-in-a-haystack grid (length x depth) through the router; kept as a bundle and diagnosed.
+
+    Exit status: 0 every needle found, 1 needles lost or findings, 2 bad input.
+    """
+    s = get_settings()
+    plan = _plan(s, lengths, depths, fillers, distractors, model, concurrency)
+    inv = load_or_exit(inventory or s.inventory_path())
+    try:
+        name, _cl = inv.cluster(cluster or s.cluster)
+    except ConfigError as exc:
+        err.print(str(exc), style="red", markup=False)
+        raise typer.Exit(2) from exc
+    err.print(cost_line(plan), highlight=False)
+    with Store(s.db_url()) as store:
+        previous = [r for r in store.recall_runs(cluster=name) if r.record.get("pattern") == "full"]
+        bundle = run_with_progress(inv, name, plan, s, Trigger(kind="cli", text="recall", user=getpass.getuser()))
+        diagnosis = diagnose(bundle, default_runbooks())
+        store.save_probe(bundle, diagnosis)
+    kept = save_bundle(bundle, s.data_dir / "bundles" / f"{bundle.id}.json")
+    if save:
+        save_bundle(bundle, save)
+    recall = bundle.recall or Recall()
+    if as_json:
+        typer.echo(json.dumps(recall.model_dump(mode="json"), indent=2))
+    else:
+        out = Console()
+        out.print(grid_table(recall))
+        out.print(summary_line(recall), markup=False, highlight=False)
+        out.print(f"tokenizer: {recall.tokenizer or 'none'}; model: {recall.model}", markup=False, highlight=False)
+        for note in recall.notes:
+            out.print(f"note: {note}", markup=False, highlight=False)
+        last_good = previous[-1] if previous else None
+        if last_good and worse(run_record(recall), last_good.record):
+            out.print(f"[red]worse than the last good run[/] ({last_good.at:%Y-%m-%d %H:%M} UTC, full recall up to "
+                      f"{short_length(last_good.record.get('longest_full') or 0)})", highlight=False)
+        out.print(render(diagnosis))
+    err.print(f"bundle saved: {kept}" + (f" and {save}" if save else ""), highlight=False)
+    lost = summarize(recall).pattern not in ("full",)
+    raise typer.Exit(1 if lost or diagnosis.findings else 0)
