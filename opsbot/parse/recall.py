@@ -3,7 +3,8 @@
 Pure functions of a bundle's ``recall`` section (spec/probe-bundle-v1.md) and ``canary`` section.
 The shape of a loss tells the classes apart (spec/incidents.md, long-context-recall-regression):
 
-- ``threshold``: every needle found up to some length, most lost beyond it, at every depth;
+- ``threshold``: every needle found up to some length, lost at two depths or more at the first
+  length that loses any, and mostly lost (at least half) at every longer length;
 - ``flat``: lost at every length, the shortest included (a broken prompt or a tokenizer mismatch);
 - ``positional``: lost only at depth 0 or 1 (the model's edges, not its context length);
 - ``scattered``: losses that fit none of these; ``full``: nothing lost; ``unjudged``: nothing judged.
@@ -133,8 +134,10 @@ def _pattern(rows: list[LengthRow], lost: list[RecallCase]) -> str:
     if judged[0].lost:
         return "flat" if all(r.lost_share >= LOST_MOSTLY for r in judged) else "scattered"
     first = next(i for i, r in enumerate(judged) if r.lost)
-    beyond = judged[first:]
-    return "threshold" if all(r.lost_share >= LOST_MOSTLY for r in beyond) else "scattered"
+    edge, beyond = judged[first], judged[first + 1:]  # the edge may be blurred; beyond it, mostly lost
+    if edge.lost >= min(2, edge.judged) and all(r.lost_share >= LOST_MOSTLY for r in beyond):
+        return "threshold"
+    return "scattered"
 
 
 def summarize(recall: Recall) -> RecallSummary:
