@@ -12,12 +12,13 @@ wrong with one case (a timeout, garbage, an unknown model) is that case's ``erro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -26,11 +27,12 @@ from opsbot.collect import haystack
 from opsbot.collect.openai import BODY_CAP, Router, served_models
 from opsbot.collect.probe import probe
 from opsbot.collect.transport import HttpResult, Transport, TransportPool
-from opsbot.inventory import Cluster, Inventory
+from opsbot.inventory import Cluster, Inventory, Role
 from opsbot.parse.recall import judge, parse_depths, parse_fillers, parse_lengths, short_length
 from opsbot.settings import Settings
 
 MAX_FIT_ROUNDS = 8
+CHARS_PER_TOKEN = 4.0  # a first guess only; the server's counts decide
 DEFAULT_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 _QUEUE = re.compile(r"^sglang[:_]num_queue_reqs(?:\{[^}]*\})?\s+(\S+)", re.M)
@@ -79,7 +81,7 @@ class ServerTokenizer:
 
     transport: Transport
     url: str
-    model: str
+    model: str | None  # None: the server's default (the name is not known yet)
     direct: bool
     timeout_s: float
     name: str = ""
@@ -89,7 +91,8 @@ class ServerTokenizer:
         self.name = f"server: POST {self.url}"
 
     async def count(self, texts: list[str]) -> list[int]:
-        body = json.dumps({"model": self.model, "prompt": texts, "add_special_tokens": True}).encode()
+        named = {"model": self.model} if self.model else {}
+        body = json.dumps({**named, "prompt": texts, "add_special_tokens": True}).encode()
         r = await self.transport.http_post(self.url, body, self.timeout_s, 64 * 1024 * 1024, direct=self.direct)
         if r.error or r.status != 200:
             raise RecallUnavailable(f"tokenizer: {r.error or f'HTTP {r.status}: {r.body[:200]}'}")
@@ -109,12 +112,14 @@ class ServerTokenizer:
 class LocalTokenizer:
     """The model's own tokenizer from the Hugging Face cache, when ``transformers`` and the files are here."""
 
-    model: str
+    model: str | None
     name: str = ""
     max_model_len: int | None = None
     _tok: object = None
 
     def __post_init__(self) -> None:
+        if not self.model:
+            raise RecallUnavailable("no model name to load a local tokenizer for")
         try:
             from transformers import AutoTokenizer  # optional: not a dependency of opsbot
         except ImportError as exc:
@@ -156,29 +161,54 @@ async def choose_model(router: Router, wanted: str | None) -> str:
     return wanted
 
 
-async def tokenizer_for(router: Router, model: str) -> Tokenizer:
-    """The server's tokenize endpoint when it answers, else the model's local tokenizer."""
-    server = ServerTokenizer(router.transport, router.base + "/v1/tokenize", model, not router.role.http_via_ssh,
-                             router.timeout_s * 6)
-    try:
-        await server.count(["ok"])
-        return server
-    except RecallUnavailable as unreachable:
+@dataclass
+class FirstThatAnswers:
+    """The server's tokenize endpoint; when its first answer fails, the model's local tokenizer instead.
+
+    Decided on the first real count, so a working endpoint costs no extra round trip."""
+
+    server: ServerTokenizer
+    chosen: Tokenizer | None = None
+
+    @property
+    def name(self) -> str:
+        return self.chosen.name if self.chosen else self.server.name
+
+    @property
+    def max_model_len(self) -> int | None:
+        return self.chosen.max_model_len if self.chosen else None
+
+    async def count(self, texts: list[str]) -> list[int]:
+        if self.chosen is not None:
+            return await self.chosen.count(texts)
         try:
-            return LocalTokenizer(model)
-        except RecallUnavailable as exc:
-            raise RecallUnavailable(f"{unreachable}; {exc}") from exc
+            counts = await self.server.count(texts)
+            self.chosen = self.server
+            return counts
+        except RecallUnavailable as unreachable:
+            try:
+                self.chosen = LocalTokenizer(self.server.model)
+            except RecallUnavailable as exc:
+                raise RecallUnavailable(f"{unreachable}; {exc}") from exc
+            return await self.chosen.count(texts)
+
+
+def tokenizer_for(router: Router, model: str | None) -> FirstThatAnswers:
+    """The server's tokenize endpoint when it answers, else the model's local tokenizer."""
+    return FirstThatAnswers(ServerTokenizer(router.transport, router.base + "/v1/tokenize", model,
+                                            not router.role.http_via_ssh, router.timeout_s * 6))
 
 
 async def _fit(tok: Tokenizer, target: int, make: Callable[[int, int], str], per_line: float,
-               lines: int, pad: int = 0) -> tuple[int, int, int]:
+               lines: int, pad: int = 0, counted: int | None = None) -> tuple[int, int, int]:
     """Adjust whole lines, then pad words, until the prompt counts exactly ``target`` tokens.
 
-    Returns (lines, pad words, the count reached); the count differs from ``target`` only when
-    ``MAX_FIT_ROUNDS`` were not enough."""
+    ``counted``: the count of ``make(lines, pad)`` when already known. Returns (lines, pad words,
+    the count reached); the count differs from ``target`` only when ``MAX_FIT_ROUNDS`` were not enough."""
     n = 0
     for _ in range(MAX_FIT_ROUNDS):
-        (n,) = await tok.count([make(lines, pad)])
+        (n,) = [counted] if counted is not None else await tok.count([make(lines, pad)])
+        counted = None
         diff = target - n
         if diff == 0:
             break
@@ -193,33 +223,48 @@ async def _fit(tok: Tokenizer, target: int, make: Callable[[int, int], str], per
 
 async def fit_group(tok: Tokenizer, tokens: int, filler: str, depths: tuple[float, ...], distractors: int,
                     rng: random.Random) -> list[Fitted]:
+    """Every depth's prompt for one (length, filler), as a list."""
+    return [case async for case in fit_prompts(tok, tokens, filler, depths, distractors, rng)]
+
+
+async def fit_prompts(tok: Tokenizer, tokens: int, filler: str, depths: tuple[float, ...], distractors: int,
+                      rng: random.Random) -> AsyncIterator[Fitted]:
     """Every depth's prompt for one (length, filler): one needle, its near misses, exactly ``tokens`` long.
 
-    The lines and pad are fitted once (needle at the first depth); moving the needle changes the
-    count only where tokens merge across lines, and such a prompt is fitted again on its own."""
+    The lines and pad are fitted once (needle at the first depth, which is yielded at once); moving
+    the needle changes the count only where tokens merge across lines, and such a prompt is fitted
+    again on its own."""
     target = haystack.needle(rng)
     near = [(rng.uniform(0.05, 0.95), d) for d in haystack.near_misses(target, distractors, rng)]
     pool = haystack.filler(filler, 64, rng)
-    (sample, fixed) = await tok.count(["\n".join(pool), haystack.compose([], 0.5, target, near)])
-    per_line = max(1.0, sample / len(pool))
-    lines = max(1, int((tokens - fixed) / per_line))
-    while len(pool) < lines * 2 + 64:
+    fixed_text = haystack.compose([], 0.5, target, near)
+    guess = max(1, int((tokens - len(fixed_text) / CHARS_PER_TOKEN) * len(pool) * CHARS_PER_TOKEN
+                       / max(1, len("\n".join(pool)))))
+    while len(pool) < guess * 2 + 64:
         pool += haystack.filler(filler, len(pool), rng)
     pad_source = haystack.pad_words(4096, rng).split()
 
     def make(depth: float) -> Callable[[int, int], str]:
         return lambda n, pad: haystack.compose(pool[:n], depth, target, near, " ".join(pad_source[:pad]))
 
-    lines, pad, first = await _fit(tok, tokens, make(depths[0]), per_line, lines)
-    counts = [first, *(await tok.count([make(d)(lines, pad) for d in depths[1:]]) if depths[1:] else [])]
-    out: list[Fitted] = []
-    for depth, count in zip(depths, counts):
+    # one round trip for the line size and a first guess from the characters; lines, then pad words
+    sample, guessed = await tok.count(["\n".join(pool[:64]), make(depths[0])(guess, 0)])
+    per_line = max(1.0, sample / 64)
+    more = math.floor((tokens - guessed) / per_line)
+    lines = max(1, guess + more)
+    pad = max(0, round(tokens - guessed - more * per_line))
+    while len(pool) < lines * 2 + 64:
+        pool += haystack.filler(filler, len(pool), rng)
+    lines, pad, first = await _fit(tok, tokens, make(depths[0]), per_line, lines, pad)
+    error = None if first == tokens else f"could not fit the prompt to {tokens} tokens (got {first})"
+    yield Fitted(tokens, depths[0], filler, target, distractors, make(depths[0])(lines, pad), error)
+    counts = await tok.count([make(d)(lines, pad) for d in depths[1:]]) if depths[1:] else []
+    for depth, count in zip(depths[1:], counts):
         n_lines, n_pad = lines, pad
         if count != tokens:
             n_lines, n_pad, count = await _fit(tok, tokens, make(depth), per_line, lines, pad)
         error = None if count == tokens else f"could not fit the prompt to {tokens} tokens (got {count})"
-        out.append(Fitted(tokens, depth, filler, target, distractors, make(depth)(n_lines, n_pad), error))
-    return out
+        yield Fitted(tokens, depth, filler, target, distractors, make(depth)(n_lines, n_pad), error)
 
 
 def queue_depth(raw: str) -> float | None:
@@ -235,7 +280,9 @@ def queue_depth(raw: str) -> float | None:
 
 @dataclass
 class QueueGate:
-    """Reads the prefill queue before each request and waits while it is above the limit."""
+    """Watches the prefill queue (a reading every ``every_s``) and holds each request while it is above the limit.
+
+    The reading runs beside the requests, so a request never waits for it unless the queue is full."""
 
     transports: dict[str, Transport]
     prefills: list[Role]
@@ -243,38 +290,41 @@ class QueueGate:
     wait_s: float
     timeout_s: float
     on_wait: Callable[[float], None] = lambda _q: None
-    _at: float = 0.0
+    every_s: float = 1.0
     _depth: float | None = None
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _read: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def read(self) -> float | None:
-        async with self._lock:
-            if time.monotonic() - self._at < 0.25:
-                return self._depth
-            depths = []
-            for role in self.prefills:
-                if not role.metrics_url:
-                    continue
-                r = await self.transports[role.node].http_get(role.metrics_url, self.timeout_s,
-                                                              direct=not role.http_via_ssh)
-                depth = queue_depth(r.body) if r.status == 200 else None
-                if depth is not None:
-                    depths.append(depth)
-            self._at, self._depth = time.monotonic(), sum(depths) if depths else None
-            return self._depth
+        """The queue now: ``sglang:num_queue_reqs`` summed over the prefill roles; None when unreadable."""
+        depths = []
+        for role in self.prefills:
+            if not role.metrics_url:
+                continue
+            r = await self.transports[role.node].http_get(role.metrics_url, self.timeout_s,
+                                                          direct=not role.http_via_ssh)
+            depth = queue_depth(r.body) if r.status == 200 else None
+            if depth is not None:
+                depths.append(depth)
+        return sum(depths) if depths else None
+
+    async def watch(self) -> None:
+        """Keep the reading fresh until cancelled."""
+        while True:
+            self._depth = await self.read()
+            self._read.set()
+            await asyncio.sleep(self.every_s)
 
     async def clear(self) -> str | None:
         """None once the queue is at or below the limit (or unreadable); else why nothing was sent."""
+        await self._read.wait()
         deadline = time.monotonic() + self.wait_s
-        while True:
-            depth = await self.read()
-            if depth is None or depth <= self.limit:
-                return None
+        while (depth := self._depth) is not None and depth > self.limit:
             if time.monotonic() >= deadline:
                 return (f"not sent: the prefill queue stayed above {self.limit:g} requests ({depth:g}) "
                         f"for {self.wait_s:g} s")
             self.on_wait(depth)
-            await asyncio.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
+            await asyncio.sleep(min(self.every_s, max(0.05, deadline - time.monotonic())))
+        return None
 
 
 def _completion_text(r: HttpResult) -> tuple[str | None, str | None, int | None]:
@@ -319,7 +369,10 @@ def _unsent(plan: RecallPlan, lengths: tuple[int, ...], error: str) -> list[Reca
 
 async def run_recall(cluster: Cluster, transports: dict[str, Transport], plan: RecallPlan, *, timeout_s: float,
                      progress: RecallProgress | None = None) -> Recall:
-    """The grid through the cluster's router; every case is in the result, sent or not."""
+    """The grid through the cluster's router; every case is in the result, sent or not.
+
+    Prompts are fitted (shortest length first) while earlier ones are being answered, and the
+    prefill queue is watched beside them, so the server's prefill is what the run waits for."""
     report = progress or (lambda _what, _case: None)
     started = utcnow()
     role = cluster.router()
@@ -328,35 +381,63 @@ async def run_recall(cluster: Cluster, transports: dict[str, Transport], plan: R
         return Recall(model=plan.model, endpoint="", started_at=started, cases=_unsent(plan, plan.lengths, error))
     router = Router(transports[role.node], role, timeout_s)
     endpoint = router.base + "/v1/completions"
-    try:
-        model = await choose_model(router, plan.model or cluster.model)
-        tok = await tokenizer_for(router, model)
-    except RecallUnavailable as exc:
-        return Recall(model=plan.model or cluster.model, endpoint=endpoint, started_at=started,
-                      cases=_unsent(plan, plan.lengths, str(exc)), notes=[str(exc)])
-    recall = Recall(model=model, endpoint=endpoint, tokenizer=tok.name, started_at=started)
-    limit = tok.max_model_len
-    lengths = tuple(n for n in plan.lengths if limit is None or n + plan.max_tokens <= limit)
-    for n in plan.lengths:
-        if n not in lengths:
-            note = f"{short_length(n)} skipped: the model's context holds {limit} tokens"
-            recall.notes.append(note)
-            report("note", None)
     gate = QueueGate(transports, [r for r in cluster.roles if r.role == "prefill"], plan.queue_limit,
                      plan.queue_wait_s, timeout_s, on_wait=lambda _q: report("waiting", None))
+    wanted = plan.model or cluster.model
+    watching = asyncio.create_task(gate.watch())
+    looked_up = asyncio.create_task(choose_model(router, wanted))  # beside the first prompts' fitting
+    tok = tokenizer_for(router, wanted)
+    recall = Recall(model=wanted, endpoint=endpoint, started_at=started)
+    grid = asyncio.create_task(_send_grid(recall, router, looked_up, tok, gate, plan, report))
+    try:
+        try:
+            recall.model = await looked_up
+        except RecallUnavailable as exc:
+            grid.cancel()
+            with contextlib.suppress(asyncio.CancelledError, RecallUnavailable):
+                await grid
+            return Recall(model=wanted, endpoint=endpoint, started_at=started,
+                          cases=_unsent(plan, plan.lengths, str(exc)), notes=[str(exc)])
+        await grid
+        recall.tokenizer = tok.name if tok.chosen is not None else None
+    finally:
+        watching.cancel()
+    recall.cases.sort(key=lambda c: (c.tokens, c.filler, c.depth))
+    return recall
+
+
+async def _send_grid(recall: Recall, router: Router, model: asyncio.Task[str], tok: Tokenizer, gate: QueueGate,
+                     plan: RecallPlan, report: RecallProgress) -> None:
+    """Fit prompts into a short queue (one builder) and send them from it (``concurrency`` senders)."""
     rng = random.Random(plan.seed)
     ready: asyncio.Queue[Fitted | None] = asyncio.Queue(maxsize=plan.concurrency * 2)
 
+    def fits(n: int) -> bool:
+        limit = tok.max_model_len
+        return limit is None or n + plan.max_tokens <= limit
+
     async def build() -> None:
         try:
-            for n in lengths:
+            for n in plan.lengths:
                 for f in plan.fillers:
+                    if not fits(n):  # known once the first count has answered
+                        break
+                    sent: set[float] = set()
                     try:
-                        group = await fit_group(tok, n, f, plan.depths, plan.distractors, rng)
+                        async for case in fit_prompts(tok, n, f, plan.depths, plan.distractors, rng):
+                            if not fits(n):
+                                break
+                            sent.add(case.depth)
+                            await ready.put(case)
                     except RecallUnavailable as exc:
-                        group = [haystack_failed(n, d, f, plan, str(exc)) for d in plan.depths]
-                    for case in group:
-                        await ready.put(case)
+                        for d in plan.depths:
+                            if d not in sent:
+                                await ready.put(haystack_failed(n, d, f, plan, str(exc)))
+                        if str(exc) not in recall.notes:
+                            recall.notes.append(str(exc))
+                if not fits(n):
+                    recall.notes.append(f"{short_length(n)} skipped: the model's context holds {tok.max_model_len} tokens")
+                    report("note", None)
         finally:
             for _ in range(plan.concurrency):
                 await ready.put(None)
@@ -367,13 +448,11 @@ async def run_recall(cluster: Cluster, transports: dict[str, Transport], plan: R
                 result = _failed(case, case.error)
             else:
                 blocked = await gate.clear()
-                result = _failed(case, blocked) if blocked else await ask(router, model, case, plan)
+                result = _failed(case, blocked) if blocked else await ask(router, await model, case, plan)
             recall.cases.append(result)
             report("case", result)
 
     await asyncio.gather(build(), *(send() for _ in range(plan.concurrency)))
-    recall.cases.sort(key=lambda c: (c.tokens, c.filler, c.depth))
-    return recall
 
 
 def haystack_failed(tokens: int, depth: float, filler: str, plan: RecallPlan, error: str) -> Fitted:
