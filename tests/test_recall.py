@@ -184,3 +184,38 @@ def test_queue_depth_reads_both_prefixes_and_ignores_other_series():
 def test_plan_cost_is_every_prompt_token():
     plan = RecallPlan(lengths=(1024, 2048), depths=(0.0, 1.0), fillers=("prose", "code"))
     assert plan.cases() == 8 and plan.cost_tokens() == (1024 + 2048) * 4
+
+
+def _stored(store, recall: Recall, at: str) -> None:
+    b = _bundle(recall).model_copy(update={"id": f"r{at.replace(':', '')}", "started_at": at, "finished_at": at})
+    store.save_probe(b, diagnose(b, default_runbooks()))
+
+
+def test_weekly_report_shows_the_recall_trend_per_day_and_the_failed_runs(tmp_path):
+    from datetime import datetime, timezone
+
+    from opsbot.report.render import render
+    from opsbot.report.weekly import build_weekly
+    from opsbot.settings import Settings
+    from opsbot.store import Store
+
+    with Store(f"sqlite:///{tmp_path / 'opsbot.db'}") as store:
+        _stored(store, _recall(lambda n, d: False), "2026-11-23T09:00:00.000Z")  # Monday: full to 16k
+        _stored(store, _recall(lambda n, d: n > 4096), "2026-11-25T09:00:00.000Z")  # Wednesday: lost past 4k
+        _stored(store, _recall(lambda n, d: False), "2026-11-25T15:00:00.000Z")
+        _stored(store, _recall(lambda n, d: False), "2026-11-16T09:00:00.000Z")  # the week before
+        runs = store.recall_runs()
+        assert [r.record["longest_full"] for r in runs] == [16384, 16384, 4096, 16384]
+        report = asyncio.run(build_weekly(store, None, "2026-W48", settings=Settings(report_timezone="UTC"),
+                                          now=datetime(2026, 12, 1, tzinfo=timezone.utc)))
+    days = {d.day.isoformat(): d for d in report.recall_days}
+    assert len(days) == 7
+    assert days["2026-11-23"].longest_full == 16384 and days["2026-11-23"].failed == 0
+    assert days["2026-11-25"].longest_full == 4096 and days["2026-11-25"].runs == 2 and days["2026-11-25"].failed == 1
+    assert days["2026-11-24"].runs == 0 and days["2026-11-24"].longest_full is None
+    assert [f.threshold for f in report.recall_failed] == [8192]
+    assert any(c.key == "recall" for c in report.charts)
+    md = render(report, "markdown")
+    assert "### Long-context recall" in md and "| 2026-11-25 | 2 | 4k | 1 |" in md and "lost from 8k" in md
+    assert "Long-context recall" in render(report, "html")
+    assert "lost from 8k" in render(report, "blocks")
