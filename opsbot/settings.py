@@ -32,7 +32,8 @@ class Settings(BaseSettings):
 
     # the long-context recall probe (opsbot recall, after deploy apply, OPSBOT_RECALL_SCHEDULE)
     recall_schedule: str | None = Field(
-        None, description="crontab line (5 fields, report_timezone) for the recall probe in the service; off when unset"
+        None, pattern=r"^\s*\S+(\s+\S+){4}\s*$",
+        description="crontab line (5 fields, report_timezone) for the recall probe in the service; off when unset",
     )
     recall_lengths: str = Field("1k,2k,4k,8k,16k", description="default grid lengths, in the server's tokens")
     recall_depths: str = Field("0,0.25,0.5,0.75,1", description="default needle depths (0 = start, 1 = end)")
