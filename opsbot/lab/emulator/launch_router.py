@@ -25,6 +25,8 @@ from .control import DEFAULT_CRASH_MESSAGE, control_path, read_control
 from .exposition import Registry
 from .flags import parse_router
 from .launch_server import QuietHTTPServer, crash_text, serve
+from .recall import tokenize
+from .scheduler import CONTEXT_LEN
 
 SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(.*)$")
 
@@ -136,11 +138,14 @@ class Router:
             return 503, f"Decode {d[0].url} returned status {ds}"
         return 200, "Health check passed"
 
-    def tokenize(self, path: str, body: bytes) -> tuple[int, bytes]:
-        """``/v1/tokenize``: answered with the model's tokenizer (here: a worker's)."""
-        for w in self.healthy("prefill") + self.healthy("decode"):
-            return http("POST", w.url + path, 30, body)
-        return 503, json.dumps({"error": {"message": "No available workers", "code": "no_workers"}}).encode()
+    def tokenize(self, body: bytes) -> tuple[int, bytes]:
+        """``/v1/tokenize``: SMG tokenizes in the router itself, with the model's tokenizer (the emulator's)."""
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            return 400, json.dumps({"error": {"message": "invalid JSON body", "code": "validation_error"}}).encode()
+        code, answer = tokenize(request if isinstance(request, dict) else {}, CONTEXT_LEN)
+        return code, json.dumps(answer).encode()
 
     def route(self, path: str, body: bytes) -> tuple[int, bytes]:
         state = self.state
@@ -234,7 +239,7 @@ def api_handler(router: Router) -> type[BaseHTTPRequestHandler]:
                 return self._send(*router.route(path, self.rfile.read(n)))
             if self.command == "POST" and path == "/v1/tokenize":
                 n = int(self.headers.get("content-length") or 0)
-                return self._send(*router.tokenize(path, self.rfile.read(n)))
+                return self._send(*router.tokenize(self.rfile.read(n)))
             return self._send(404, {"error": {"message": f"no route for {path}", "code": "not_found"}})
 
         def do_GET(self) -> None:

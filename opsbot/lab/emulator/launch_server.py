@@ -107,18 +107,6 @@ class App:
         self.gpu = threading.Lock()  # one prefill forward at a time, as on the GPU
         self.bf16_keys = os.getenv(recall.BF16_SWITCH) == "1"
 
-    def tokenize(self, body: dict) -> tuple[int, dict]:
-        """``/v1/tokenize`` (entrypoints/openai/protocol.py TokenizeRequest → TokenizeResponse, 0.5.23)."""
-        prompt, special = body.get("prompt"), body.get("add_special_tokens", True) is not False
-        if isinstance(prompt, str):
-            ids = recall.encode(prompt, special)
-            return 200, {"tokens": ids, "count": len(ids), "max_model_len": CONTEXT_LEN}
-        if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
-            lists = [recall.encode(p, special) for p in prompt]
-            return 200, {"tokens": lists, "count": [len(x) for x in lists], "max_model_len": CONTEXT_LEN}
-        return 400, {"object": "error", "message": "Exactly one of 'prompt' or 'messages' must be provided.",
-                     "type": "BadRequestError", "param": None, "code": 400}
-
     def prefill(self, tokens: int) -> None:
         """Prefill time proportional to the prompt, one request at a time; counted in ``/v1/loads``."""
         with self.sched.lock:
@@ -303,7 +291,7 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
                 if not isinstance(body, dict):
                     return self._send(400, {"object": "error", "message": "the body must be a JSON object", "code": 400})
                 if path.endswith("tokenize"):
-                    return self._send(*app.tokenize(body))
+                    return self._send(*recall.tokenize(body, CONTEXT_LEN))
                 code, out = app.generate(body, path)
                 if code == 200 and body.get("stream") and path.startswith("/v1/"):
                     return self._send(200, stream_events(out), "text/event-stream")

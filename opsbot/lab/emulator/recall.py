@@ -37,6 +37,19 @@ def count(text: str, add_special_tokens: bool = True) -> int:
     return len(pieces(text)) + (1 if add_special_tokens else 0)
 
 
+def tokenize(body: dict, context_len: int) -> tuple[int, dict]:
+    """``/v1/tokenize`` (0.5.23 entrypoints/openai/protocol.py TokenizeRequest → TokenizeResponse)."""
+    prompt, special = body.get("prompt"), body.get("add_special_tokens", True) is not False
+    if isinstance(prompt, str):
+        ids = encode(prompt, special)
+        return 200, {"tokens": ids, "count": len(ids), "max_model_len": context_len}
+    if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
+        lists = [encode(p, special) for p in prompt]
+        return 200, {"tokens": lists, "count": [len(x) for x in lists], "max_model_len": context_len}
+    return 400, {"object": "error", "message": "Exactly one of 'prompt' or 'messages' must be provided.",
+                 "type": "BadRequestError", "param": None, "code": 400}
+
+
 def recall_window(beyond: int | None, bf16_keys: bool, context_len: int) -> int:
     """Prompts longer than this lose their needles: ``--beyond`` when given, else as the incident believed
     (fp8 index keys: 4096 tokens; bf16 index keys: the whole context)."""
