@@ -25,8 +25,9 @@ from rich.console import Console
 from rich.table import Table
 
 from opsbot.bundle import parse_bundle
+from opsbot.datafiles import data_dir
 from opsbot.diagnose import diagnose, load_runbooks
-from opsbot.diagnose.evaluate import RUNBOOKS_DIR, evaluate
+from opsbot.diagnose.evaluate import evaluate
 from opsbot.diagnose.facts import bundle_facts
 
 DEFAULT = Path(__file__).resolve().parents[1] / "tests/scenarios/lab/prefill-saturated.json"
@@ -53,7 +54,7 @@ def main() -> None:
     ap.add_argument("--bundle", type=Path, default=DEFAULT)
     args = ap.parse_args()
     text = args.bundle.read_text(encoding="utf-8")
-    rs = load_runbooks(RUNBOOKS_DIR)
+    rs = load_runbooks(data_dir("runbooks"))
     b = parse_bundle(text)
     d = diagnose(b, rs)
     conditions = sum(1 for r in b.roles for rb in rs.runbooks if r.role in rb.spec.roles)
@@ -70,7 +71,7 @@ def main() -> None:
             lambda: evaluate(bundle_facts(pb := parse_bundle(text), rs.patterns), rs, pb.id), args.runs
         ),
         "end to end: parse + diagnose (now)": timed(lambda: diagnose(parse_bundle(text), rs), args.runs),
-        "cold: load runbooks + diagnose": timed(lambda: diagnose(parse_bundle(text), load_runbooks(RUNBOOKS_DIR)), cold_runs),
+        "cold: load runbooks + diagnose": timed(lambda: diagnose(parse_bundle(text), load_runbooks(data_dir("runbooks"))), cold_runs),
     }
     base = statistics.median(rows["parse JSON"][1])
     t = Table(title=f"diagnose: {args.bundle.name}, {len(b.roles)} roles, {len(rs.runbooks)} runbooks, "

@@ -14,6 +14,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+# libyaml when PyYAML has it: parsing the runbooks is most of a one-shot `opsbot diagnose` without it
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,8 @@ def read_yaml(path: Path) -> tuple[Any, _Lines]:
     except UnicodeDecodeError as exc:
         raise ConfigError([ConfigProblem(str(path), None, "", "not UTF-8 text")]) from exc
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=_LOADER)
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -14,6 +14,7 @@ app = typer.Typer(
     help="Incident response for SGLang prefill/decode deployments.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,  # plain click help: rendering it with rich costs more than importing typer and rich
 )
 
 app.command("probe")(probe_command)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from opsbot.settings import get_settings
-from opsbot.store import StoreError
-from opsbot.store.database import check_connect, current_revisions, head_revision, make_engine, masked, upgrade
-
 app = typer.Typer(help="The database: schema revision and upgrades.", no_args_is_help=True)
 
 
 @app.command("upgrade")
 def upgrade_cmd() -> None:
     """Bring the database (OPSBOT_DATABASE_URL, else SQLite in the data dir) to this opsbot's schema."""
+    from opsbot.settings import get_settings
+    from opsbot.store.database import StoreError, check_connect, current_revisions, make_engine, masked, upgrade
+
     url = get_settings().db_url()
     try:
         engine = make_engine(url)
@@ -29,6 +28,9 @@ def upgrade_cmd() -> None:
 @app.command("revision")
 def revision_cmd() -> None:
     """Show the database's schema revision and the newest this opsbot knows."""
+    from opsbot.settings import get_settings
+    from opsbot.store.database import StoreError, current_revisions, head_revision, make_engine, masked
+
     url = get_settings().db_url()
     try:
         engine = make_engine(url)

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from opsbot.collect.transport import TransportPool
-from opsbot.settings import Settings, get_settings
-from opsbot.yamlsource import ConfigError
-from serving.checked import load_checked
-from serving.render import render as render_spec
-from serving.render import write
-from serving.rollout import apply, diff, drift
+if TYPE_CHECKING:
+    from opsbot.settings import Settings
+    from opsbot.yamlsource import ConfigError
 
 app = typer.Typer(help="Check, render, diff and apply a deployment spec.", no_args_is_help=True)
 out = Console()
@@ -34,6 +30,9 @@ def _refuse(exc: ConfigError) -> typer.Exit:
 @app.command()
 def check(spec: Path = SpecArg) -> None:
     """Validate SPEC: schema, then every deployment rule (id, reason, fix)."""
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+
     try:
         s = load_checked(spec)
     except ConfigError as exc:
@@ -45,6 +44,11 @@ def check(spec: Path = SpecArg) -> None:
 @app.command()
 def render(spec: Path = SpecArg, directory: Path = typer.Argument(..., help="output directory")) -> None:
     """Render serve scripts, units, Prometheus, Alertmanager, Grafana and the inventory into DIRECTORY."""
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.render import render as render_spec
+    from serving.render import write
+
     try:
         s = load_checked(spec)
     except ConfigError as exc:
@@ -71,6 +75,13 @@ def file_states_table(states, title: str) -> Table:
 
 def show_drift(spec_path: Path, settings: Settings) -> int:
     """Print roles whose unit or serve script differs from what SPEC renders; the number of such files."""
+    import asyncio
+
+    from opsbot.collect.transport import TransportPool
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.rollout import drift
+
     try:
         spec = load_checked(spec_path)
     except ConfigError as exc:
@@ -91,6 +102,14 @@ def show_drift(spec_path: Path, settings: Settings) -> int:
 @app.command("diff")
 def diff_command(spec: Path = SpecArg) -> None:
     """Show what `apply` would change on each node (SHA-256 of each rendered file, read over SSH)."""
+    import asyncio
+
+    from opsbot.collect.transport import TransportPool
+    from opsbot.settings import get_settings
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.rollout import diff
+
     try:
         s = load_checked(spec)
     except ConfigError as exc:
@@ -112,6 +131,14 @@ def apply_command(
     restart_all: bool = typer.Option(False, "--restart-all", help="restart every role, changed or not"),
 ) -> None:
     """Upload changed files, daemon-reload, restart prefill, decode, router in order with health checks."""
+    import asyncio
+
+    from opsbot.collect.transport import TransportPool
+    from opsbot.settings import get_settings
+    from opsbot.yamlsource import ConfigError
+    from serving.checked import load_checked
+    from serving.rollout import apply
+
     try:
         s = load_checked(spec)
     except ConfigError as exc:

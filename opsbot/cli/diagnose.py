@@ -5,29 +5,33 @@ from __future__ import annotations
 import getpass
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
-from opsbot.bundle import BundleError, Trigger, read_bundle
-from opsbot.cli.probe import load_or_exit, run_with_progress, save_bundle
-from opsbot.collect.probe import scope
-from opsbot.diagnose import Diagnosis, diagnose, load_runbooks, roles_for_words
-from opsbot.diagnose.evaluate import RUNBOOKS_DIR
-from opsbot.diagnose.lint import lint
-from opsbot.diagnose.terminal import render
-from opsbot.inventory import UnknownRole
-from opsbot.settings import get_settings
-from opsbot.yamlsource import ConfigError
+from opsbot.datafiles import data_dir
+
+if TYPE_CHECKING:
+    from opsbot.diagnose import Diagnosis, RunbookSet
 
 runbooks_app = typer.Typer(help="Check the runbooks.", no_args_is_help=True)
-RUNBOOKS_OPT = typer.Option(RUNBOOKS_DIR, "--runbooks", help="runbook directory")
+RUNBOOKS_OPT = typer.Option(None, "--runbooks", help="runbook directory (default: the runbooks opsbot ships)")
+
+
+def _runbooks(directory: Path | None) -> RunbookSet:
+    from opsbot.diagnose import load_runbooks
+
+    return load_runbooks(directory or data_dir("runbooks"))
 
 
 def _emit(d: Diagnosis, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(d.public(), indent=2))
     else:
+        from rich.console import Console
+
+        from opsbot.diagnose.terminal import render
+
         Console().print(render(d))
     raise typer.Exit(1 if d.findings else 0)
 
@@ -35,15 +39,18 @@ def _emit(d: Diagnosis, as_json: bool) -> None:
 def diagnose_cmd(
     bundle: Path = typer.Argument(..., help="a saved probe bundle (opsbot probe --save FILE)"),
     as_json: bool = typer.Option(False, "--json", help="print the public JSON: {bundle, findings}"),
-    runbooks: Path = RUNBOOKS_OPT,
+    runbooks: Path | None = RUNBOOKS_OPT,
 ) -> None:
     """Diagnose a saved bundle. Exit status: 0 healthy, 1 findings, 2 unreadable input."""
+    from opsbot.bundle import BundleError, read_bundle
+    from opsbot.diagnose import diagnose
+
     try:
         b = read_bundle(bundle)
     except BundleError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    _emit(diagnose(b, load_runbooks(runbooks)), as_json)
+    _emit(diagnose(b, _runbooks(runbooks)), as_json)
 
 
 def ask(
@@ -52,7 +59,7 @@ def ask(
     inventory: Path | None = typer.Option(None, "--inventory", "-i", help="inventory YAML (default: settings)"),
     as_json: bool = typer.Option(False, "--json", help="print the public JSON: {bundle, findings}"),
     save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
-    runbooks: Path = RUNBOOKS_OPT,
+    runbooks: Path | None = RUNBOOKS_OPT,
 ) -> None:
     """Probe the roles your words name (all when none), diagnose, and say what to do.
 
@@ -60,6 +67,14 @@ def ask(
     probes decode, prefill and router, so a saturated prefill or a router without workers behind
     a stuck decode is found. Naming only the router probes only the router.
     """
+    from opsbot.bundle import Trigger
+    from opsbot.cli.probe import load_or_exit, run_with_progress, save_bundle
+    from opsbot.collect.probe import scope
+    from opsbot.diagnose import diagnose, roles_for_words
+    from opsbot.inventory import UnknownRole
+    from opsbot.settings import get_settings
+    from opsbot.yamlsource import ConfigError
+
     s = get_settings()
     inv = load_or_exit(inventory or s.inventory_path())
     try:
@@ -75,15 +90,18 @@ def ask(
     if save:
         save_bundle(b, save)
     typer.echo(f"bundle saved: {kept}" + (f" and {save}" if save else ""), err=True)
-    _emit(diagnose(b, load_runbooks(runbooks)), as_json)
+    _emit(diagnose(b, _runbooks(runbooks)), as_json)
 
 
 @runbooks_app.command("lint")
-def lint_cmd(directory: Path = typer.Argument(RUNBOOKS_DIR, help="runbook directory")) -> None:
+def lint_cmd(directory: Path | None = typer.Argument(None, help="runbook directory (default: the shipped runbooks)")) -> None:
     """Schema, CEL, fact names, incident ids and log patterns; exit 1 on any problem."""
+    from opsbot.diagnose.lint import lint
+
+    directory = directory or data_dir("runbooks")
     problems = lint(directory)
     for p in problems:
         typer.echo(str(p))
-    n = len(load_runbooks(directory).runbooks)
+    n = len(_runbooks(directory).runbooks)
     typer.echo(f"{n} runbooks loaded, {len(problems)} problem(s)", err=True)
     raise typer.Exit(1 if problems else 0)

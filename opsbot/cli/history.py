@@ -9,9 +9,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from opsbot.settings import get_settings
-from opsbot.store import StoreError, open_store
-
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
@@ -34,6 +31,9 @@ def history(
     limit: int = typer.Option(200, "--limit"),
 ) -> None:
     """What opsbot saw and did: probes, findings, actions, audit."""
+    from opsbot.settings import get_settings
+    from opsbot.store import StoreError, open_store
+
     settings = get_settings()
     start = parse_since(since, datetime.now(timezone.utc))
     try:

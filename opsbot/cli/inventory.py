@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from opsbot.cli.probe import load_or_exit
-from opsbot.collect.check import CheckRow, check_inventory
-from opsbot.settings import get_settings
+if TYPE_CHECKING:
+    from opsbot.collect.check import CheckRow
 
 app = typer.Typer(help="Check the inventory file and the nodes it names.", no_args_is_help=True)
 
@@ -28,6 +27,12 @@ def rows_table(path: Path, rows: list[CheckRow]) -> Table:
 @app.command("check")
 def check(file: Path | None = typer.Argument(None, help="inventory YAML (default: settings)")) -> None:
     """Validate FILE, connect to every node (host keys verified) and check every unit exists."""
+    import asyncio
+
+    from opsbot.cli.probe import load_or_exit
+    from opsbot.collect.check import check_inventory
+    from opsbot.settings import get_settings
+
     s = get_settings()
     path = file or s.inventory_path()
     inv = load_or_exit(path)

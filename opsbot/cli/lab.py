@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from opsbot.lab.emulator.control import STATES
-from opsbot.lab.emulator.scheduler import VERSIONS
-from opsbot.lab.nodes import Lab, LabError
-from opsbot.lab.rootfs import RootfsError
-from opsbot.settings import get_settings
+
+if TYPE_CHECKING:
+    from opsbot.lab.nodes import Lab
 
 app = typer.Typer(help="The lab: real systemd + sshd nodes running the SGLang emulator (a test stand-in).",
                   no_args_is_help=True)
@@ -19,6 +20,9 @@ STATE_HELP = "; ".join(f"{name}: {desc} [{'/'.join(kinds)}]" for name, (kinds, d
 
 
 def _lab() -> Lab:
+    from opsbot.lab.nodes import Lab
+    from opsbot.settings import get_settings
+
     return Lab(get_settings())
 
 
@@ -33,6 +37,11 @@ def up(
     sglang_version: str = typer.Option(None, "--sglang-version", help="emulate 0.5.23 (default) or 0.5.12"),
 ) -> None:
     """Build the root file system once, boot the nodes, start the units, write the inventory."""
+    from opsbot.lab.emulator.scheduler import VERSIONS
+    from opsbot.lab.nodes import Lab, LabError
+    from opsbot.lab.rootfs import RootfsError
+    from opsbot.settings import get_settings
+
     settings = get_settings()
     if sglang_version is not None:
         if sglang_version not in VERSIONS:
@@ -84,6 +93,8 @@ def inject(
     beyond: int = typer.Option(None, "--beyond", min=1,
                                help="recall-loss: prompts longer than this many tokens lose their needles"),
 ) -> None:
+    from opsbot.lab.nodes import LabError
+
     if beyond is not None and state != "recall-loss":
         _fail(ValueError("--beyond applies to the recall-loss state"))
     try:

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from opsbot.bundle import Bundle, Trigger
-from opsbot.cli.probe_view import failures_table, nodes_table, roles_table
-from opsbot.collect.probe import canary_planned, planned_axes, probe, scope
-from opsbot.inventory import Inventory, UnknownRole, load_inventory
-from opsbot.settings import Settings, get_settings
-from opsbot.yamlsource import ConfigError
+if TYPE_CHECKING:
+    from opsbot.bundle import Bundle, Trigger
+    from opsbot.inventory import Inventory
+    from opsbot.settings import Settings
 
 err = Console(stderr=True, soft_wrap=True)
 
 
 def load_or_exit(path: Path) -> Inventory:
+    from opsbot.inventory import load_inventory
+    from opsbot.yamlsource import ConfigError
+
     try:
         return load_inventory(path)
     except ConfigError as exc:
@@ -37,6 +37,13 @@ def save_bundle(bundle: Bundle, path: Path) -> Path:
 def run_with_progress(
     inventory: Inventory, cluster: str | None, roles: list[str] | None, s: Settings, trigger: Trigger | None = None
 ) -> Bundle:
+    import asyncio
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from opsbot.bundle import Trigger
+    from opsbot.collect.probe import canary_planned, planned_axes, probe, scope
+
     name, selected, nodes = scope(inventory, cluster, roles)
     names = planned_axes(selected, nodes) + (["canary"] if canary_planned(inventory, name) else [])
     columns = (SpinnerColumn(), TextColumn("probing {task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -63,6 +70,12 @@ def probe_command(
     spec: Path | None = typer.Option(None, "--spec", help="deployment spec: also report roles drifted from it"),
 ) -> None:
     """Probe roles on four axes (systemd, metrics, GPU, logs) and save the evidence bundle."""
+    from opsbot.cli.probe_view import failures_table, nodes_table, roles_table
+    from opsbot.collect.probe import scope
+    from opsbot.inventory import UnknownRole
+    from opsbot.settings import get_settings
+    from opsbot.yamlsource import ConfigError
+
     s = get_settings()
     inv = load_or_exit(inventory or s.inventory_path())
     try:

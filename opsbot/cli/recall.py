@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
-import getpass
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from opsbot.bundle import Bundle, Recall, RecallCase, Trigger
-from opsbot.cli.probe import load_or_exit, save_bundle
-from opsbot.collect.recall import RecallPlan, plan_from, recall_bundle
-from opsbot.diagnose import default_runbooks, diagnose
-from opsbot.diagnose.terminal import render
-from opsbot.inventory import Inventory
-from opsbot.parse.recall import (
-    grid, parse_depths, parse_fillers, parse_lengths, run_record, short_length, summarize, worse,
-)
-from opsbot.settings import Settings, get_settings
-from opsbot.store import Store
-from opsbot.yamlsource import ConfigError
+from opsbot.parse.recall import short_length
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from opsbot.bundle import Bundle, Recall, Trigger
+    from opsbot.collect.recall import RecallPlan
+    from opsbot.inventory import Inventory
+    from opsbot.settings import Settings
 
 err = Console(stderr=True, soft_wrap=True)
 MARKS = {"found": "[green]found[/]", "lost": "[red]lost[/]", "error": "[yellow]error[/]", "mixed": "[magenta]mixed[/]"}
@@ -37,6 +31,10 @@ def cost_line(plan: RecallPlan) -> str:
 
 
 def grid_table(recall: Recall) -> Table:
+    from rich.table import Table
+
+    from opsbot.parse.recall import grid
+
     lengths, depths, cells = grid(recall)
     table = Table("length", *(f"depth {d:g}" for d in depths), title="needles found / lost")
     for n in lengths:
@@ -45,6 +43,8 @@ def grid_table(recall: Recall) -> Table:
 
 
 def summary_line(recall: Recall) -> str:
+    from opsbot.parse.recall import summarize
+
     s = summarize(recall)
     where = {
         "full": f"every needle found up to {short_length(s.longest_full or 0)}",
@@ -61,6 +61,13 @@ def summary_line(recall: Recall) -> str:
 
 def run_with_progress(inventory: Inventory, cluster: str | None, plan: RecallPlan, s: Settings,
                       trigger: Trigger, after_deploy: str | None = None) -> Bundle:
+    import asyncio
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from opsbot.bundle import RecallCase
+    from opsbot.collect.recall import recall_bundle
+
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
@@ -82,6 +89,9 @@ def run_with_progress(inventory: Inventory, cluster: str | None, plan: RecallPla
 
 def _plan(s: Settings, lengths: str | None, depths: str | None, fillers: str | None, distractors: int | None,
           model: str | None, concurrency: int | None) -> RecallPlan:
+    from opsbot.collect.recall import plan_from
+    from opsbot.parse.recall import parse_depths, parse_fillers, parse_lengths
+
     try:
         return plan_from(
             s, lengths=tuple(parse_lengths(lengths)) if lengths else None,
@@ -109,6 +119,17 @@ def recall_command(
 
     Exit status: 0 every needle found, 1 needles lost or findings, 2 bad input.
     """
+    import getpass
+
+    from opsbot.bundle import Recall, Trigger
+    from opsbot.cli.probe import load_or_exit, save_bundle
+    from opsbot.diagnose import default_runbooks, diagnose
+    from opsbot.diagnose.terminal import render
+    from opsbot.parse.recall import run_record, summarize, worse
+    from opsbot.settings import get_settings
+    from opsbot.store import Store
+    from opsbot.yamlsource import ConfigError
+
     s = get_settings()
     plan = _plan(s, lengths, depths, fillers, distractors, model, concurrency)
     inv = load_or_exit(inventory or s.inventory_path())

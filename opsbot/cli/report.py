@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import getpass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
-from opsbot.bundle import Bundle
-from opsbot.report.model import StatusReport, WeeklyReport
-from opsbot.report.render import FORMATS, render
-from opsbot.report.status import build_status
-from opsbot.report.week import WeekError
-from opsbot.report.weekly import build_weekly
-from opsbot.settings import Settings, get_settings
-from opsbot.store import Store, StoreError, open_store
+if TYPE_CHECKING:
+    from opsbot.bundle import Bundle
+    from opsbot.report.model import StatusReport
+    from opsbot.settings import Settings
+    from opsbot.store import Store
 
 app = typer.Typer(help="Reports: the weekly report (the status report is `opsbot status`).", no_args_is_help=True)
 _EXT = {"markdown": "md", "html": "html", "blocks": "json", "json": "json"}
@@ -25,6 +22,8 @@ err = Console(stderr=True)
 
 
 def _store(settings: Settings) -> Store:
+    from opsbot.store import StoreError, open_store
+
     try:
         return open_store(settings.db_url())
     except StoreError as exc:
@@ -33,6 +32,8 @@ def _store(settings: Settings) -> Store:
 
 
 def _format(fmt: str) -> str:
+    from opsbot.report.render import FORMATS
+
     if fmt not in FORMATS:
         raise typer.BadParameter(f"{fmt!r}: use md, html, blocks or json", param_hint="--format")
     return FORMATS[fmt]
@@ -40,6 +41,9 @@ def _format(fmt: str) -> str:
 
 def _emit(report: StatusReport, fmt: str, out: Path | None) -> None:
     """Print the report, or write it (and a weekly report's charts as PNG files) under ``out``."""
+    from opsbot.report.model import WeeklyReport
+    from opsbot.report.render import render
+
     text = render(report, fmt)
     if out is None:
         typer.echo(text, nl=False)
@@ -55,6 +59,8 @@ def _emit(report: StatusReport, fmt: str, out: Path | None) -> None:
 
 
 def _save(store: Store, report: StatusReport, period: str) -> None:
+    from opsbot.report.render import render
+
     meta = {"since": report.since.isoformat() if report.since else None, "incidents": [i.incident for i in report.incidents]}
     for fmt in ("markdown", "html"):
         store.save_report(report.kind, period, fmt, render(report, fmt), meta)
@@ -76,6 +82,9 @@ def status(
     out: Path | None = typer.Option(None, "--out", help="write into this directory instead of printing"),
 ) -> None:
     """Where the deployment stands: goal, current state, incidents, actions, notes, decisions, context."""
+    from opsbot.report.status import build_status
+    from opsbot.settings import get_settings
+
     settings = get_settings()
     kind = _format(fmt)
     store = _store(settings)
@@ -98,6 +107,12 @@ def weekly(
     out: Path | None = typer.Option(None, "--out", help="write the report and its charts (PNG) into this directory"),
 ) -> None:
     """The weekly report: figures from Prometheus and opsbot's history, charts, the week before."""
+    import asyncio
+
+    from opsbot.report.week import WeekError
+    from opsbot.report.weekly import build_weekly
+    from opsbot.settings import get_settings
+
     settings = get_settings()
     kind = _format(fmt)
     store = _store(settings)
@@ -118,6 +133,8 @@ def note(
     text: str = typer.Argument(..., help="what, in a sentence"),
 ) -> None:
     """Record progress for the status report: done, doing (in progress), blocked, next (steps)."""
+    from opsbot.settings import get_settings
+
     store = _store(get_settings())
     try:
         store.add_note(kind, text, getpass.getuser())
@@ -131,6 +148,8 @@ def decide(
     why: str = typer.Option(..., "--why", help="the rationale, for whoever reads the report later"),
 ) -> None:
     """Record a key decision and why it was taken; it appears in status and weekly reports."""
+    from opsbot.settings import get_settings
+
     store = _store(get_settings())
     try:
         store.add_decision(text, why, getpass.getuser())

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from opsbot.act import ActionOutcome, ApprovalRefused, PlanRefused, RestartPlan, approve, execute, plan_restart, reconcile, request_restart
-from opsbot.inventory import Inventory, UnknownRole, load_inventory
-from opsbot.settings import Settings, get_settings
-from opsbot.store import Store, StoreError, open_store
-from opsbot.yamlsource import ConfigError
+if TYPE_CHECKING:
+    from opsbot.act import ActionOutcome, RestartPlan
+    from opsbot.inventory import Inventory
+    from opsbot.settings import Settings
+    from opsbot.store import Store
 
 console = Console()
 actions_app = typer.Typer(help="Guarded actions: list them, approve a pending one.", no_args_is_help=True)
@@ -26,6 +26,8 @@ actions_app = typer.Typer(help="Guarded actions: list them, approve a pending on
 @contextmanager
 def _store_errors() -> Iterator[None]:
     """A database that stays busy or goes away mid-command: one clear line, exit 2."""
+    from opsbot.store import StoreError
+
     try:
         yield
     except StoreError as exc:
@@ -38,6 +40,9 @@ def _fail(msg: str, code: int = 2) -> typer.Exit:
 
 
 def _inventory(settings: Settings) -> Inventory:
+    from opsbot.inventory import load_inventory
+    from opsbot.yamlsource import ConfigError
+
     try:
         return load_inventory(Path(settings.inventory_path()))
     except ConfigError as exc:
@@ -46,6 +51,11 @@ def _inventory(settings: Settings) -> Inventory:
 
 def _store(settings: Settings, inventory: Inventory) -> Store:
     """Open (and upgrade) the store, then settle any action a crashed opsbot left executing."""
+    import asyncio
+
+    from opsbot.act import reconcile
+    from opsbot.store import StoreError, open_store
+
     try:
         store = open_store(settings.db_url())
     except StoreError as exc:
@@ -74,6 +84,10 @@ def _report(outcome: ActionOutcome) -> None:
 
 
 def _execute(store: Store, inventory: Inventory, action_id: str, actor: str, settings: Settings) -> ActionOutcome:
+    import asyncio
+
+    from opsbot.act import execute
+
     with console.status(f"restarting (action {action_id}): probe, stop, wait for GPU release, start, verify ..."):
         return asyncio.run(execute(store, inventory, action_id, actor=actor, surface="cli", settings=settings))
 
@@ -87,6 +101,11 @@ def restart(
     pair: bool = typer.Option(False, "--pair", help="restart a prefill and a decode together on purpose (pd-desync)"),
 ) -> None:
     """Restart a role behind approval, cooldown, budget and lock; verify it came back."""
+    from opsbot.act import PlanRefused, approve, plan_restart, request_restart
+    from opsbot.inventory import UnknownRole
+    from opsbot.settings import get_settings
+    from opsbot.yamlsource import ConfigError
+
     settings = get_settings()
     inventory = _inventory(settings)
     cluster = cluster or settings.cluster
@@ -118,6 +137,8 @@ def restart(
 @actions_app.command("list")
 def list_actions(state: str | None = typer.Option(None, "--state"), limit: int = typer.Option(30, "--limit")) -> None:
     """Recent actions and their state (`opsbot actions show ID` for one in full)."""
+    from opsbot.settings import get_settings
+
     settings = get_settings()
     store = _store(settings, _inventory(settings))
     table = Table(title="actions")
@@ -136,6 +157,9 @@ def approve_action(
     run: bool = typer.Option(True, "--run/--no-run", help="run the restart right after approving"),
 ) -> None:
     """Approve a planned action (recorded with your name and the CLI surface), then run it."""
+    from opsbot.act import ApprovalRefused, approve
+    from opsbot.settings import get_settings
+
     settings = get_settings()
     inventory = _inventory(settings)
     store = _store(settings, inventory)
@@ -156,6 +180,10 @@ def approve_action(
 @actions_app.command("show")
 def show_action(action_id: str) -> None:
     """One action in full: plan, approvals, each step's result, verification, outcome, evidence."""
+    from opsbot.act import RestartPlan
+    from opsbot.settings import get_settings
+    from opsbot.store import open_store
+
     settings = get_settings()
     with _store_errors():
         store = open_store(settings.db_url())

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from opsbot.settings import get_settings
-
 
 def serve(
     host: str = typer.Option(None, help="listen address (default OPSBOT_HOST, 127.0.0.1)"),
@@ -16,6 +14,7 @@ def serve(
     import uvicorn
 
     from opsbot.service.app import create_app
+    from opsbot.settings import get_settings
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from opsbot.store import open_store
-
 app = typer.Typer(help="API tokens for the REST API and the Alertmanager webhook.", no_args_is_help=True)
 
 
@@ -15,6 +13,8 @@ def create(
     scope: list[str] = typer.Option(..., "--scope", "-s", help="read, probe or act; repeat for several"),
 ) -> None:
     """Create a token and print its secret (only now: opsbot keeps only its SHA-256)."""
+    from opsbot.store import open_store
+
     with open_store() as store:
         try:
             secret = store.create_token(name, scope)
@@ -29,6 +29,8 @@ def create(
 @app.command("list")
 def list_tokens() -> None:
     """Names, scopes and last use of the tokens (never their secrets)."""
+    from opsbot.store import open_store
+
     with open_store() as store:
         for t in store.tokens():
             used = t.last_used_at.isoformat(timespec="seconds") if t.last_used_at else "never"

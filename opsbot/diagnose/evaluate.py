@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import cel
 
 from opsbot.bundle import Bundle
+from opsbot.datafiles import data_dir
 from opsbot.diagnose.facts import BundleFacts, bundle_facts
 from opsbot.diagnose.findings import Diagnosis, Finding, Remedy, Undetermined
 from opsbot.diagnose.runbook import SEVERITY_RANK, Runbook, RunbookSet, load_runbooks
 
-RUNBOOKS_DIR = Path(__file__).resolve().parents[2] / "runbooks"
 _MISSING_PENALTY = 0.15
 
 
-@lru_cache(maxsize=4)
-def default_runbooks(directory: Path = RUNBOOKS_DIR) -> RunbookSet:
-    """The repository's runbooks, loaded and compiled once per process."""
-    return load_runbooks(directory)
+@lru_cache(maxsize=1)
+def default_runbooks() -> RunbookSet:
+    """The runbooks shipped with opsbot (wheel or checkout), loaded and compiled once per process."""
+    return load_runbooks(data_dir("runbooks"))
 
 
 def _remedy_role(kind: str | None, key: str, kinds: dict[str, str]) -> str:

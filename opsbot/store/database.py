@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+from opsbot.datafiles import data_dir
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 T = TypeVar("T")
 
 
@@ -127,20 +128,26 @@ def retrying(fn: Callable[[], T], *, attempts: int, first_delay_s: float, what: 
 
 
 def alembic_config(url: str | None = None) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("script_location", str(data_dir("migrations")))
     if url:
         cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return cfg
 
 
 def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None
     return head
 
 
 def current_revisions(engine: Engine) -> tuple[str, ...]:
+    from alembic.runtime.migration import MigrationContext
+
     with engine.connect() as conn:
         return tuple(MigrationContext.configure(conn).get_current_heads())
 
@@ -162,6 +169,8 @@ def check_connect(engine: Engine) -> None:
 
 def refuse_newer(engine: Engine) -> None:
     """Raise ``SchemaTooNew`` when the database carries a revision this opsbot does not know."""
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory.from_config(alembic_config())
     known = {rev.revision for rev in script.walk_revisions()}
     unknown = [rev for rev in current_revisions(engine) if rev not in known]
@@ -176,6 +185,11 @@ def refuse_newer(engine: Engine) -> None:
 def upgrade(engine: Engine, *, attempts: int = 8) -> str:
     """Bring the schema to head in one transaction (safe when two processes open at once); the head."""
     check_connect(engine)
+    head = _plain_head()
+    if head is not None and _stamped(engine) == (head,):
+        return head  # at head already: no migration, so alembic is not even imported
+    from alembic import command
+
     refuse_newer(engine)
 
     def _run() -> None:
@@ -188,3 +202,33 @@ def upgrade(engine: Engine, *, attempts: int = 8) -> str:
 
     retrying(_run, attempts=attempts, first_delay_s=0.05, what="schema upgrade")
     return head_revision()
+
+
+_ASSIGNED = re.compile(r"^(revision|down_revision)\b[^=\n]*=\s*(?:'([^']*)'|\"([^\"]*)\"|None)\s*$", re.M)
+
+
+def _plain_head() -> str | None:
+    """The newest revision, read from the migration files as text; None when that is not clear-cut.
+
+    Clear-cut means every file names its revision and one parent (or none) and exactly one revision
+    is no one's parent; anything else (a merge, an odd file) is left to alembic.
+    """
+    revisions, parents = set(), set()
+    for path in (data_dir("migrations") / "versions").glob("*.py"):
+        found = {m.group(1): m.group(2) or m.group(3) for m in _ASSIGNED.finditer(path.read_text(encoding="utf-8"))}
+        if not found.get("revision") or "down_revision" not in found:
+            return None
+        revisions.add(found["revision"])
+        if found["down_revision"]:
+            parents.add(found["down_revision"])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _stamped(engine: Engine) -> tuple[str, ...] | None:
+    """The revisions in the database's ``alembic_version`` table; None when it cannot be read."""
+    try:
+        with engine.connect() as conn:
+            return tuple(row[0] for row in conn.execute(text("SELECT version_num FROM alembic_version")))
+    except DBAPIError:
+        return None
