@@ -28,7 +28,7 @@ from opsbot.bundle import parse_bundle
 from opsbot.datafiles import data_dir
 from opsbot.diagnose import diagnose, load_runbooks
 from opsbot.diagnose.evaluate import evaluate
-from opsbot.diagnose.facts import bundle_facts
+from opsbot.parse.facts import bundle_facts
 
 DEFAULT = Path(__file__).resolve().parents[1] / "tests/scenarios/lab/prefill-saturated.json"
 

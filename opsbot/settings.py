@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     weekly_report_day: str = Field("mon", pattern=r"^(mon|tue|wed|thu|fri|sat|sun)$")
     weekly_report_time: str = Field("09:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM, local time")
     report_slack_channel: str | None = Field(None, description="channel the weekly report is posted to")
+    report_schedule: bool = Field(True, description="the service makes (and posts) the weekly report on schedule")
 
     # guarded actions (opsbot/act)
     restart_requires_approval: bool = Field(True, description="a restart waits for an approver (--approve, Slack, REST)")

@@ -12,15 +12,19 @@ import asyncio
 import posixpath
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal
 
 from opsbot.collect.transport import TransportPool
+from opsbot.contracts import GuardRefused
+from opsbot.nodecommands import journal, systemctl, unit_show
 from serving.render import Rendering, health_url, render
 from serving.spec import DeploymentSpec
 
 ROLLOUT_ORDER = ("prefill", "decode", "router", "exporter")
 Progress = Callable[[str], None]
+RestartGuard = Callable[[str, str], AbstractAsyncContextManager[None]]  # (role, node)
 
 
 @dataclass(frozen=True)
@@ -101,10 +105,9 @@ def _role_node(spec: DeploymentSpec, role: str) -> list[str]:
 
 async def _evidence(pool: TransportPool, spec: DeploymentSpec, node: str, unit: str) -> list[str]:
     t = await pool.get(spec.node(node))
-    show = await t.run(["systemctl", "show", unit, "--property=ActiveState,SubState,Result,NRestarts,"
-                        "ExecMainStatus"], timeout=10)
-    journal = await t.run(["journalctl", "-u", unit, "-n", "30", "--no-pager", "-o", "short-iso"], timeout=10)
-    return [f"{node} {unit}: " + " ".join(show.stdout.split()), *journal.stdout.splitlines()[-30:]]
+    show = await t.run(unit_show(unit, "ActiveState,SubState,Result,NRestarts,ExecMainStatus"), timeout=10)
+    logs = await t.run(journal(["-u", unit], 30), timeout=10)
+    return [f"{node} {unit}: " + " ".join(show.stdout.split()), *logs.stdout.splitlines()[-30:]]
 
 
 async def _restart(pool: TransportPool, spec: DeploymentSpec, role: str, node: str, progress: Progress) -> str | None:
@@ -113,10 +116,10 @@ async def _restart(pool: TransportPool, spec: DeploymentSpec, role: str, node: s
     t = await pool.get(spec.node(node))
     progress(f"restarting {role} ({unit}) on {node}")
     # the unit's ExecStartPost waits for /health, so restart returns once the role answers or start fails
-    res = await t.run(["systemctl", "restart", unit], timeout=spec.start_timeout_s + 60)
+    res = await t.run(systemctl("restart", unit), timeout=spec.start_timeout_s + 60)
     if not res.ok:
         return f"systemctl restart {unit} failed: {res.error or res.stderr.strip() or res.exit_status}"
-    active = await t.run(["systemctl", "is-active", unit], timeout=10)
+    active = await t.run(systemctl("is-active", unit), timeout=10)
     if active.stdout.strip() != "active":
         return f"{unit} is {active.stdout.strip() or 'unknown'} after restart"
     if role == "router":
@@ -168,15 +171,18 @@ async def upload(spec: DeploymentSpec, pool: TransportPool, states: list[FileSta
             f = by_path[(node, s.path)]
             progress(f"uploading {node}:{f.path}")
             await t.put_file(f.path, f.data, f.mode)
-        reload = await t.run(["systemctl", "daemon-reload"], timeout=30)
+        reload = await t.run(systemctl("daemon-reload"), timeout=30)
         if not reload.ok:
             raise RolloutError(f"daemon-reload on {node}", [reload.error or reload.stderr])
     return changed
 
 
-async def apply(spec: DeploymentSpec, pool: TransportPool, progress: Progress = lambda _: None,
+async def apply(spec: DeploymentSpec, pool: TransportPool, guard: RestartGuard, progress: Progress = lambda _: None,
                 restart_all: bool = False) -> ApplyOutcome:
-    """Upload changed files, daemon-reload, restart changed roles in order with health checks between."""
+    """Upload changed files, daemon-reload, restart changed roles in order with health checks between.
+
+    Each restart runs inside ``guard(role, node)`` (``opsbot.act.deploy.DeployGuard``: the role's restart
+    lock and an audit entry); a guard that refuses stops the rollout there, as a failed restart does."""
     outcome = ApplyOutcome(True)
     try:
         outcome.uploaded = await upload(spec, pool, await diff(spec, pool), progress)
@@ -187,11 +193,15 @@ async def apply(spec: DeploymentSpec, pool: TransportPool, progress: Progress = 
         for node in _role_node(spec, role):
             unit = spec.unit_of(role)
             t = await pool.get(spec.node(node))
-            active = (await t.run(["systemctl", "is-active", unit], timeout=10)).stdout.strip() == "active"
+            active = (await t.run(systemctl("is-active", unit), timeout=10)).stdout.strip() == "active"
             if not (restart_all or role in changed_roles or not active):
                 continue
-            await t.run(["systemctl", "enable", unit], timeout=30)
-            problem = await _restart(pool, spec, role, node, progress)
+            await t.run(systemctl("enable", unit), timeout=30)
+            try:
+                async with guard(role, node):
+                    problem = await _restart(pool, spec, role, node, progress)
+            except GuardRefused as exc:  # an incident restart holds the role's lock
+                problem = str(exc)
             if problem:
                 outcome.ok, outcome.failed_step = False, f"{role} on {node}"
                 outcome.evidence = [problem, *await _evidence(pool, spec, node, unit)]

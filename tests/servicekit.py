@@ -15,9 +15,9 @@ import httpx
 from slack_sdk.signature import SignatureVerifier
 
 from opsbot.bundle import Bundle, Trigger, read_bundle, utcnow
+from opsbot.flow import Flow
 from opsbot.inventory import Inventory
 from opsbot.service.app import create_app
-from opsbot.service.runtime import Runtime
 from opsbot.settings import Settings
 from opsbot.store import Store
 
@@ -43,6 +43,7 @@ def lab_settings(tmp_path: Path, database_url: str, **over: Any) -> Settings:
     inv = tmp_path / "inventory.yaml"
     if not inv.exists():
         inv.write_text(INVENTORY)
+    over = {"report_schedule": False, **over}  # the weekly job has its own test (test_report_schedule)
     return Settings(data_dir=tmp_path, inventory=inv, database_url=database_url, coalesce_window_s=0.2, **over)
 
 
@@ -64,14 +65,14 @@ def replay(scenario: str):
     return probe
 
 
-def runtime_for(settings: Settings, probe: Any) -> Runtime:
-    return Runtime(settings=settings, store=Store(settings.db_url()), probe=probe)
+def flow_for(settings: Settings, probe: Any) -> Flow:
+    return Flow(settings=settings, store=Store(settings.db_url()), probe=probe)
 
 
 @asynccontextmanager
-async def served(settings: Settings, runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
+async def served(settings: Settings, flow: Flow) -> AsyncIterator[httpx.AsyncClient]:
     """The app with its lifespan running (intake worker, Slack), driven in this event loop."""
-    app = create_app(settings, runtime=runtime)
+    app = create_app(settings, flow=flow)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://opsbot.test") as client:

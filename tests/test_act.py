@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from opsbot.act import ApprovalRefused, PlanRefused, approve, execute, plan_restart, request_restart
+from opsbot.act import ApprovalRefused, PlanRefused, approve, plan_restart, request_restart
 from opsbot.act.guards import budget_until, cooldown_until
+from opsbot.flow import Flow
 from opsbot.inventory import UnknownRole, load_inventory
 from opsbot.settings import Settings
 from opsbot.store import Store
@@ -228,9 +229,10 @@ def test_budget_and_cooldown_arithmetic():
 # -- helpers --------------------------------------------------------------------------------------
 
 def _run(store, inventory, action_id, settings):
+    """Execute through the flow, as every surface does (its inventory is ``settings.inventory``)."""
     import asyncio
 
-    return asyncio.run(execute(store, inventory, action_id, actor="alice", surface="cli", settings=settings))
+    return asyncio.run(Flow(settings=settings, store=store).execute(action_id, actor="alice", surface="cli"))
 
 
 def _executed(store, inventory, settings, role, minutes_ago):
@@ -259,12 +261,10 @@ def _wait_until(t):
 def test_overdue_actions_are_expired_at_start_up(inventory, settings, store, counter):
     import asyncio
 
-    from opsbot.act import reconcile
-
     pending, _ = request_restart(store, inventory, ["decode"], actor="alice", surface="cli", settings=settings)
     fresh, _ = request_restart(store, inventory, ["prefill"], actor="alice", surface="cli", settings=settings)
     store.transition(pending.id, ("planned",), "planned", actor="test", surface="cli", what="clock moved",
                      expires_at=datetime.now(timezone.utc) - timedelta(seconds=1))
-    assert asyncio.run(reconcile(store, inventory, settings)) == []
+    assert asyncio.run(Flow(settings=settings, store=store).reconcile()) == []
     assert store.action(pending.id).state == "expired" and "request the restart again" in store.action(pending.id).outcome
     assert store.action(fresh.id).state == "planned" and counter.connections == 0

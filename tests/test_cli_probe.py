@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from opsbot.cli import app
 from opsbot.settings import get_settings
+from opsbot.store import Store
 from tests.test_probe_local import server  # noqa: F401  (module-scoped HTTP fixture)
 
 runner = CliRunner()
@@ -59,6 +60,20 @@ def test_probe_json_and_saved_bundle(env, server):  # noqa: F811
     assert data["schema"] == "opsbot/probe-bundle@1" and data["roles"][0]["metrics"]["ok"]
     saved = env / "bundles" / f"{data['id']}.json"
     assert json.loads(saved.read_text())["id"] == data["id"] == json.loads(out.read_text())["id"]
+    with Store(get_settings().db_url()) as store:  # every probe is kept, the CLI's too
+        (row,) = store.probes()
+        assert row.id == data["id"] and row.trigger_kind == "cli"
+
+
+def test_ask_then_history_shows_the_probe(env, server):  # noqa: F811
+    """The 3 a.m. walk: `opsbot ask` probes, diagnoses and records; `opsbot history` shows that probe."""
+    inv = _write_inventory(env / "inventory.yaml", server)
+    asked = runner.invoke(app, ["ask", "decode is stuck", "--json", "-i", str(inv)])
+    assert asked.exit_code in (0, 1), asked.output
+    bundle = json.loads(asked.stdout[asked.stdout.index("{"):])["bundle"]
+    shown = runner.invoke(app, ["history", "--role", "decode"], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.output
+    assert bundle in shown.stdout and "trigger cli" in shown.stdout
 
 
 def test_probe_table(env, server):  # noqa: F811

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from opsbot.cli import app
-from opsbot.diagnose import default_runbooks, diagnose, interpret, probe_scope
+from opsbot.diagnose import default_runbooks, diagnose
+from opsbot.scope import interpret, probe_scope
 from opsbot.diagnose.conditions import Condition, fact_paths
 from tests.scenarios.compose import RoleSpec, bundle, compose, gpu_csv, healthy_roles
 
@@ -308,7 +309,7 @@ def test_a_crashing_prefill_explains_decodes_lost_connection():
 def test_terminal_does_not_call_missing_evidence_healthy():
     from rich.console import Console
 
-    from opsbot.diagnose.terminal import render
+    from opsbot.cli.diagnosis_view import render
 
     roles = healthy_roles()
     roles[1].metrics_error = "timeout"
@@ -326,7 +327,7 @@ def test_terminal_does_not_call_missing_evidence_healthy():
 @pytest.mark.parametrize("name", ["retract-storm", "retract-storm-0.5.12"])
 def test_retract_storm_lab_bundle_moves_decode_and_never_fires_decode_wedged(name):
     from opsbot.bundle import read_bundle
-    from opsbot.diagnose.facts import bundle_facts
+    from opsbot.parse.facts import bundle_facts
 
     b = read_bundle(Path(__file__).parent / "scenarios" / "lab" / f"{name}.json")
     decode = bundle_facts(b, default_runbooks().patterns).scopes["decode"]
@@ -368,7 +369,7 @@ def _stale_decode(active: str = "active", sub: str = "running") -> list[RoleSpec
 
 
 def _decode_facts(roles: list[RoleSpec]) -> dict:
-    from opsbot.diagnose.facts import bundle_facts
+    from opsbot.parse.facts import bundle_facts
 
     return bundle_facts(bundle(roles), default_runbooks().patterns).scopes["decode"]
 
@@ -429,7 +430,7 @@ def test_router_worker_health_lines_fire_at_warn_level():
 def test_log_prefilter_matches_where_any_pattern_does():
     """The one-regex prefilter of log lines skips only lines no pattern matches (every corpus line)."""
     from opsbot.bundle import parse_bundle
-    from opsbot.diagnose.facts import _any_pattern
+    from opsbot.parse.facts import _any_pattern
     from opsbot.parse.logs import parse_log_lines
 
     rs = default_runbooks()

@@ -63,7 +63,7 @@ def test_parse_since():
 
 def test_db_upgrade_and_refusal_of_a_newer_database(tmp_path):
     first = _opsbot(tmp_path, "db", "upgrade")
-    assert first.returncode == 0 and "(empty) -> 0002" in first.stdout
+    assert first.returncode == 0 and "(empty) -> 0003" in first.stdout
     with Store(f"sqlite:///{tmp_path / 'opsbot.db'}") as store, store.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = 'ffff0002'"))
     refused = _opsbot(tmp_path, "history")
@@ -76,3 +76,27 @@ def test_db_url_that_does_not_connect(tmp_path):
     out = _opsbot(tmp_path, "db", "upgrade", url="postgresql://opsbot:hunter2@127.0.0.1:1/opsbot")
     assert out.returncode == 2 and "cannot connect to the database" in out.stderr
     assert "hunter2" not in out.stderr + out.stdout
+
+
+def test_garbage_rows_are_printed_as_text(tmp_path):
+    """An alert for a role that no longer exists and a reason holding rich markup: shown, not a crash."""
+    from opsbot.store import AlertIn
+
+    reason = "restart [/] [bold]now[/bold] [red"
+    with Store(f"sqlite:///{tmp_path / 'opsbot.db'}") as store:
+        ((alert_id, _),) = store.save_alerts([AlertIn(fingerprint="f00d", status="firing", labels={"alertname": "Gone"},
+                                                      cluster="lab", role="retired-role")])
+        store.alert_probe_failed([alert_id], "unknown role 'retired-role' [/]", max_attempts=1, final=True)
+        action = store.create_action(kind="restart", cluster="lab", role="retired-role", reason=reason,
+                                     plan={"cluster": "lab", "roles": ["retired-role"], "kinds": ["decode"],
+                                           "steps": [], "checks": ["[/] check"]},
+                                     requested_by="[/]mallory", surface="cli", ttl=timedelta(minutes=5))
+        store.transition(action.id, ("planned",), "refused", actor="[/]", surface="cli", what="restart dismissed",
+                         outcome="dismissed [/] by [/]", execution=[{"kind": "stop", "role": "[/]"}])
+    history = _opsbot(tmp_path, "history")
+    assert history.returncode == 0, history.stderr
+    assert "retired-role" in history.stdout and "probe failed: Gone" in history.stdout
+    assert "[/]mallory" in history.stdout
+    shown = _opsbot(tmp_path, "actions", "show", action.id)
+    assert shown.returncode == 0, shown.stderr
+    assert reason in shown.stdout and "dismissed [/] by [/]" in shown.stdout and "[/] check" in shown.stdout

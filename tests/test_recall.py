@@ -219,3 +219,18 @@ def test_weekly_report_shows_the_recall_trend_per_day_and_the_failed_runs(tmp_pa
     assert "### Long-context recall" in md and "| 2026-11-25 | 2 | 4k | 1 |" in md and "lost from 8k" in md
     assert "Long-context recall" in render(report, "html")
     assert "lost from 8k" in render(report, "blocks")
+
+
+def test_the_service_starts_the_recall_schedule_only_when_set(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from opsbot.service.app import create_app
+    from opsbot.settings import Settings
+
+    app = create_app(Settings(data_dir=tmp_path, recall_schedule="0 */6 * * *", report_schedule=False))
+    with TestClient(app):
+        job = app.state.recall_scheduler.get_job("recall")
+        assert job is not None and job.next_run_time is not None
+    off = create_app(Settings(data_dir=tmp_path, report_schedule=False))
+    with TestClient(off):
+        assert off.state.recall_scheduler is None

@@ -175,3 +175,19 @@ async def test_slack_poster_sends_blocks_then_charts_through_slack_sdk():
     assert calls[1][1]["filename"] == "latency.png" and calls[1][1]["length"] == str(len(png))
     assert calls[2][1]["channel_id"] == "C0REPORTS" and calls[2][1]["thread_ts"] == "1764500000.000100"
     assert png in uploads[0]
+
+
+async def test_the_service_starts_the_weekly_job(tmp_path, database_url):
+    """The service's composition root starts the weekly report trigger, and stops it on the way out."""
+    from opsbot.service.app import create_app
+    from tests.servicekit import flow_for, lab_settings, replay
+
+    settings = lab_settings(tmp_path, database_url, report_schedule=True, weekly_report_day="fri")
+    app = create_app(settings, flow=flow_for(settings, replay("decode-hang-health-200")))
+    async with app.router.lifespan_context(app):
+        scheduler = app.state.scheduler
+        assert scheduler.running
+        job = scheduler.get_job(JOB)
+        assert job.next_run_time == weekly_trigger(settings).get_next_fire_time(None, datetime.now(timezone.utc))
+    await asyncio.sleep(0)  # AsyncIOScheduler.shutdown runs in the loop's next turn
+    assert not scheduler.running

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from opsbot.act import approve, execute, reconcile, request_restart
 from opsbot.collect.probe import probe
+from opsbot.flow import Flow
 from opsbot.parse.metrics import parse_samples
 from opsbot.settings import Settings
 from opsbot.store import Store
@@ -61,10 +61,16 @@ def _cli(settings: Settings, *args: str, **extra: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def _restart(store, inventory, settings, role="decode", actor="alice"):
-    action, _ = request_restart(store, inventory, [role], actor=actor, surface="cli", reason="test", settings=settings)
-    approve(store, action.id, actor, "cli", settings)
-    return asyncio.run(execute(store, inventory, action.id, actor=actor, surface="cli", settings=settings))
+def _restart(store, inventory, settings, role="decode", actor="alice", pair=False, approver=None):
+    """Request, approve and execute through the flow, as every surface does."""
+    flow = Flow(settings=settings, store=store)
+
+    async def go():
+        action, _ = await flow.request_restart([role] if isinstance(role, str) else role, None, actor=actor,
+                                               surface="cli", reason="test", pair=pair)
+        return await flow.approve_and_execute(action.id, approver=approver or actor, surface="cli")
+
+    return asyncio.run(go())
 
 
 def _main_pid(lab, unit: str) -> str:
@@ -170,9 +176,8 @@ def test_a_role_that_never_comes_back_is_recorded_failed_with_evidence(lab, sett
 async def _start_service(settings: Settings, store: Store) -> None:
     """Start and stop the opsbot service (its lifespan) on this store."""
     from opsbot.service.app import create_app
-    from opsbot.service.runtime import Runtime
 
-    app = create_app(settings, runtime=Runtime(settings=settings, store=store))
+    app = create_app(settings, flow=Flow(settings=settings, store=store))
     async with app.router.lifespan_context(app):
         pass
 
@@ -195,7 +200,7 @@ def test_an_interrupted_restart_is_reconciled_not_repeated(lab, settings, store)
     assert store.locks("lab") == []
     whats = [e.what for e in store.audit_log() if e.detail.get("action") == action.id]
     assert whats.count("restart executing") == 1 and len([w for w in whats if "reconciled" in w]) == 1
-    assert asyncio.run(reconcile(store, lab.inventory, settings)) == []  # nothing settled twice
+    assert asyncio.run(Flow(settings=settings, store=store).reconcile()) == []  # nothing settled twice
     assert len(store.actions()) == 1
 
 
@@ -216,10 +221,7 @@ def test_node_unreachable_is_recorded_failed_and_nothing_is_started(lab, setting
 def test_pair_restart_on_purpose_restarts_both_sides_in_order(lab, settings, store):
     pids = {n: lab.ssh(n, ["systemctl", "show", u, "--property=MainPID", "--value"]).stdout.strip()
             for n, u in (("node1", "sglang-dsv4-prefill.service"), ("node2", "sglang-dsv4-decode.service"))}
-    action, plan = request_restart(store, lab.inventory, ["prefill", "decode"], pair=True, actor="alice",
-                                   surface="cli", reason="pd-desync", settings=settings)
-    approve(store, action.id, "bob", "rest", settings)
-    out = asyncio.run(execute(store, lab.inventory, action.id, actor="bob", surface="rest", settings=settings))
+    out = _restart(store, lab.inventory, settings, ["prefill", "decode"], pair=True, approver="bob")
     assert out.state == "succeeded", out.message
     assert [(s["kind"], s["role"]) for s in out.execution] == [
         ("stop", "decode"), ("stop", "prefill"), ("wait-gpu-release", "decode"), ("wait-gpu-release", "prefill"),

@@ -96,7 +96,7 @@ def _read_facts(scope: dict, wanted: frozenset[str]) -> dict:
 def test_runbook_families_give_the_same_facts_as_a_full_parse(path: Path):
     """Parsing only the families the runbooks read changes no fact they read, nor the diagnosis."""
     from opsbot.diagnose.evaluate import evaluate
-    from opsbot.diagnose.facts import bundle_facts
+    from opsbot.parse.facts import bundle_facts
 
     rs = default_runbooks()
     assert all(rs.metric_facts.values())  # runbooks name their metric facts, so diagnose parses less

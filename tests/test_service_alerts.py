@@ -10,7 +10,7 @@ import pytest
 
 from opsbot.service.intake import AlertIntake
 from opsbot.store import AlertIn, Store
-from tests.servicekit import lab_settings, replay, runtime_for, served
+from tests.servicekit import flow_for, lab_settings, replay, served
 
 ALERT_TOKEN = "am-shared-secret"
 HDR = {"X-Opsbot-Alert-Token": ALERT_TOKEN}
@@ -40,8 +40,8 @@ def settings(tmp_path, database_url):
 
 async def test_alerts_are_stored_deduplicated_and_coalesced(settings):
     probe = replay("decode-hang-health-200")
-    runtime = runtime_for(settings, probe)
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, probe)
+    async with served(settings, flow) as client:
         first = await client.post("/alerts", json=webhook(alert("a1"), alert("a2"), alert("p1", role="prefill")), headers=HDR)
         assert first.status_code == 200 and first.json() == {"stored": 3, "duplicates": 0}
         again = await client.post("/alerts", json=webhook(alert("a1"), alert("a2")), headers=HDR)
@@ -49,7 +49,7 @@ async def test_alerts_are_stored_deduplicated_and_coalesced(settings):
         resolved = await client.post("/alerts", json=webhook(alert("a1", status="resolved"), status="resolved"), headers=HDR)
         assert resolved.json() == {"stored": 1, "duplicates": 0}
         await client.app.state.intake.drain()
-        rows = runtime.store.alerts()
+        rows = flow.store.alerts()
         assert sorted((a.fingerprint, a.status) for a in rows) == [
             ("a1", "firing"), ("a1", "resolved"), ("a2", "firing"), ("p1", "firing")]
         assert all(a.probe_id for a in rows), "every accepted alert is handled by a probe"
@@ -73,18 +73,18 @@ async def test_alerts_are_stored_deduplicated_and_coalesced(settings):
     ids=["malformed-json", "wrong-version", "empty-fingerprint", "bad-role-label", "missing-groupKey"],
 )
 async def test_bad_payloads_are_refused_and_nothing_is_stored(settings, body, status, says):
-    runtime = runtime_for(settings, replay("near-idle-decode"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("near-idle-decode"))
+    async with served(settings, flow) as client:
         r = await client.post("/alerts", content=body, headers={**HDR, "Content-Type": "application/json"})
         assert r.status_code == status, r.text
         assert says in r.json()["detail"]
-        assert runtime.store.count_alerts() == 0
+        assert flow.store.count_alerts() == 0
         assert 'opsbot_alerts_rejected_total{reason="invalid"} 1.0' in (await client.get("/metrics")).text
 
 
 async def test_oversized_and_unauthenticated_are_refused(settings):
-    runtime = runtime_for(settings, replay("near-idle-decode"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("near-idle-decode"))
+    async with served(settings, flow) as client:
         huge = webhook(*[alert(f"fp{i}", start=f"2026-11-30T10:00:{i % 60:02d}Z") for i in range(400)])
         r = await client.post("/alerts", json=huge, headers=HDR)
         assert r.status_code == 413 and "OPSBOT_MAX_BODY_BYTES" in r.json()["detail"]
@@ -99,7 +99,7 @@ async def test_oversized_and_unauthenticated_are_refused(settings):
         assert wrong.status_code == 401 and "does not match" in wrong.json()["detail"]
         none = await client.post("/alerts", json=webhook(alert("x")))
         assert none.status_code == 401
-        assert runtime.store.count_alerts() == 0
+        assert flow.store.count_alerts() == 0
         assert 'opsbot_alerts_rejected_total{reason="unauthorized"} 2.0' in (await client.get("/metrics")).text
 
 
@@ -112,19 +112,19 @@ async def test_full_queue_answers_503_and_stores_nothing_from_that_call(tmp_path
         await gate.wait()
         return await inner(inventory, **kw)
 
-    runtime = runtime_for(settings, stuck)
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, stuck)
+    async with served(settings, flow) as client:
         ok = await client.post("/alerts", json=webhook(alert("q1")), headers=HDR)  # its probe hangs
         assert ok.status_code == 200
         full = await client.post("/alerts", json=webhook(alert("q2")), headers=HDR)
         assert full.status_code == 503 and full.headers["retry-after"] and "retry later" in full.json()["detail"]
-        assert [a.fingerprint for a in runtime.store.alerts()] == ["q1"]
+        assert [a.fingerprint for a in flow.store.alerts()] == ["q1"]
         metrics = (await client.get("/metrics")).text
         assert 'opsbot_alerts_rejected_total{reason="queue-full"} 1.0' in metrics and "opsbot_alerts_waiting 1.0" in metrics
         gate.set()
         await client.app.state.intake.drain()
         retried = await client.post("/alerts", json=webhook(alert("q2")), headers=HDR)  # Alertmanager's retry
-        assert retried.status_code == 200 and sorted(a.fingerprint for a in runtime.store.alerts()) == ["q1", "q2"]
+        assert retried.status_code == 200 and sorted(a.fingerprint for a in flow.store.alerts()) == ["q1", "q2"]
 
 
 async def test_stored_but_unprocessed_alerts_are_probed_at_startup(settings):
@@ -133,58 +133,58 @@ async def test_stored_but_unprocessed_alerts_are_probed_at_startup(settings):
                                    starts_at=datetime(2026, 11, 30, tzinfo=UTC), group_key="g",
                                    cluster="lab", role="decode")])
     probe = replay("decode-hang-health-200")
-    runtime = runtime_for(settings, probe)
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, probe)
+    async with served(settings, flow) as client:
         intake: AlertIntake = client.app.state.intake
         await intake.drain()
-        (row,) = runtime.store.alerts()
-        assert row.probe_id is not None and runtime.store.probes()[0].id == row.probe_id
+        (row,) = flow.store.alerts()
+        assert row.probe_id is not None and flow.store.probes()[0].id == row.probe_id
         assert [c["roles"] for c in probe.calls] == [["decode"]]
 
 
 async def test_bearer_token_with_probe_scope_is_accepted_read_scope_is_not(settings):
-    runtime = runtime_for(settings, replay("near-idle-decode"))
-    prober = runtime.store.create_token("am", ["probe"])
-    reader = runtime.store.create_token("viewer", ["read"])
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("near-idle-decode"))
+    prober = flow.store.create_token("am", ["probe"])
+    reader = flow.store.create_token("viewer", ["read"])
+    async with served(settings, flow) as client:
         weak = await client.post("/alerts", json=webhook(alert("b1")), headers={"Authorization": f"Bearer {reader}"})
         assert weak.status_code == 403 and "'probe'" in weak.json()["detail"]
-        assert runtime.store.count_alerts() == 0
+        assert flow.store.count_alerts() == 0
         ok = await client.post("/alerts", json=webhook(alert("b1")), headers={"Authorization": f"Bearer {prober}"})
-        assert ok.status_code == 200 and runtime.store.count_alerts() == 1
+        assert ok.status_code == 200 and flow.store.count_alerts() == 1
 
 
 async def test_missing_inventory_is_503_with_the_path_and_nothing_is_stored(tmp_path, database_url):
     settings = lab_settings(tmp_path, database_url, alert_token=ALERT_TOKEN)
     settings = settings.model_copy(update={"inventory": tmp_path / "nowhere.yaml"})
-    runtime = runtime_for(settings, replay("near-idle-decode"))
-    token = runtime.store.create_token("p", ["probe"])
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("near-idle-decode"))
+    token = flow.store.create_token("p", ["probe"])
+    async with served(settings, flow) as client:
         r = await client.post("/alerts", json=webhook(alert("m1")), headers=HDR)
         assert r.status_code == 503 and "nowhere.yaml" in r.json()["detail"] and "opsbot lab up" in r.json()["detail"]
         p = await client.post("/probe", json={}, headers={"Authorization": f"Bearer {token}"})
         assert p.status_code == 503 and "nowhere.yaml" in p.json()["detail"]
-        assert runtime.store.count_alerts() == 0 and (await client.get("/")).status_code == 200
+        assert flow.store.count_alerts() == 0 and (await client.get("/")).status_code == 200
 
 
 async def test_an_alert_for_a_role_not_in_the_inventory_is_given_up_on_and_shown(settings):
     probe = replay("decode-hang-health-200")
-    runtime = runtime_for(settings, probe)
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, probe)
+    async with served(settings, flow) as client:
         r = await client.post("/alerts", json=webhook(alert("ghost", role="decoder")), headers=HDR)
         assert r.status_code == 200
         await client.app.state.intake.drain()
-    (row,) = runtime.store.alerts()
+    (row,) = flow.store.alerts()
     assert row.probe_id is None and row.probe_failed_at is not None and row.probe_attempts == 1
     assert "unknown role 'decoder'" in row.probe_error
     again = replay("decode-hang-health-200")
-    runtime = runtime_for(settings, again)
-    async with served(settings, runtime) as client:  # the next start does not try it again
+    flow = flow_for(settings, again)
+    async with served(settings, flow) as client:  # the next start does not try it again
         assert await client.app.state.intake.recover() == 0
         page = (await client.get("/")).text
-    assert again.calls == [] and runtime.store.alerts()[0].probe_attempts == 1
+    assert again.calls == [] and flow.store.alerts()[0].probe_attempts == 1
     assert 'id="failed-alerts"' in page and "unknown role &#39;decoder&#39;" in page
-    assert any(i.kind == "alert" and "decoder" in i.detail for i in runtime.store.history())
+    assert any(i.kind == "alert" and "decoder" in i.detail for i in flow.store.history())
 
 
 async def test_a_failing_probe_is_retried_at_start_up_to_the_attempt_limit(tmp_path, database_url):
@@ -199,10 +199,10 @@ async def test_a_failing_probe_is_retried_at_start_up_to_the_attempt_limit(tmp_p
         raise RuntimeError("ssh agent gone")
 
     for _ in range(3):
-        runtime = runtime_for(settings, broken)
-        async with served(settings, runtime) as client:
+        flow = flow_for(settings, broken)
+        async with served(settings, flow) as client:
             await client.app.state.intake.drain()
-    (row,) = runtime.store.alerts()
+    (row,) = flow.store.alerts()
     assert len(calls) == 2 and row.probe_attempts == 2 and row.probe_failed_at is not None
     assert row.probe_error == "ssh agent gone"
 
@@ -212,7 +212,7 @@ async def test_two_instances_sharing_the_database_probe_each_leftover_alert_once
         store.save_alerts([AlertIn(fingerprint=f"left{i}", status="firing", labels={"alertname": "DecodeStalled"},
                                    group_key="g", cluster="lab", role=role) for i, role in enumerate(["decode", "prefill"])])
     probes = [replay("decode-hang-health-200"), replay("decode-hang-health-200")]
-    runtimes = [runtime_for(settings, p) for p in probes]
+    runtimes = [flow_for(settings, p) for p in probes]
     async with served(settings, runtimes[0]) as one, served(settings, runtimes[1]) as two:
         await asyncio.gather(one.app.state.intake.drain(), two.app.state.intake.drain())
     probed = sorted(tuple(c["roles"]) for p in probes for c in p.calls)

@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
+from opsbot.act import plan_remedies
 from opsbot.store import Store
-from tests.servicekit import lab_settings, replay, runtime_for, served
+from tests.servicekit import flow_for, lab_settings, replay, served
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def bearer(secret: str) -> dict[str, str]:
 
 
 async def test_auth_says_401_for_who_and_403_for_what(settings, tokens):
-    async with served(settings, runtime_for(settings, replay("decode-hang-health-200"))) as client:
+    async with served(settings, flow_for(settings, replay("decode-hang-health-200"))) as client:
         assert (await client.get("/healthz")).json() == {"status": "ok"}
         missing = await client.post("/probe", json={"roles": ["decode"]})
         assert missing.status_code == 401 and "no bearer token" in missing.json()["detail"]
@@ -45,8 +46,8 @@ async def test_auth_says_401_for_who_and_403_for_what(settings, tokens):
 
 async def test_probe_diagnoses_stores_and_counts(settings, tokens):
     probe = replay("decode-hang-health-200")
-    runtime = runtime_for(settings, probe)
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, probe)
+    async with served(settings, flow) as client:
         r = await client.post("/probe", json={"roles": ["decode"]}, headers=bearer(tokens["probe"]))
         assert r.status_code == 200, r.text
         body = r.json()
@@ -55,23 +56,31 @@ async def test_probe_diagnoses_stores_and_counts(settings, tokens):
         assert result["findings"][0]["incident"] == "decode-wedged"
         assert result["findings"][0]["evidence"]
         assert probe.calls[0]["roles"] == ["decode"] and probe.calls[0]["trigger"].kind == "rest"
-        stored = runtime.store.probes()
+        stored = flow.store.probes()
         assert [p.id for p in stored] == [result["probe_id"]] and stored[0].top_incident == "decode-wedged"
         metrics = (await client.get("/metrics")).text
         assert 'opsbot_findings_total{incident="decode-wedged"} 1.0' in metrics
         assert 'opsbot_probes_total{outcome="finding",trigger="rest"} 1.0' in metrics
+        # the flow planned the finding's restart for REST as it does for Slack, keyed by probe and role
+        (action,) = flow.store.actions()
+        assert result["planned_actions"] == {"decode": action.id} and action.state == "planned"
+        assert action.plan_key == f"{result['probe_id']}:decode" and action.requested_by == "rest:prober"
+        diagnosis = flow.diagnose(flow.store.load_bundle(result["probe_id"]))
+        again = plan_remedies(flow.store, flow.inventory(), diagnosis, result["probe_id"], cluster="lab",
+                              actor="slack:U0BOB", surface="slack", settings=settings)
+        assert again.plans == {"decode": action.id} and len(flow.store.actions()) == 1
 
 
 async def test_unknown_role_is_refused_before_probing(settings, tokens):
     probe = replay("decode-hang-health-200")
-    runtime = runtime_for(settings, probe)
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, probe)
+    async with served(settings, flow) as client:
         r = await client.post("/probe", json={"roles": ["decoder"]}, headers=bearer(tokens["probe"]))
         assert r.status_code == 422
         assert "unknown role 'decoder'" in r.json()["detail"] and "decode" in r.json()["detail"]
         bad = await client.post("/probe", json={"roles": ["de code; rm -rf /"]}, headers=bearer(tokens["probe"]))
         assert bad.status_code == 422
-        assert probe.calls == [] and runtime.store.probes() == []
+        assert probe.calls == [] and flow.store.probes() == []
 
 
 async def test_slow_probe_becomes_a_job(settings, tokens):
@@ -82,7 +91,7 @@ async def test_slow_probe_becomes_a_job(settings, tokens):
         await gate.wait()
         return await inner(inventory, **kw)
 
-    async with served(settings, runtime_for(settings, slow)) as client:
+    async with served(settings, flow_for(settings, slow)) as client:
         r = await client.post("/probe", json={"wait_s": 0.05}, headers=bearer(tokens["probe"]))
         assert r.status_code == 202 and r.json()["state"] == "running"
         job = r.json()["id"]
@@ -99,8 +108,8 @@ async def test_slow_probe_becomes_a_job(settings, tokens):
 
 
 async def test_status_by_accept_and_saved_reports(settings, tokens):
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, flow) as client:
         await client.post("/probe", json={}, headers=bearer(tokens["probe"]))
         h = bearer(tokens["read"])
         md = await client.get("/status", headers={**h, "Accept": "text/markdown"})
@@ -109,7 +118,7 @@ async def test_status_by_accept_and_saved_reports(settings, tokens):
         assert html.headers["content-type"].startswith("text/html") and "<" in html.text and "decode-wedged" in html.text
         js = await client.get("/status", headers=h)
         assert js.json()["current"]["incidents"] == ["decode-wedged"]
-        rid = runtime.store.save_report("weekly", "2026-W48", "markdown", "# Week 48\nall quiet", {})
+        rid = flow.store.save_report("weekly", "2026-W48", "markdown", "# Week 48\nall quiet", {})
         listed = (await client.get("/reports", headers=h)).json()
         assert [(r["id"], r["kind"], r["period"]) for r in listed] == [(rid, "weekly", "2026-W48")]
         one = await client.get(f"/reports/{rid}", headers=h)
@@ -118,8 +127,8 @@ async def test_status_by_accept_and_saved_reports(settings, tokens):
 
 
 async def test_restart_plan_dismiss_and_refusals(settings, tokens):
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, flow) as client:
         h = bearer(tokens["act"])
         planned = await client.post("/actions/restart", json={"role": "decode", "reason": "wedged"}, headers=h)
         assert planned.status_code == 201, planned.text
@@ -139,24 +148,24 @@ async def test_expired_approval_is_refused_and_nothing_runs(tmp_path, database_u
     settings = lab_settings(tmp_path, database_url, approval_ttl_s=0.05)
     with Store(settings.db_url()) as store:
         secret = store.create_token("operator", ["read", "act"])
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, flow) as client:
         action = (await client.post("/actions/restart", json={"role": "decode"}, headers=bearer(secret))).json()
         await asyncio.sleep(0.1)
         r = await client.post(f"/actions/{action['id']}/approve", headers=bearer(secret))
         assert r.status_code == 409 and "expired" in r.json()["detail"]
-        row = runtime.store.action(action["id"])
+        row = flow.store.action(action["id"])
         assert row.state == "expired" and row.approved_by is None and row.started_at is None
 
 
 async def test_rest_records_the_token_name_as_actor(settings, tokens):
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, flow) as client:
         h = bearer(tokens["act"])  # the token named "operator"
         action = (await client.post("/actions/restart", json={"role": "decode"}, headers=h)).json()
         assert action["requested_by"] == "operator"
         await client.post(f"/actions/{action['id']}/dismiss", headers=h)
-    rows = [e for e in runtime.store.audit_log() if e.detail.get("action") == action["id"]]
+    rows = [e for e in flow.store.audit_log() if e.detail.get("action") == action["id"]]
     assert {(e.what, e.actor, e.surface) for e in rows} == {
         ("restart planned", "operator", "rest"), ("restart dismissed", "operator", "rest")}
 
@@ -166,14 +175,14 @@ async def test_the_service_reconciles_interrupted_actions_at_start(tmp_path, dat
     from opsbot.act import request_restart
 
     settings = lab_settings(tmp_path, database_url, verify_deadline_s=0.5)
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
-    action, _ = request_restart(runtime.store, runtime.inventory(), ["decode"], actor="alice", surface="cli",
+    flow = flow_for(settings, replay("decode-hang-health-200"))
+    action, _ = request_restart(flow.store, flow.inventory(), ["decode"], actor="alice", surface="cli",
                                 settings=settings)
-    runtime.store.transition(action.id, ("planned",), "executing", actor="alice", surface="cli",
+    flow.store.transition(action.id, ("planned",), "executing", actor="alice", surface="cli",
                              what="restart executing", started_at=action.created_at)
-    async with served(settings, runtime):
-        row = runtime.store.action(action.id)
-    # the unit does not exist on this machine, so the reconciled restart is recorded as failed, never re-run
+    async with served(settings, flow):
+        row = flow.store.action(action.id)
+    # the flow's probe (a replayed wedged decode) shows no token progress: recorded as failed, never re-run
     assert row.state == "failed" and row.outcome.startswith("interrupted while executing")
     assert row.verification["reconciled"] is True
-    assert [e.what for e in runtime.store.audit_log() if e.detail.get("action") == action.id][0] == "restart failed (reconciled)"
+    assert [e.what for e in flow.store.audit_log() if e.detail.get("action") == action.id][0] == "restart failed (reconciled)"

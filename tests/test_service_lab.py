@@ -14,8 +14,8 @@ import httpx
 import pytest
 import uvicorn
 
+from opsbot.flow import Flow
 from opsbot.service.app import create_app
-from opsbot.service.runtime import Runtime
 from opsbot.store import Store
 from tests.databases import free_port
 from tests.realparts import need_binary
@@ -84,9 +84,9 @@ async def test_alert_through_alertmanager_probes_the_lab_and_threads_in_slack(la
     })
     store = Store(settings.db_url())
     token = store.create_token("alertmanager", ["probe"])
-    runtime = Runtime(settings=settings, store=store)
+    flow = Flow(settings=settings, store=store)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, runtime=runtime), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(settings, flow=flow), host="127.0.0.1", port=port, log_level="warning"))
     serving = asyncio.create_task(server.serve())
     am = Alertmanager(port, token)
     lab.inject("decode", "wedged")
@@ -142,7 +142,7 @@ async def test_slack_click_restarts_the_wedged_decode_on_the_lab(lab, tmp_path):
     store = Store(settings.db_url())
     lab.inject("decode", "wedged")
     try:
-        async with served(settings, Runtime(settings=settings, store=store)) as client:
+        async with served(settings, Flow(settings=settings, store=store)) as client:
             body = slash_body("decode is stuck")
             assert (await client.post("/slack/events", content=body, headers=signed(body, secret=secret))).status_code == 200
             (post,) = await slack.wait_for("chat.postMessage", timeout=90)

@@ -11,13 +11,13 @@ from hypothesis import settings as hsettings
 from schemathesis.checks import not_a_server_error
 
 from opsbot.service.app import create_app
-from tests.servicekit import lab_settings, replay, runtime_for
+from tests.servicekit import flow_for, lab_settings, replay
 
 _TMP = Path(tempfile.mkdtemp(prefix="opsbot-schema-"))
 _SETTINGS = lab_settings(_TMP, f"sqlite:///{_TMP / 'opsbot.db'}", alert_token="am-secret", probe_wait_s=0.2)
-_RUNTIME = runtime_for(_SETTINGS, replay("decode-hang-health-200"))
-TOKEN = _RUNTIME.store.create_token("fuzzer", ["read", "probe", "act"])
-schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(_SETTINGS, runtime=_RUNTIME))
+_FLOW = flow_for(_SETTINGS, replay("decode-hang-health-200"))
+TOKEN = _FLOW.store.create_token("fuzzer", ["read", "probe", "act"])
+schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(_SETTINGS, flow=_FLOW))
 
 
 @schema.parametrize()

@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from tests.servicekit import block_actions_body, lab_settings, replay, runtime_for, served, signed, slash_body
+from tests.servicekit import block_actions_body, flow_for, lab_settings, replay, served, signed, slash_body
 from tests.slackrecorder import SlackRecorder
 
 
@@ -50,8 +50,8 @@ async def test_decode_is_stuck_acks_first_then_posts_the_finding_with_buttons(se
         await gate.wait()
         return await inner(inventory, **kw)
 
-    runtime = runtime_for(settings, gated)
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, gated)
+    async with served(settings, flow) as client:
         r = await command(client, "decode is stuck")
         # the HTTP answer (Slack's 3-second ack) came back while the probe is still blocked
         assert r.status_code == 200 and "working on `decode is stuck`" in r.text
@@ -64,15 +64,15 @@ async def test_decode_is_stuck_acks_first_then_posts_the_finding_with_buttons(se
         assert "decode-wedged" in text and "Evidence" in text
         approve, dismiss = buttons(blocks)["restart_approve"], buttons(blocks)["restart_dismiss"]
         assert approve["text"]["text"] == "Restart decode" and approve["confirm"] and dismiss["value"] == approve["value"]
-        action = runtime.store.action(approve["value"])
+        action = flow.store.action(approve["value"])
         assert action.state == "planned" and action.role == "decode" and action.requested_by == "slack:U0ALICE"
         assert inner.calls[0]["roles"] == ["decode", "prefill", "router"]  # the same scope as `opsbot ask`
         assert inner.calls[0]["trigger"].kind == "slack"
 
 
 async def test_allowed_click_approves_and_updates_message_with_outcome(settings, slack):
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, flow) as client:
         await command(client, "probe decode")
         (post,) = await slack.wait_for("chat.postMessage")
         plan_id = buttons(post.args["blocks"])["restart_approve"]["value"]
@@ -82,7 +82,7 @@ async def test_allowed_click_approves_and_updates_message_with_outcome(settings,
         assert stranger.status_code == 200
         (eph,) = await slack.wait_for("chat.postEphemeral")
         assert eph.args["user"] == "U0MALLORY" and "not allowed" in eph.args["text"]
-        assert runtime.store.action(plan_id).state == "planned" and slack.of("chat.update") == []
+        assert flow.store.action(plan_id).state == "planned" and slack.of("chat.update") == []
 
         ok = await click(client, "restart_approve", plan_id, user="U0BOB", message=message)  # via user group
         assert ok.status_code == 200
@@ -90,10 +90,10 @@ async def test_allowed_click_approves_and_updates_message_with_outcome(settings,
         assert "approved by <@U0BOB>" in updates[0].args["blocks"][-1]["text"]["text"]
         assert buttons(updates[0].args["blocks"]) == {}, "buttons are stripped at once (no double clicks)"
         final = updates[-1].args["blocks"][-1]["text"]["text"]
-        action = runtime.store.action(plan_id)
+        action = flow.store.action(plan_id)
         assert action.approved_by == "slack:U0BOB" and action.approved_surface == "slack"
         assert action.state in ("succeeded", "failed", "refused") and f"*{action.state}*" in final
-        assert any(e.what == "approval refused: not allowed" for e in runtime.store.audit_log())
+        assert any(e.what == "approval refused: not allowed" for e in flow.store.audit_log())
 
 
 async def test_expired_approval_and_dismiss(tmp_path, slack):
@@ -101,8 +101,8 @@ async def test_expired_approval_and_dismiss(tmp_path, slack):
         tmp_path, f"sqlite:///{tmp_path / 'opsbot.db'}", slack_bot_token="xoxb-test", slack_signing_secret="8f742231b10e8888abcd99yyyzzz85a5",
         slack_api_url=slack.url, slack_approvers=["U0ALICE"], approval_ttl_s=0.2,
     )
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, flow) as client:
         await command(client, "restart decode")
         (post,) = await slack.wait_for("chat.postMessage")
         assert "systemctl stop sglang-dsv4-decode.service" in post.args["blocks"][0]["text"]["text"]
@@ -111,7 +111,7 @@ async def test_expired_approval_and_dismiss(tmp_path, slack):
         await click(client, "restart_approve", plan_id, user="U0ALICE", message={"ts": "1.1", "blocks": post.args["blocks"]})
         updates = await slack.wait_for("chat.update", 2)
         assert "expired" in updates[-1].args["blocks"][-1]["text"]["text"]
-        assert runtime.store.action(plan_id).state == "expired"
+        assert flow.store.action(plan_id).state == "expired"
 
         await command(client, "restart decode")
         posts = await slack.wait_for("chat.postMessage", 2)
@@ -119,13 +119,13 @@ async def test_expired_approval_and_dismiss(tmp_path, slack):
         await click(client, "restart_dismiss", second, user="U0ALICE", message={"ts": "1.2", "blocks": posts[-1].args["blocks"]})
         done = await slack.wait_for("chat.update", 3)
         assert "dismissed by <@U0ALICE>" in done[-1].args["blocks"][-1]["text"]["text"]
-        assert runtime.store.action(second).state == "refused"
+        assert flow.store.action(second).state == "refused"
 
 
 async def test_forged_and_replayed_requests_are_refused(settings, slack):
     probe = replay("decode-hang-health-200")
-    runtime = runtime_for(settings, probe)
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, probe)
+    async with served(settings, flow) as client:
         body = slash_body("restart decode")
         forged = await client.post("/slack/events", content=body, headers=signed(body, secret="not-the-secret"))
         assert forged.status_code == 401
@@ -135,14 +135,14 @@ async def test_forged_and_replayed_requests_are_refused(settings, slack):
         tampered = await client.post("/slack/events", content=body.replace("restart", "status"), headers=tampered_headers)
         assert tampered.status_code == 401
         await asyncio.sleep(0.1)
-        assert probe.calls == [] and runtime.store.actions() == []
+        assert probe.calls == [] and flow.store.actions() == []
         assert [c.method for c in slack.calls if c.method != "auth.test"] == []
 
 
 async def test_help_status_probe_scope_report_and_errors(settings, slack):
     probe = replay("decode-hang-health-200")
-    runtime = runtime_for(settings, probe)
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, probe)
+    async with served(settings, flow) as client:
         helped = await command(client, "help")
         assert "restart ROLE" in helped.text
         await command(client, "probe prefill")
@@ -168,7 +168,7 @@ async def test_socket_mode_takes_commands_over_the_websocket(tmp_path, slack):
     slack.envelopes.append({"envelope_id": "env-1", "type": "slash_commands", "accepts_response_payload": True,
                             "payload": {**command_payload, "command": "/opsbot"}})
     probe = replay("decode-hang-health-200")
-    async with served(settings, runtime_for(settings, probe)):
+    async with served(settings, flow_for(settings, probe)):
         (ack,) = await slack.wait_for("socket_ack")
         assert ack.args["envelope_id"] == "env-1"
         (post,) = await slack.wait_for("chat.postMessage")
@@ -183,20 +183,20 @@ async def test_alert_threads_live_in_their_table_and_survive_a_restart(tmp_path,
                             slack_signing_secret="8f742231b10e8888abcd99yyyzzz85a5", slack_alert_channel="C0ALERTS",
                             alert_token=HDR["X-Opsbot-Alert-Token"])
     group = '{}:{alertname="DecodeStalled"}'
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("decode-hang-health-200"))
+    async with served(settings, flow) as client:
         assert (await client.post("/alerts", json=webhook(alert("t1"), group=group), headers=HDR)).status_code == 200
         await client.app.state.intake.drain()
         (parent,) = await slack.wait_for("chat.postMessage")
-    thread = runtime.store.slack_thread(group)
+    thread = flow.store.slack_thread(group)
     assert (thread.channel, thread.state) == ("C0ALERTS", "firing") and parent.args["channel"] == "C0ALERTS"
-    runtime = runtime_for(settings, replay("near-idle-decode"))  # a restarted opsbot finds the thread in the store
-    async with served(settings, runtime) as client:
+    flow = flow_for(settings, replay("near-idle-decode"))  # a restarted opsbot finds the thread in the store
+    async with served(settings, flow) as client:
         resolved = webhook(alert("t1", status="resolved"), group=group, status="resolved")
         assert (await client.post("/alerts", json=resolved, headers=HDR)).status_code == 200
         await client.app.state.intake.drain()
         _, reply = await slack.wait_for("chat.postMessage", count=2)
         (update,) = await slack.wait_for("chat.update")
     assert reply.args["thread_ts"] == thread.ts and update.args["ts"] == thread.ts
-    assert runtime.store.slack_thread(group).state == "resolved"
-    assert not [e for e in runtime.store.audit_log() if e.what == "slack alert thread"]
+    assert flow.store.slack_thread(group).state == "resolved"
+    assert not [e for e in flow.store.audit_log() if e.what == "slack alert thread"]

@@ -17,7 +17,7 @@ from opsbot.bundle import Trigger
 from opsbot.service.app import create_app
 from tests.databases import free_port
 from tests.realparts import need_binary
-from tests.servicekit import lab_settings, replay, runtime_for
+from tests.servicekit import flow_for, lab_settings, replay
 
 ARTIFACT = Path(__file__).parent / "artifacts" / "status-page.png"  # refreshed with OPSBOT_UPDATE_ARTIFACTS=1
 
@@ -40,15 +40,15 @@ def chromium(*args: str, timeout: float = 60) -> str:
 
 async def test_status_page_shows_roles_incident_probes_and_actions(tmp_path):
     settings = lab_settings(tmp_path, f"sqlite:///{tmp_path / 'opsbot.db'}")
-    runtime = runtime_for(settings, replay("decode-hang-health-200"))
+    flow = flow_for(settings, replay("decode-hang-health-200"))
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, runtime=runtime), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(settings, flow=flow), host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
     try:
         while not server.started:
             await asyncio.sleep(0.05)
-        result = await runtime.run_probe(None, None, Trigger(kind="cli", user="test"))
-        action, _ = await runtime.request_restart("decode", None, actor="alice", surface="cli", reason="wedged")
+        result = await flow.run_probe(None, None, Trigger(kind="cli", user="test"))
+        action, _ = await flow.request_restart(["decode"], None, actor="alice", surface="cli", reason="wedged")
         async with httpx.AsyncClient() as client:
             assert (await client.get(f"http://127.0.0.1:{port}/")).status_code == 200
         url = f"http://127.0.0.1:{port}/"

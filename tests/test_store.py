@@ -343,3 +343,15 @@ def test_downgrade_to_empty_and_upgrade_again(database_url):
         again.audit("alice", "cli", "after")
         with pytest.raises(DBAPIError, match="append-only"), again.engine.begin() as conn:  # triggers are back
             conn.execute(text("DELETE FROM audit"))
+
+
+def test_probes_by_role_are_filtered_before_the_limit(store):
+    """Newer probes of other roles must not push the role's probes out of ``limit``."""
+    decode = _bundle()
+    store.save_probe(decode)
+    for _ in range(3):
+        other = _bundle()
+        other.roles[0].role = "prefill"
+        store.save_probe(other)
+    assert [p.id for p in store.probes(role="decode", limit=1)] == [decode.id]
+    assert len(store.probes(limit=2)) == 2 and len(store.probes(role="prefill", limit=5)) == 3

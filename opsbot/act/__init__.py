@@ -1,15 +1,18 @@
-"""act: guarded actions (plan, approve, cooldown, budget, lock, execute, verify)."""
+"""act (stage: act): guarded actions (plan, approve, cooldown, budget, lock, execute, verify); plan in, outcome out."""
 
 from opsbot.act.plan import PlanRefused, RestartPlan, Step, plan_restart
+from opsbot.act.remedies import PlannedRemedies, plan_remedies
 from opsbot.act.restart import (
     ActionOutcome,
     ApprovalRefused,
+    RunContext,
     approve,
+    dismiss,
     execute,
     expire_overdue,
     reconcile,
     request_restart,
 )
 
-__all__ = ["ActionOutcome", "ApprovalRefused", "PlanRefused", "RestartPlan", "Step", "approve", "execute",
-           "expire_overdue", "plan_restart", "reconcile", "request_restart"]
+__all__ = ["ActionOutcome", "ApprovalRefused", "PlanRefused", "PlannedRemedies", "RestartPlan", "RunContext", "Step", "approve",
+           "dismiss", "execute", "expire_overdue", "plan_remedies", "plan_restart", "reconcile", "request_restart"]

@@ -6,60 +6,19 @@ memory is released (``nvidia-smi`` on the role's GPUs), then starts it and verif
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, Field
-
-from opsbot.bundle import GPU_QUERY, SYSTEMD_PROPERTIES
+from opsbot.contracts.plans import RestartPlan, Step, StepKind
 from opsbot.inventory import Inventory, Role
+from opsbot.nodecommands import gpu_query, systemctl, unit_show
 from opsbot.settings import Settings
-
-StepKind = Literal["stop", "wait-gpu-release", "start", "verify"]
 
 
 class PlanRefused(ValueError):
     """The request cannot become a plan; the message says what to ask for instead."""
 
 
-class Step(BaseModel):
-    kind: StepKind
-    role: str
-    node: str
-    unit: str
-    argv: list[str]
-    note: str = ""
-
-
-class RestartPlan(BaseModel):
-    """What ``--dry-run`` shows and what ``execute`` runs, step by step, nothing else."""
-
-    cluster: str
-    roles: list[str]
-    kinds: list[str]
-    pair_on_purpose: bool = False
-    reason: str | None = None
-    steps: list[Step]
-    checks: list[str] = Field(default_factory=list, description="pre-checks run before the first step")
-    verify: list[str] = Field(default_factory=list, description="what verification requires, within the deadline")
-
-
-def systemctl(verb: Literal["stop", "start"], unit: str) -> list[str]:
-    return ["systemctl", verb, unit]
-
-
-def unit_show(unit: str) -> list[str]:
-    return ["systemctl", "show", unit, f"--property={SYSTEMD_PROPERTIES}"]
-
-
-def gpu_query(gpus: list[int]) -> list[str]:
-    return ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits",
-            "-i", ",".join(str(g) for g in gpus)]
-
-
 def plan_restart(inventory: Inventory, roles: list[str], *, cluster: str | None = None, pair: bool = False,
-                 reason: str | None = None, settings: Settings | None = None) -> RestartPlan:
+                 reason: str | None = None, settings: Settings) -> RestartPlan:
     """A plan for restarting ``roles``; ``UnknownRole``/``ConfigError`` for bad scope, ``PlanRefused`` for unsafe."""
-    settings = settings or Settings()
     name, cl = inventory.cluster(cluster)
     if not roles:
         raise PlanRefused("name the role to restart, e.g. `opsbot restart decode`")

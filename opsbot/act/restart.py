@@ -12,23 +12,40 @@ import os
 import socket
 import time
 from datetime import datetime, timedelta
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from opsbot.act.guards import budget_until, cooldown_until, when
 from opsbot.act.plan import RestartPlan, plan_restart
-from opsbot.act.steps import StepResult, run_command, verify_roles, wait_gpu_release
-from opsbot.bundle import Trigger
-from opsbot.collect.probe import probe
+from opsbot.act.steps import StepResult, run_command, wait_gpu_release
+from opsbot.act.verify import Look, verify_roles
 from opsbot.collect.transport import Transport, TransportPool
-from opsbot.diagnose import diagnose
+from opsbot.contracts import ActionState, allowed
 from opsbot.inventory import Cluster, Inventory, Node, Role
-from opsbot.settings import Settings, get_settings
+from opsbot.settings import Settings
 from opsbot.store import Store
 from opsbot.store.models import Action, now
 
 BUDGET_LOCK = "*budget*"  # a short-lived cluster lock around the budget check and the move to executing
+# The flow's port: probe these roles of the cluster, diagnose, record; the probe id (text says why).
+Evidence = Callable[[str, list[str], str], Awaitable[str]]
+
+
+@dataclass
+class RunContext:
+    """What running an action needs, handed in by the flow: where to record, what to act on, the two ports."""
+
+    store: Store
+    inventory: Inventory
+    settings: Settings
+    actor: str
+    surface: str
+    evidence: Evidence
+    look: Look
+    pool: TransportPool | None = None
 
 
 class ApprovalRefused(ValueError):
@@ -72,21 +89,21 @@ def _holder_dead(holder: str) -> bool:
 
 def request_restart(store: Store, inventory: Inventory, roles: list[str], *, actor: str, surface: str,
                     cluster: str | None = None, pair: bool = False, reason: str | None = None,
-                    settings: Settings | None = None) -> tuple[Action, RestartPlan]:
-    """Plan and record a restart (state ``planned``); unknown roles and unsafe plans raise before anything."""
-    settings = settings or get_settings()
+                    settings: Settings, plan_key: str | None = None) -> tuple[Action, RestartPlan]:
+    """Plan and record a restart (state ``planned``); unknown roles and unsafe plans raise before anything.
+
+    With ``plan_key``, an action already planned under that key is returned instead of a second one."""
     plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings)
     action = store.create_action(kind="restart", cluster=plan.cluster, role=",".join(plan.roles),
                                  plan=plan.model_dump(mode="json"), reason=reason, requested_by=actor,
-                                 surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s))
-    if not settings.restart_requires_approval:
+                                 surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s), plan_key=plan_key)
+    if not settings.restart_requires_approval and action.state == "planned":
         action = approve(store, action.id, "policy:no-approval-required", surface, settings)
     return action, plan
 
 
-def approve(store: Store, action_id: str, approver: str, surface: str, settings: Settings | None = None) -> Action:
+def approve(store: Store, action_id: str, approver: str, surface: str, settings: Settings) -> Action:
     """Record an approval (who, through which surface); it expires after ``approval_ttl_s``."""
-    settings = settings or get_settings()
     try:
         action = store.action(action_id)
     except KeyError as exc:
@@ -94,7 +111,7 @@ def approve(store: Store, action_id: str, approver: str, surface: str, settings:
     if action.state != "planned":
         raise ApprovalRefused(f"action {action_id} is {action.state}, not waiting for approval")
     if action.expires_at <= now():
-        store.transition(action_id, ("planned",), "expired", actor=approver, surface=surface, what="restart expired",
+        _move(store, action_id, ("planned",), "expired", actor=approver, surface=surface, what="restart expired",
                          outcome=f"plan expired unapproved at {action.expires_at:%H:%M:%S} UTC")
         raise ApprovalRefused(f"action {action_id} expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC before "
                               "it was approved; request the restart again")
@@ -104,10 +121,22 @@ def approve(store: Store, action_id: str, approver: str, surface: str, settings:
     return approved
 
 
-async def execute(store: Store, inventory: Inventory, action_id: str, *, actor: str, surface: str,
-                  settings: Settings | None = None, pool: TransportPool | None = None) -> ActionOutcome:
+def _move(store: Store, action_id: str, from_states: tuple[str, ...], to_state: str, **kw: Any) -> Action | None:
+    """``Store.transition`` for a move ``ActionState`` allows; any other (say succeeded → executing) is a bug."""
+    if not all(allowed(f, to_state) for f in from_states):
+        raise ValueError(f"action {action_id}: {'/'.join(from_states)} → {to_state} is not an allowed transition")
+    return store.transition(action_id, from_states, to_state, **kw)
+
+
+def dismiss(store: Store, action_id: str, *, actor: str, surface: str) -> Action | None:
+    """A planned restart nobody will approve: closed as refused, with who dismissed it; None if not planned."""
+    return _move(store, action_id, (ActionState.planned.value,), ActionState.refused.value, actor=actor, surface=surface,
+                            what="restart dismissed", outcome=f"dismissed by {actor} via {surface}")
+
+
+async def execute(ctx: RunContext, action_id: str) -> ActionOutcome:
     """Run an approved restart behind its guards; the outcome is recorded whatever happens."""
-    settings = settings or get_settings()
+    store, actor, surface = ctx.store, ctx.actor, ctx.surface
     action = store.action(action_id)
     plan = RestartPlan.model_validate(action.plan)
     if action.state == "planned":
@@ -119,55 +148,47 @@ async def execute(store: Store, inventory: Inventory, action_id: str, *, actor: 
                              message=f"action is already {action.state}; nothing was done ({action.outcome or ''})")
     if action.expires_at <= now():
         msg = f"approval expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC; request the restart again"
-        store.transition(action_id, ("approved",), "expired", actor=actor, surface=surface, what="restart expired",
-                         outcome=msg)
+        _move(store, action_id, ("approved",), "expired", actor=actor, surface=surface, what="restart expired",
+              outcome=msg)
         return ActionOutcome(action_id=action_id, state="expired", message=msg)
-    _, cluster = inventory.cluster(plan.cluster)
+    _, cluster = ctx.inventory.cluster(plan.cluster)
     roles = cluster.select(plan.roles)
-    refusal = _guards(store, plan, roles, cluster, settings) or _take_locks(store, plan, action_id, settings)
+    refusal = _guards(store, plan, roles, cluster, ctx.settings) or _take_locks(store, plan, action_id, ctx.settings)
     if refusal:
         return _refuse(store, action_id, actor, surface, *refusal)
     try:
-        return await _run_locked(store, inventory, action_id, plan, roles, cluster, actor, surface, settings, pool)
+        return await _run_locked(ctx, action_id, plan, roles, cluster)
     finally:
         for r in roles:
             store.release_lock(plan.cluster, r.key, action_id)
 
 
-async def _run_locked(store: Store, inventory: Inventory, action_id: str, plan: RestartPlan, roles: list[Role],
-                      cluster: Cluster, actor: str, surface: str, settings: Settings,
-                      pool: TransportPool | None) -> ActionOutcome:
-    own_pool = pool is None
-    pool = pool or TransportPool(settings)
+async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list[Role],
+                      cluster: Cluster) -> ActionOutcome:
+    store, actor, surface = ctx.store, ctx.actor, ctx.surface
+    own_pool = ctx.pool is None
+    pool = ctx.pool or TransportPool(ctx.settings)
     try:
-        bundle = await probe(inventory, cluster=plan.cluster, roles=plan.roles, settings=settings, pool=pool,
-                             trigger=Trigger(kind=_trigger_kind(surface), user=actor, text=f"before restart {action_id}"))
-        evidence = store.save_probe(bundle, diagnose(bundle))
-        refusal = await _begin(store, action_id, plan, roles, cluster, actor, surface, evidence, settings)
+        evidence = await ctx.evidence(plan.cluster, plan.roles, f"before restart {action_id}")
+        refusal = await _begin(ctx, action_id, plan, roles, cluster, evidence)
         if refusal:
             return _refuse(store, action_id, actor, surface, *refusal)
         steps: list[StepResult] = []
         verification = None
         try:
-            transports = {r.node: await pool.get(_node(inventory, plan.cluster, r.node)) for r in roles}
-            await _run_steps(transports, plan, roles, settings, steps)
+            transports = {r.node: await pool.get(_node(ctx.inventory, plan.cluster, r.node)) for r in roles}
+            await _run_steps(transports, plan, roles, ctx.settings, steps)
             if all(s.ok for s in steps):
-                verification = await verify_roles(transports, roles, settings)
+                verification = await verify_roles(ctx.look, plan.cluster, roles, ctx.settings)
         except Exception as exc:  # noqa: BLE001 - recorded as the outcome, not lost in a traceback
             steps.append(StepResult(kind="error", role=",".join(plan.roles), argv=[], ok=False,
                                     detail=f"{type(exc).__name__}: {exc}"))
         # The after-probe is the record of how it ended: the recovery, or the evidence of the failure.
-        ended = await probe(inventory, cluster=plan.cluster, roles=plan.roles, settings=settings, pool=pool,
-                            trigger=Trigger(kind=_trigger_kind(surface), user=actor, text=f"after restart {action_id}"))
-        after = store.save_probe(ended, diagnose(ended))
+        after = await ctx.evidence(plan.cluster, plan.roles, f"after restart {action_id}")
         return _record(store, action_id, actor, surface, evidence, after, steps, verification)
     finally:
         if own_pool:
             await pool.close()
-
-
-def _trigger_kind(surface: str) -> str:
-    return surface if surface in ("cli", "rest", "slack", "alert", "schedule") else "cli"
 
 
 def _node(inventory: Inventory, cluster: str, name: str) -> Node:
@@ -209,7 +230,7 @@ def _record(store: Store, action_id: str, actor: str, surface: str, evidence: st
         msg += f" (evidence: probe {evidence} before, probe {after} after)"
     execution = [s.model_dump() for s in steps]
     verification = {**(verification or {}), "after_probe": after}
-    row = store.transition(action_id, ("executing",), state, actor=actor, surface=surface, what=f"restart {state}",
+    row = _move(store, action_id, ("executing",), state, actor=actor, surface=surface, what=f"restart {state}",
                            audit_detail={"outcome": msg}, finished_at=now(), execution=execution,
                            verification=verification, outcome=msg)
     if row is None:
@@ -220,7 +241,7 @@ def _record(store: Store, action_id: str, actor: str, surface: str, evidence: st
 
 def _refuse(store: Store, action_id: str, actor: str, surface: str, msg: str,
             allowed_at: datetime | None = None) -> ActionOutcome:
-    row = store.transition(action_id, ("approved",), "refused", actor=actor, surface=surface, what="restart refused",
+    row = _move(store, action_id, ("approved",), "refused", actor=actor, surface=surface, what="restart refused",
                            audit_detail={"why": msg}, outcome=msg, finished_at=now())
     state = "refused" if row is not None else store.action(action_id).state
     return ActionOutcome(action_id=action_id, state=state, message=msg, allowed_at=allowed_at)
@@ -267,9 +288,10 @@ def _take_locks(store: Store, plan: RestartPlan, action_id: str, settings: Setti
     return None
 
 
-async def _begin(store: Store, action_id: str, plan: RestartPlan, roles: list[Role], cluster: Cluster, actor: str,
-                 surface: str, evidence: str, settings: Settings) -> tuple[str, datetime | None] | None:
+async def _begin(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list[Role], cluster: Cluster,
+                 evidence: str) -> tuple[str, datetime | None] | None:
     """Re-check the guards under the cluster's budget lock, then move to ``executing`` (counts in the budget)."""
+    store, settings = ctx.store, ctx.settings
     deadline = time.monotonic() + 10
     while (held := store.take_lock(plan.cluster, BUDGET_LOCK, action_id, holder_id(), timedelta(seconds=30))):
         if time.monotonic() > deadline:
@@ -279,7 +301,7 @@ async def _begin(store: Store, action_id: str, plan: RestartPlan, roles: list[Ro
         refusal = _guards(store, plan, roles, cluster, settings)
         if refusal:
             return refusal
-        row = store.transition(action_id, ("approved",), "executing", actor=actor, surface=surface,
+        row = _move(store, action_id, ("approved",), "executing", actor=ctx.actor, surface=ctx.surface,
                                what="restart executing", audit_detail={"evidence_probe": evidence},
                                started_at=now(), evidence_probe_id=evidence)
         if row is None:
@@ -289,39 +311,29 @@ async def _begin(store: Store, action_id: str, plan: RestartPlan, roles: list[Ro
         store.release_lock(plan.cluster, BUDGET_LOCK, action_id)
 
 
-async def reconcile(store: Store, inventory: Inventory, settings: Settings | None = None,
-                    pool: TransportPool | None = None) -> list[ActionOutcome]:
+async def reconcile(ctx: RunContext) -> list[ActionOutcome]:
     """Settle actions left ``executing`` by a process that died: look at the unit, record, never re-run."""
-    settings = settings or get_settings()
+    store = ctx.store
     expire_overdue(store)
     orphans = [a for a in store.actions(state="executing", limit=1000) if _orphaned(store, a)]
-    if not orphans:
-        return []
-    own_pool = pool is None
-    pool = pool or TransportPool(settings)
-    quick = settings.model_copy(update={"verify_deadline_s": min(settings.verify_deadline_s, 10.0)})
+    quick = ctx.settings.model_copy(update={"verify_deadline_s": min(ctx.settings.verify_deadline_s, 10.0)})
     out: list[ActionOutcome] = []
-    try:
-        for a in orphans:
-            plan = RestartPlan.model_validate(a.plan)
-            roles = inventory.cluster(plan.cluster)[1].select(plan.roles)
-            transports = {r.node: await pool.get(_node(inventory, plan.cluster, r.node)) for r in roles}
-            verification = await verify_roles(transports, roles, quick)
-            state = "succeeded" if verification["ok"] else "failed"
-            problems = "; ".join(p for r in verification["roles"] for p in r["problems"])
-            msg = ("interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
-                   + ("the role is active and healthy" if verification["ok"] else f"the role is not healthy: {problems}"))
-            row = store.transition(a.id, ("executing",), state, actor="opsbot", surface="reconcile",
-                                   what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
-                                   finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
-            for r in roles:
-                store.release_lock(plan.cluster, r.key, a.id)
-            if row is not None:
-                out.append(ActionOutcome(action_id=a.id, state=state, message=msg, evidence_probe_id=a.evidence_probe_id,
-                                         verification=verification))
-    finally:
-        if own_pool:
-            await pool.close()
+    for a in orphans:
+        plan = RestartPlan.model_validate(a.plan)
+        roles = ctx.inventory.cluster(plan.cluster)[1].select(plan.roles)
+        verification = await verify_roles(ctx.look, plan.cluster, roles, quick)
+        state = "succeeded" if verification["ok"] else "failed"
+        problems = "; ".join(p for r in verification["roles"] for p in r["problems"])
+        msg = ("interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
+               + ("the role is active and healthy" if verification["ok"] else f"the role is not healthy: {problems}"))
+        row = _move(store, a.id, ("executing",), state, actor="opsbot", surface="reconcile",
+                    what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
+                    finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
+        for r in roles:
+            store.release_lock(plan.cluster, r.key, a.id)
+        if row is not None:
+            out.append(ActionOutcome(action_id=a.id, state=state, message=msg, evidence_probe_id=a.evidence_probe_id,
+                                     verification=verification))
     return out
 
 
@@ -331,7 +343,7 @@ def expire_overdue(store: Store) -> list[str]:
     expired = []
     for state in ("planned", "approved"):
         for a in store.actions(state=state, limit=1000):
-            if a.expires_at <= at and store.transition(
+            if a.expires_at <= at and _move(store, 
                 a.id, (state,), "expired", actor="opsbot", surface="reconcile", what="restart expired",
                 outcome=f"{'approval' if state == 'approved' else 'plan'} expired at {a.expires_at:%H:%M:%S} UTC "
                         "before it ran; request the restart again"):

@@ -1,4 +1,4 @@
-"""The ``opsbot`` command line: one sub-module per command group, each a thin surface."""
+"""The ``opsbot`` command line (stages: trigger and render): one sub-module per command group, each a thin surface."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def _emit(d: Diagnosis, as_json: bool) -> None:
     else:
         from rich.console import Console
 
-        from opsbot.diagnose.terminal import render
+        from opsbot.cli.diagnosis_view import render
 
         Console().print(render(d))
     raise typer.Exit(1 if d.findings else 0)
@@ -61,17 +61,18 @@ def ask(
     save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
     runbooks: Path | None = RUNBOOKS_OPT,
 ) -> None:
-    """Probe the roles your words name (all when none), diagnose, and say what to do.
+    """Probe the roles your words name (all when none), diagnose, record, and say what to do.
 
     Naming prefill or decode also probes the other PD role and the router: "decode is stuck"
     probes decode, prefill and router, so a saturated prefill or a router without workers behind
     a stuck decode is found. Naming only the router probes only the router.
     """
     from opsbot.bundle import Trigger
-    from opsbot.cli.probe import load_or_exit, run_with_progress, save_bundle
+    from opsbot.cli.probe import cli_flow, keep_bundle, load_or_exit, run_with_progress
     from opsbot.collect.probe import scope
-    from opsbot.diagnose import diagnose, roles_for_words
+    from opsbot.diagnose import diagnose
     from opsbot.inventory import UnknownRole
+    from opsbot.scope import roles_for_words
     from opsbot.settings import get_settings
     from opsbot.yamlsource import ConfigError
 
@@ -84,13 +85,13 @@ def ask(
     except (UnknownRole, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    trigger = Trigger(kind="cli", text=text, user=getpass.getuser())
-    b = run_with_progress(inv, cluster or s.cluster, roles, s, trigger)
-    kept = save_bundle(b, s.data_dir / "bundles" / f"{b.id}.json")
-    if save:
-        save_bundle(b, save)
-    typer.echo(f"bundle saved: {kept}" + (f" and {save}" if save else ""), err=True)
-    _emit(diagnose(b, _runbooks(runbooks)), as_json)
+    flow = cli_flow(s, inventory)
+    if runbooks is not None:
+        chosen = _runbooks(runbooks)
+        flow.diagnose = lambda bundle: diagnose(bundle, chosen)
+    result = run_with_progress(flow, cluster or s.cluster, roles, Trigger(kind="cli", text=text, user=getpass.getuser()))
+    keep_bundle(flow, result, save)
+    _emit(result.diagnosis, as_json)
 
 
 @runbooks_app.command("lint")

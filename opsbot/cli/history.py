@@ -8,7 +8,9 @@ from datetime import datetime, timedelta, timezone
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+KIND_STYLE = {"probe": "cyan", "finding": "red", "action": "yellow", "alert": "magenta", "audit": "dim"}
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
@@ -45,8 +47,7 @@ def history(
     table = Table(title=f"history since {start:%Y-%m-%d %H:%M} UTC" + (f", role {role}" if role else ""))
     for col in ("when (UTC)", "kind", "cluster", "roles", "what", "detail", "ref"):
         table.add_column(col, overflow="fold")
-    style = {"probe": "cyan", "finding": "red", "action": "yellow", "audit": "dim"}
-    for i in items:
-        table.add_row(f"{i.at:%m-%d %H:%M:%S}", f"[{style[i.kind]}]{i.kind}[/]", i.cluster or "", ",".join(i.roles),
-                      i.what, i.detail, i.ref)
+    for i in items:  # stored text is shown as text: a reason holding "[/]" is not rich markup
+        table.add_row(f"{i.at:%m-%d %H:%M:%S}", Text(i.kind, style=KIND_STYLE.get(i.kind, "")),
+                      *(Text(cell) for cell in (i.cluster or "", ",".join(i.roles), i.what, i.detail, i.ref)))
     Console().print(table if items else f"nothing recorded since {start:%Y-%m-%d %H:%M} UTC")

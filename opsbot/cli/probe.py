@@ -10,6 +10,7 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from opsbot.bundle import Bundle, Trigger
+    from opsbot.flow import Flow, ProbeResult
     from opsbot.inventory import Inventory
     from opsbot.settings import Settings
 
@@ -34,18 +35,31 @@ def save_bundle(bundle: Bundle, path: Path) -> Path:
     return path
 
 
-def run_with_progress(
-    inventory: Inventory, cluster: str | None, roles: list[str] | None, s: Settings, trigger: Trigger | None = None
-) -> Bundle:
+def cli_flow(settings: Settings, inventory: Path | None = None) -> Flow:
+    """The CLI's composition root: one Flow over the configured store (``--inventory`` overrides the file)."""
+    from opsbot.flow import Flow
+    from opsbot.store import StoreError, open_store
+
+    if inventory is not None:
+        settings = settings.model_copy(update={"inventory": inventory})
+    try:
+        return Flow(settings=settings, store=open_store(settings.db_url()))
+    except StoreError as exc:
+        err.print(str(exc), style="red", markup=False)
+        raise typer.Exit(2) from exc
+
+
+def run_with_progress(flow: Flow, cluster: str | None, roles: list[str] | None, trigger: Trigger) -> ProbeResult:
+    """The flow's probe (recorded, diagnosed, remedies planned) with a progress bar on stderr."""
     import asyncio
 
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from opsbot.bundle import Trigger
-    from opsbot.collect.probe import canary_planned, planned_axes, probe, scope
+    from opsbot.collect.probe import canary_planned, planned_axes, scope
 
-    name, selected, nodes = scope(inventory, cluster, roles)
-    names = planned_axes(selected, nodes) + (["canary"] if canary_planned(inventory, name) else [])
+    name, selected, nodes = scope(flow.inventory(), cluster, roles)
+    names = planned_axes(selected, nodes) + (["canary"] if canary_planned(flow.inventory(), name) else [])
     columns = (SpinnerColumn(), TextColumn("probing {task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
@@ -55,10 +69,21 @@ def run_with_progress(
             if status != "running":
                 bar.advance(task)
                 if status != "ok":
-                    err.print(f"[yellow]{name}[/] {status}", markup=True, highlight=False)
+                    err.print(f"[yellow]{escape(name)}[/] {escape(status)}", markup=True, highlight=False)
 
-        return asyncio.run(probe(inventory, cluster=cluster, roles=roles, settings=s, progress=report,
-                                 trigger=trigger or Trigger(kind="cli")))
+        return asyncio.run(flow.run_probe(cluster, roles, trigger, progress=report))
+
+
+def keep_bundle(flow: Flow, result: ProbeResult, save: Path | None) -> None:
+    """The bundle as a JSON file too (DATA_DIR/bundles and ``--save``); say where, and which probe row holds it."""
+    bundle = result.bundle
+    kept = save_bundle(bundle, flow.settings.data_dir / "bundles" / f"{bundle.id}.json")
+    if save:
+        save_bundle(bundle, save)
+    err.print(f"probe {result.probe_id} recorded; bundle saved: {kept}" + (f" and {save}" if save else ""),
+              highlight=False, markup=False)
+    for role, action_id in result.plans.items():
+        err.print(f"restart of {role} planned: `opsbot actions approve {action_id}`", highlight=False, markup=False)
 
 
 def probe_command(
@@ -69,7 +94,10 @@ def probe_command(
     as_json: bool = typer.Option(False, "--json", help="print the bundle as JSON instead of tables"),
     spec: Path | None = typer.Option(None, "--spec", help="deployment spec: also report roles drifted from it"),
 ) -> None:
-    """Probe roles on four axes (systemd, metrics, GPU, logs) and save the evidence bundle."""
+    """Probe roles on four axes (systemd, metrics, GPU, logs); the probe is diagnosed and recorded."""
+    import getpass
+
+    from opsbot.bundle import Trigger
     from opsbot.cli.probe_view import failures_table, nodes_table, roles_table
     from opsbot.collect.probe import scope
     from opsbot.inventory import UnknownRole
@@ -83,10 +111,10 @@ def probe_command(
     except (UnknownRole, ConfigError) as exc:
         err.print(str(exc), style="red", markup=False)
         raise typer.Exit(2) from exc
-    bundle = run_with_progress(inv, cluster or s.cluster, roles or None, s)
-    kept = save_bundle(bundle, s.data_dir / "bundles" / f"{bundle.id}.json")
-    if save:
-        save_bundle(bundle, save)
+    flow = cli_flow(s, inventory)
+    result = run_with_progress(flow, cluster or s.cluster, roles or None, Trigger(kind="cli", user=getpass.getuser()))
+    keep_bundle(flow, result, save)
+    bundle = result.bundle
     if as_json:
         typer.echo(bundle.to_json())
         return
@@ -96,7 +124,6 @@ def probe_command(
     failed = failures_table(bundle)
     if failed is not None:
         out.print(failed)
-    err.print(f"bundle saved: {kept}" + (f" and {save}" if save else ""), highlight=False)
     if spec is not None:
         from opsbot.cli.deploy import show_drift
 

@@ -14,9 +14,9 @@ from opsbot.parse.recall import short_length
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from opsbot.bundle import Bundle, Recall, Trigger
+    from opsbot.bundle import Recall, RecallCase, Trigger
     from opsbot.collect.recall import RecallPlan
-    from opsbot.inventory import Inventory
+    from opsbot.flow import Flow, RecallResult
     from opsbot.settings import Settings
 
 err = Console(stderr=True, soft_wrap=True)
@@ -59,14 +59,11 @@ def summary_line(recall: Recall) -> str:
     return f"{where} ({s.found}/{s.judged} found{unjudged})"
 
 
-def run_with_progress(inventory: Inventory, cluster: str | None, plan: RecallPlan, s: Settings,
-                      trigger: Trigger, after_deploy: str | None = None) -> Bundle:
+def run_with_progress(flow: Flow, cluster: str | None, plan: RecallPlan, trigger: Trigger) -> RecallResult:
+    """The flow's recall run (recorded, diagnosed, compared) with a progress bar on stderr."""
     import asyncio
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from opsbot.bundle import RecallCase
-    from opsbot.collect.recall import recall_bundle
 
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
@@ -83,8 +80,26 @@ def run_with_progress(inventory: Inventory, cluster: str | None, plan: RecallPla
         def on_axis(name: str, status: str) -> None:
             bar.update(task, description=f"probing the roles: {name}")
 
-        return asyncio.run(recall_bundle(inventory, cluster=cluster, plan=plan, settings=s, trigger=trigger,
-                                         progress=on_case, probe_progress=on_axis, after_deploy=after_deploy))
+        return asyncio.run(flow.run_recall(cluster, trigger, plan=plan, progress=on_case, probe_progress=on_axis))
+
+
+def show_result(result: RecallResult) -> None:
+    """The grid, what it means, the tokenizer, the notes, how it compares, and the diagnosis."""
+    from opsbot.bundle import Recall
+    from opsbot.cli.diagnosis_view import render
+
+    recall = result.bundle.recall or Recall()
+    out = Console()
+    out.print(grid_table(recall))
+    out.print(summary_line(recall), markup=False, highlight=False)
+    out.print(f"tokenizer: {recall.tokenizer or 'none'}; model: {recall.model}", markup=False, highlight=False)
+    for note in recall.notes:
+        out.print(f"note: {note}", markup=False, highlight=False)
+    good = result.worse_than
+    if good is not None:
+        out.print(f"[red]worse than the last good run[/] ({good.at:%Y-%m-%d %H:%M} UTC, full recall up to "
+                  f"{short_length(good.record.get('longest_full') or 0)})", highlight=False)
+    out.print(render(result.diagnosis))
 
 
 def _plan(s: Settings, lengths: str | None, depths: str | None, fillers: str | None, distractors: int | None,
@@ -121,47 +136,32 @@ def recall_command(
     """
     import getpass
 
-    from opsbot.bundle import Recall, Trigger
-    from opsbot.cli.probe import load_or_exit, save_bundle
-    from opsbot.diagnose import default_runbooks, diagnose
-    from opsbot.diagnose.terminal import render
-    from opsbot.parse.recall import run_record, summarize, worse
+    from opsbot.bundle import Trigger
+    from opsbot.cli.probe import cli_flow, save_bundle
+    from opsbot.flow import InventoryUnavailable
+    from opsbot.inventory import UnknownRole
+    from opsbot.parse.recall import summarize
     from opsbot.settings import get_settings
-    from opsbot.store import Store
     from opsbot.yamlsource import ConfigError
 
     s = get_settings()
     plan = _plan(s, lengths, depths, fillers, distractors, model, concurrency)
-    inv = load_or_exit(inventory or s.inventory_path())
+    flow = cli_flow(s, inventory)
     try:
-        name, _cl = inv.cluster(cluster or s.cluster)
-    except ConfigError as exc:
-        err.print(str(exc), style="red", markup=False)
+        name = flow.cluster_name(cluster)
+    except (InventoryUnavailable, ConfigError, UnknownRole) as exc:
+        err.print(f"error: {exc}", style="red", markup=False)
         raise typer.Exit(2) from exc
     err.print(cost_line(plan), highlight=False)
-    with Store(s.db_url()) as store:
-        previous = [r for r in store.recall_runs(cluster=name) if r.record.get("pattern") == "full"]
-        bundle = run_with_progress(inv, name, plan, s, Trigger(kind="cli", text="recall", user=getpass.getuser()))
-        diagnosis = diagnose(bundle, default_runbooks())
-        store.save_probe(bundle, diagnosis)
+    result = run_with_progress(flow, name, plan, Trigger(kind="cli", text="recall", user=getpass.getuser()))
+    bundle = result.bundle
     kept = save_bundle(bundle, s.data_dir / "bundles" / f"{bundle.id}.json")
     if save:
         save_bundle(bundle, save)
-    recall = bundle.recall or Recall()
     if as_json:
-        typer.echo(json.dumps(recall.model_dump(mode="json"), indent=2))
+        typer.echo(json.dumps(bundle.recall.model_dump(mode="json") if bundle.recall else None, indent=2))
     else:
-        out = Console()
-        out.print(grid_table(recall))
-        out.print(summary_line(recall), markup=False, highlight=False)
-        out.print(f"tokenizer: {recall.tokenizer or 'none'}; model: {recall.model}", markup=False, highlight=False)
-        for note in recall.notes:
-            out.print(f"note: {note}", markup=False, highlight=False)
-        last_good = previous[-1] if previous else None
-        if last_good and worse(run_record(recall), last_good.record):
-            out.print(f"[red]worse than the last good run[/] ({last_good.at:%Y-%m-%d %H:%M} UTC, full recall up to "
-                      f"{short_length(last_good.record.get('longest_full') or 0)})", highlight=False)
-        out.print(render(diagnosis))
+        show_result(result)
     err.print(f"bundle saved: {kept}" + (f" and {save}" if save else ""), highlight=False)
-    lost = summarize(recall).pattern not in ("full",)
-    raise typer.Exit(1 if lost or diagnosis.findings else 0)
+    lost = bundle.recall is None or summarize(bundle.recall).pattern != "full"
+    raise typer.Exit(1 if lost or result.diagnosis.findings else 0)

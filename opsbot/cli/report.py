@@ -68,11 +68,14 @@ def _save(store: Store, report: StatusReport, period: str) -> None:
 
 
 def _fresh_probe(settings: Settings) -> tuple[Bundle, list[str]]:
-    from opsbot.cli.probe import load_or_exit, run_with_progress
-    from opsbot.diagnose import diagnose
+    """A probe through the flow (diagnosed once, recorded): the report starts from it."""
+    from opsbot.bundle import Trigger
+    from opsbot.cli.probe import cli_flow, load_or_exit, run_with_progress
 
-    bundle = run_with_progress(load_or_exit(settings.inventory_path()), settings.cluster, None, settings)
-    return bundle, [f.incident for f in diagnose(bundle).findings]
+    load_or_exit(settings.inventory_path())
+    flow = cli_flow(settings)
+    result = run_with_progress(flow, settings.cluster, None, Trigger(kind="cli", user=getpass.getuser(), text="status"))
+    return result.bundle, [f.incident for f in result.diagnosis.findings]
 
 
 def status(
@@ -89,10 +92,6 @@ def status(
     kind = _format(fmt)
     store = _store(settings)
     bundle, incidents = _fresh_probe(settings) if probe else (None, None)
-    if bundle is not None and save:
-        from opsbot.diagnose import diagnose
-
-        store.save_probe(bundle, diagnose(bundle))
     report = build_status(store, bundle, settings, incidents=incidents)
     _emit(report, kind, out)
     if save:

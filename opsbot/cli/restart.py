@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import shlex
 from collections.abc import Iterator
@@ -11,13 +12,15 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from opsbot.act import ActionOutcome, RestartPlan
+    from opsbot.flow import Flow
     from opsbot.inventory import Inventory
     from opsbot.settings import Settings
-    from opsbot.store import Store
 
 console = Console()
 actions_app = typer.Typer(help="Guarded actions: list them, approve a pending one.", no_args_is_help=True)
@@ -49,20 +52,18 @@ def _inventory(settings: Settings) -> Inventory:
         raise _fail(f"inventory refused:\n{exc}") from exc
 
 
-def _store(settings: Settings, inventory: Inventory) -> Store:
-    """Open (and upgrade) the store, then settle any action a crashed opsbot left executing."""
-    import asyncio
-
-    from opsbot.act import reconcile
+def _flow(settings: Settings) -> Flow:
+    """The CLI's flow over the store (opened and upgraded), after settling any action a crashed opsbot left executing."""
+    from opsbot.flow import Flow
     from opsbot.store import StoreError, open_store
 
     try:
-        store = open_store(settings.db_url())
+        flow = Flow(settings=settings, store=open_store(settings.db_url()))
     except StoreError as exc:
         raise _fail(str(exc)) from exc
-    for o in asyncio.run(reconcile(store, inventory, settings)):
-        console.print(f"[yellow]reconciled interrupted action {o.action_id}: {o.state}: {o.message}[/yellow]")
-    return store
+    for o in asyncio.run(flow.reconcile()):
+        console.print(f"[yellow]reconciled interrupted action {o.action_id}: {o.state}: {escape(o.message)}[/yellow]")
+    return flow
 
 
 def show_plan(plan: RestartPlan) -> None:
@@ -70,26 +71,22 @@ def show_plan(plan: RestartPlan) -> None:
     for col in ("#", "step", "role", "node", "command", "note"):
         table.add_column(col, overflow="fold")
     for i, s in enumerate(plan.steps, 1):
-        table.add_row(str(i), s.kind, s.role, s.node, shlex.join(s.argv), s.note)
+        table.add_row(str(i), *(Text(cell) for cell in (s.kind, s.role, s.node, shlex.join(s.argv), s.note)))
     console.print(table)
-    console.print("pre-checks:\n" + "\n".join(f"  - {c}" for c in plan.checks))
-    console.print("verify: " + "; ".join(plan.verify))
+    console.print("pre-checks:\n" + "\n".join(f"  - {c}" for c in plan.checks), markup=False)
+    console.print("verify: " + "; ".join(plan.verify), markup=False)
 
 
 def _report(outcome: ActionOutcome) -> None:
     colour = {"succeeded": "green", "refused": "yellow", "planned": "yellow"}.get(outcome.state, "red")
-    console.print(f"[{colour}]action {outcome.action_id}: {outcome.state}[/{colour}]: {outcome.message}")
+    console.print(f"[{colour}]action {outcome.action_id}: {outcome.state}[/{colour}]: {escape(outcome.message)}")
     if outcome.evidence_probe_id:
         console.print(f"evidence probe: {outcome.evidence_probe_id}")
 
 
-def _execute(store: Store, inventory: Inventory, action_id: str, actor: str, settings: Settings) -> ActionOutcome:
-    import asyncio
-
-    from opsbot.act import execute
-
+def _execute(flow: Flow, action_id: str, actor: str) -> ActionOutcome:
     with console.status(f"restarting (action {action_id}): probe, stop, wait for GPU release, start, verify ..."):
-        return asyncio.run(execute(store, inventory, action_id, actor=actor, surface="cli", settings=settings))
+        return asyncio.run(flow.execute(action_id, actor=actor, surface="cli"))
 
 
 def restart(
@@ -101,7 +98,7 @@ def restart(
     pair: bool = typer.Option(False, "--pair", help="restart a prefill and a decode together on purpose (pd-desync)"),
 ) -> None:
     """Restart a role behind approval, cooldown, budget and lock; verify it came back."""
-    from opsbot.act import PlanRefused, approve, plan_restart, request_restart
+    from opsbot.act import PlanRefused, plan_restart
     from opsbot.inventory import UnknownRole
     from opsbot.settings import get_settings
     from opsbot.yamlsource import ConfigError
@@ -119,16 +116,16 @@ def restart(
         return
     actor = getpass.getuser()
     with _store_errors():
-        store = _store(settings, inventory)
-        action, _ = request_restart(store, inventory, roles, actor=actor, surface="cli", cluster=cluster, pair=pair,
-                                    reason=reason, settings=settings)
+        flow = _flow(settings)
+        action, _ = asyncio.run(flow.request_restart(roles, cluster, actor=actor, surface="cli", reason=reason,
+                                                     pair=pair))
         if action.state == "planned" and not approve_now:
             console.print(f"[yellow]approval required[/yellow]: `opsbot actions approve {action.id}` "
                           f"before {action.expires_at:%H:%M:%S} UTC (or re-run with --approve)")
             return
         if action.state == "planned":
-            approve(store, action.id, actor, "cli", settings)
-        outcome = _execute(store, inventory, action.id, actor, settings)
+            asyncio.run(flow.approve(action.id, approver=actor, surface="cli"))
+        outcome = _execute(flow, action.id, actor)
     _report(outcome)
     if not outcome.ok:
         raise typer.Exit(1)
@@ -140,14 +137,15 @@ def list_actions(state: str | None = typer.Option(None, "--state"), limit: int =
     from opsbot.settings import get_settings
 
     settings = get_settings()
-    store = _store(settings, _inventory(settings))
+    _inventory(settings)
+    store = _flow(settings).store
     table = Table(title="actions")
     for col in ("id", "created (UTC)", "cluster", "role", "state", "by", "approved by", "outcome"):
         table.add_column(col, overflow="fold")
     for a in store.actions(state=state, limit=limit):
-        table.add_row(a.id, f"{a.created_at:%Y-%m-%d %H:%M:%S}", a.cluster, a.role, a.state,
-                      f"{a.requested_by} ({a.surface})", f"{a.approved_by} ({a.approved_surface})" if a.approved_by else "",
-                      a.outcome or "")
+        table.add_row(*(Text(cell) for cell in (
+            a.id, f"{a.created_at:%Y-%m-%d %H:%M:%S}", a.cluster, a.role, a.state, f"{a.requested_by} ({a.surface})",
+            f"{a.approved_by} ({a.approved_surface})" if a.approved_by else "", a.outcome or "")))
     console.print(table)
 
 
@@ -157,21 +155,21 @@ def approve_action(
     run: bool = typer.Option(True, "--run/--no-run", help="run the restart right after approving"),
 ) -> None:
     """Approve a planned action (recorded with your name and the CLI surface), then run it."""
-    from opsbot.act import ApprovalRefused, approve
+    from opsbot.act import ApprovalRefused
     from opsbot.settings import get_settings
 
     settings = get_settings()
-    inventory = _inventory(settings)
-    store = _store(settings, inventory)
+    _inventory(settings)
+    flow = _flow(settings)
     actor = getpass.getuser()
     try:
-        action = approve(store, action_id, actor, "cli", settings)
+        action = asyncio.run(flow.approve(action_id, approver=actor, surface="cli"))
     except ApprovalRefused as exc:
         raise _fail(f"refused: {exc}") from exc
     console.print(f"approved {action.id} ({action.role}); approval valid until {action.expires_at:%H:%M:%S} UTC")
     if run:
         with _store_errors():
-            outcome = _execute(store, inventory, action.id, actor, settings)
+            outcome = _execute(flow, action.id, actor)
         _report(outcome)
         if not outcome.ok:
             raise typer.Exit(1)
@@ -193,24 +191,28 @@ def show_action(action_id: str) -> None:
             raise _fail(str(exc.args[0])) from exc
         approvals = store.approvals(action_id)
     show_plan(RestartPlan.model_validate(a.plan))
-    console.print(f"state: [bold]{a.state}[/bold]; requested by {a.requested_by} via {a.surface} at "
-                  f"{a.created_at:%Y-%m-%d %H:%M:%S} UTC" + (f"; reason: {a.reason}" if a.reason else ""))
+    e = escape  # every stored string is shown as text, never read as rich markup
+    console.print(f"state: [bold]{e(a.state)}[/bold]; requested by {e(a.requested_by)} via {e(a.surface)} at "
+                  f"{a.created_at:%Y-%m-%d %H:%M:%S} UTC" + (f"; reason: {e(a.reason)}" if a.reason else ""))
     for ap in approvals:
-        console.print(f"approved by {ap.approver} via {ap.surface} at {ap.at:%H:%M:%S} UTC "
+        console.print(f"approved by {e(ap.approver)} via {e(ap.surface)} at {ap.at:%H:%M:%S} UTC "
                       f"(valid until {ap.expires_at:%H:%M:%S})")
     steps = Table(title="execution")
     for col in ("step", "role", "ok", "exit", "ms", "detail"):
         steps.add_column(col, overflow="fold")
     for s in a.execution or []:
-        steps.add_row(s["kind"], s["role"], "yes" if s["ok"] else "[red]no[/red]", str(s["exit_status"]),
-                      f"{s['elapsed_ms']:.0f}", s["detail"])
+        steps.add_row(*(Text(str(s.get(k, ""))) for k in ("kind", "role")),
+                      "yes" if s.get("ok") else "[red]no[/red]", str(s.get("exit_status")),
+                      f"{s.get('elapsed_ms') or 0:.0f}", Text(str(s.get("detail", ""))))
     if a.execution:
         console.print(steps)
     for r in (a.verification or {}).get("roles", []):
-        console.print(f"verify {r['role']}: unit {r['active_state']}, health {r['health_status']}, "
-                      f"tokens moved {r['tokens_delta']}" + (f"; problems: {'; '.join(r['problems'])}" if r["problems"] else ""))
+        problems = "; ".join(r.get("problems") or [])
+        console.print(f"verify {e(str(r.get('role')))}: unit {e(str(r.get('active_state')))}, health "
+                      f"{r.get('health_status')}, tokens moved {r.get('tokens_delta')}"
+                      + (f"; problems: {e(problems)}" if problems else ""))
     if a.evidence_probe_id:
-        console.print(f"evidence probe (before): {a.evidence_probe_id}")
+        console.print(f"evidence probe (before): {e(a.evidence_probe_id)}")
     if (a.verification or {}).get("after_probe"):
-        console.print(f"evidence probe (after): {a.verification['after_probe']}")
-    console.print(f"outcome: {a.outcome or '(none yet)'}")
+        console.print(f"evidence probe (after): {e(str(a.verification['after_probe']))}")
+    console.print(f"outcome: {e(a.outcome or '(none yet)')}")

@@ -12,11 +12,12 @@ import re
 import time
 
 from opsbot.bundle import (
-    GPU_QUERY, SYSTEMD_PROPERTIES, GpuEvidence, HealthEvidence, KernelLogEvidence, LogsEvidence, MetricSample,
+    GPU_QUERY, GpuEvidence, HealthEvidence, KernelLogEvidence, LogsEvidence, MetricSample,
     MetricsEvidence, SystemdEvidence, utcnow,
 )
 from opsbot.collect.transport import CommandResult, HttpResult, Transport
 from opsbot.inventory import Role
+from opsbot.nodecommands import gpu_query, journal, unit_show
 from opsbot.parse.logs import LOG_FILTER
 from opsbot.settings import Settings
 
@@ -61,7 +62,7 @@ def _ms(t0: float) -> float:
 
 
 async def collect_systemd(t: Transport, role: Role, s: Settings) -> SystemdEvidence:
-    r = await t.run(["systemctl", "show", role.unit, "--no-pager", "-p", SYSTEMD_PROPERTIES], s.command_timeout_s)
+    r = await t.run(unit_show(role.unit), s.command_timeout_s)
     error = _failure(r)
     return SystemdEvidence(ok=error is None, error=error, elapsed_ms=r.elapsed_ms, raw=r.stdout)
 
@@ -125,7 +126,7 @@ def _journal_failure(r: CommandResult) -> str | None:
 
 async def _journal(t: Transport, args: list[str], pattern: str, s: Settings) -> CommandResult:
     """journalctl filtered on the node with ``--grep``; without PCRE2 support, unfiltered."""
-    base = ["journalctl", *args, "-o", "short-iso", "--no-pager", "-n", str(s.log_lines_cap * 4)]
+    base = journal(args, s.log_lines_cap * 4)
     r = await t.run([*base, "--grep", pattern], s.command_timeout_s)
     if r.exit_status not in (0, 1) and "pattern matching" in r.stderr:
         r = await t.run(base, s.command_timeout_s)
@@ -142,7 +143,7 @@ async def collect_logs(t: Transport, role: Role, since: str, s: Settings) -> Log
 
 
 async def collect_gpu(t: Transport, s: Settings) -> GpuEvidence:
-    r = await t.run(["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"], s.command_timeout_s)
+    r = await t.run(gpu_query(), s.command_timeout_s)
     error = _failure(r)
     return GpuEvidence(ok=error is None, error=error, elapsed_ms=r.elapsed_ms, query=GPU_QUERY, raw=r.stdout)
 

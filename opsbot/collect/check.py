@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass
 
 from opsbot.collect.transport import HostKeyRefused, TransportPool
+from opsbot.nodecommands import unit_load_state
 from opsbot.inventory import Cluster, Inventory, Node
 from opsbot.settings import Settings
 
@@ -32,7 +33,7 @@ async def _check_node(pool: TransportPool, cluster: str, cl: Cluster, node: Node
         how += f" (first use: key recorded in {node.known_hosts})"
     rows = [CheckRow(cluster, node.name, "ssh", True, how)]
     for role in (r for r in cl.roles if r.node == node.name):
-        r = await t.run(["systemctl", "show", "-p", "LoadState", "--value", role.unit], s.command_timeout_s)
+        r = await t.run(unit_load_state(role.unit), s.command_timeout_s)
         state = r.stdout.strip()
         if not r.ok:
             rows.append(CheckRow(cluster, node.name, role.unit, False, r.error or r.stderr.strip()[:200]))

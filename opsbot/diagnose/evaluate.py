@@ -8,10 +8,10 @@ from typing import Any
 import cel
 
 from opsbot.bundle import Bundle
+from opsbot.contracts import Diagnosis, Finding, Remedy, Undetermined, severity_rank
 from opsbot.datafiles import data_dir
-from opsbot.diagnose.facts import BundleFacts, bundle_facts
-from opsbot.diagnose.findings import Diagnosis, Finding, Remedy, Undetermined
-from opsbot.diagnose.runbook import SEVERITY_RANK, Runbook, RunbookSet, load_runbooks
+from opsbot.diagnose.runbook import Runbook, RunbookSet, load_runbooks
+from opsbot.parse.facts import BundleFacts, bundle_facts
 
 _MISSING_PENALTY = 0.15
 
@@ -87,7 +87,7 @@ def _order(findings: list[Finding], runbooks: dict[str, Runbook]) -> list[Findin
             kept.append(f)
     return sorted(
         kept,
-        key=lambda f: (SEVERITY_RANK[f.severity], -f.confidence, -len(runbooks[f.incident].condition.facts), f.incident),
+        key=lambda f: (severity_rank(f.severity), -f.confidence, -len(runbooks[f.incident].condition.facts), f.incident),
     )
 
 

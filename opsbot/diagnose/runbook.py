@@ -17,13 +17,12 @@ import jinja2.sandbox
 from jinja2 import nodes
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from opsbot.contracts.states import Severity
 from opsbot.diagnose.conditions import Condition, ConditionError
-from opsbot.diagnose.facts import unknown_fact
 from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
+from opsbot.parse.facts import unknown_fact
 from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
 
-Severity = Literal["critical", "high", "warning", "info"]
-SEVERITY_RANK: dict[str, int] = {"critical": 0, "high": 1, "warning": 2, "info": 3}
 RoleKind = Literal["prefill", "decode", "router"]
 ROLE_KINDS: tuple[str, ...] = RoleKind.__args__
 

@@ -1,1 +1,1 @@
-"""lab: systemd-nspawn nodes running the SGLang emulator, for tests and training."""
+"""lab (a test stand, no stage): systemd-nspawn nodes running the SGLang emulator, for tests and training."""

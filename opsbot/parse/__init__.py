@@ -1,4 +1,4 @@
-"""parse: pure functions from raw bundle text to typed facts (no I/O, no clock).
+"""parse (stage: parse): pure functions from raw bundle text to typed facts (no I/O, no clock).
 
 Every parser either returns typed facts or raises ``ParseError`` with a message naming what
 was wrong; property tests prove nothing else escapes.

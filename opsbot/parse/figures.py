@@ -12,12 +12,11 @@ from opsbot.bundle import Bundle, RoleEvidence
 from opsbot.parse.errors import ParseError
 from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.logs import count_kinds, parse_log_lines
-from opsbot.parse.metrics import parse_samples
+from opsbot.parse.metrics import parse_samples, tokens_delta
 from opsbot.parse.unit import parse_unit
 
 AXES = ("systemd", "metrics", "health", "logs")
 # The counter that moves while a role does its work (reference/sglang.md: realtime tokens).
-PROGRESS_COUNTER = {"decode": "realtime_tokens_decode", "prefill": "realtime_tokens_prefill_compute"}
 
 
 class RoleFigures(BaseModel):
@@ -87,9 +86,9 @@ def _metrics(fig: RoleFigures, role: RoleEvidence) -> None:
     fig.queued_reqs = m.gauges.get("num_queue_reqs")
     fig.token_usage = m.gauges.get("token_usage")
     fig.window_s = m.window_s
-    counter = PROGRESS_COUNTER.get(role.role)
-    if counter and counter in m.rates:
-        fig.tokens_per_s, fig.tokens_delta = m.rates[counter], m.deltas.get(counter)
+    fig.tokens_delta = tokens_delta(m, role.role) if role.role != "router" else None
+    if fig.tokens_delta is not None and m.window_s:
+        fig.tokens_per_s = fig.tokens_delta / m.window_s
     if role.role == "router" and "smg_router_requests" in m.rates:
         fig.requests_per_s = m.rates["smg_router_requests"]
     fig.problems.extend(f"metrics: {p}" for p in m.problems if "only one" not in p)

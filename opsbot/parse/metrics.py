@@ -314,3 +314,15 @@ def _parse_samples(samples: list[MetricSample], wanted: frozenset[str] | None) -
 
     rates = {k: v / window_s for k, v in deltas.items()} if window_s and window_s > 0 else {}
     return RoleMetrics(gauges=gauges, deltas=deltas, rates=rates, window_s=window_s, problems=problems)
+
+
+# The counter that says a role is making progress, per kind; realtime_tokens (all modes) when a kind has none.
+PROGRESS_COUNTER = {"decode": "realtime_tokens_decode", "prefill": "realtime_tokens_prefill_compute"}
+
+
+def tokens_delta(metrics: RoleMetrics, kind: str) -> float | None:
+    """Tokens the role processed over the window (None: no such counter); the one "tokens moving" rule."""
+    counter = PROGRESS_COUNTER.get(kind)
+    if counter and counter in metrics.deltas:
+        return metrics.deltas[counter]
+    return metrics.deltas.get("realtime_tokens")

@@ -1,1 +1,1 @@
-"""report: status and weekly reports, rendered from one model."""
+"""report (stage: render): status and weekly reports, rendered from one model."""

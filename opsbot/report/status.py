@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from opsbot.bundle import Bundle
+from opsbot.contracts import severity_rank
 from opsbot.report.current import current_from_bundle
 from opsbot.report.history import History, last_report_at, latest_probe, load_history
 from opsbot.report.model import (
@@ -27,7 +28,6 @@ from serving.spec import DeploymentSpec, load_spec
 INDEX_KEY_SWITCH = "SGLANG_DSV4_BF16_INDEX_KEYS"
 DEFAULT_PERIOD = timedelta(days=7)
 OPEN_ITEMS_WINDOW = timedelta(days=30)
-_SEVERITY = {"critical": 0, "high": 1, "warning": 2, "medium": 2, "info": 3, "low": 3}
 _FRESH = timedelta(minutes=5)
 
 
@@ -45,7 +45,7 @@ def incidents_from(findings: Iterable[Any]) -> list[Incident]:
         seen.last_at = f.at
         seen.summary, seen.evidence, seen.probe_id = f.summary or seen.summary, [str(e) for e in f.evidence], f.probe_id
         seen.roles = sorted(set(seen.roles) | set(f.roles))
-    return sorted(by_class.values(), key=lambda i: (_SEVERITY.get(i.severity, 9), -i.last_at.timestamp()))
+    return sorted(by_class.values(), key=lambda i: (severity_rank(i.severity), -i.last_at.timestamp()))
 
 
 def actions_from(actions: Iterable[Any]) -> list[ActionEntry]:

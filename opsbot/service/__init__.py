@@ -1,1 +1,1 @@
-"""service: the REST API, alert intake and scheduler (FastAPI)."""
+"""service (stage: trigger): the REST API, alert intake and the weekly schedule, composed in app.py (FastAPI)."""

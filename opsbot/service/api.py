@@ -46,7 +46,7 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/metrics", tags=["service"], summary="opsbot's own Prometheus metrics", response_class=PlainTextResponse)
 async def metrics(request: Request) -> Response:
-    return Response(generate_latest(request.app.state.runtime.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(request.app.state.flow.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.post(
@@ -56,17 +56,17 @@ async def metrics(request: Request) -> Response:
     responses={200: {"description": "finished within wait_s"}, 202: {"description": "still running: poll GET /probe/{id}"}},
 )
 async def post_probe(body: ProbeRequest, request: Request, caller: Annotated[Caller, Depends(require("probe"))]) -> JSONResponse:
-    runtime = request.app.state.runtime
+    flow = request.app.state.flow
     for name in body.roles:
         if not NAME_RE.match(name):
             raise HTTPException(422, f"role {name!r}: role names are lower-case letters, digits and '-'")
     try:
-        runtime.inventory().cluster(body.cluster or runtime.settings.cluster)[1].select(body.roles)
+        flow.inventory().cluster(body.cluster or flow.settings.cluster)[1].select(body.roles)
     except (UnknownRole, ConfigError) as exc:
         raise scope_error(exc) from exc
     trigger = Trigger(kind="rest", user=caller.name, text=" ".join(body.roles) or None)
-    job = request.app.state.jobs.start(runtime.run_probe(body.cluster, body.roles or None, trigger))
-    wait = runtime.settings.probe_wait_s if body.wait_s is None else body.wait_s
+    job = request.app.state.jobs.start(flow.run_probe(body.cluster, body.roles or None, trigger))
+    wait = flow.settings.probe_wait_s if body.wait_s is None else body.wait_s
     await asyncio.wait({job.task}, timeout=wait)
     status = 202 if job.state == "running" else 200
     return JSONResponse(job.as_json(), status_code=status, headers={"Location": f"/probe/{job.id}"})
@@ -116,9 +116,9 @@ async def get_status(request: Request, _: Annotated[Caller, Depends(require("rea
     from opsbot.report.render import render
     from opsbot.report.status import build_status
 
-    runtime = request.app.state.runtime
+    flow = request.app.state.flow
     media, fmt = negotiate(request.headers.get("accept"))
-    report = await runtime.db(build_status, runtime.store, None, runtime.settings)
+    report = await flow.db(build_status, flow.store, None, flow.settings)
     return Response(render(report, fmt), media_type=media)
 
 
@@ -134,17 +134,17 @@ class ReportSummary(BaseModel):
 async def list_reports(
     request: Request, _: Annotated[Caller, Depends(require("read"))], kind: str | None = None, limit: int = 50
 ) -> list[ReportSummary]:
-    runtime = request.app.state.runtime
-    rows = await runtime.db(runtime.store.reports, kind=kind, limit=max(1, min(limit, 500)))
+    flow = request.app.state.flow
+    rows = await flow.db(flow.store.reports, kind=kind, limit=max(1, min(limit, 500)))
     return [ReportSummary(id=r.id, kind=r.kind, period=r.period, format=r.format, created_at=r.created_at) for r in rows]
 
 
 @router.get("/reports/{report_id}", tags=["reports"], summary="One saved report, in the format it was saved in")
 async def get_report(report_id: int, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> Response:
-    runtime = request.app.state.runtime
+    flow = request.app.state.flow
     if not -(2**63) <= report_id < 2**63:
         raise HTTPException(404, f"no report {report_id}")
-    row = await runtime.db(runtime.store.report, report_id)
+    row = await flow.db(flow.store.report, report_id)
     if row is None:
         raise HTTPException(404, f"no report {report_id}; GET /reports lists them")
     media = {"html": "text/html", "json": "application/json", "blocks": "application/json"}.get(row.format, "text/markdown")
@@ -178,10 +178,10 @@ def action_view(row: Any, message: str | None = None) -> ActionView:
 async def post_restart(body: RestartRequest, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
     from opsbot.act import PlanRefused
 
-    runtime = request.app.state.runtime
+    flow = request.app.state.flow
     try:
-        action, _plan = await runtime.request_restart(
-            body.role, body.cluster, actor=caller.name, surface="rest", reason=body.reason
+        action, _plan = await flow.request_restart(
+            [body.role], body.cluster, actor=caller.name, surface="rest", reason=body.reason
         )
     except (UnknownRole, ConfigError, PlanRefused) as exc:
         raise scope_error(exc) from exc
@@ -190,9 +190,9 @@ async def post_restart(body: RestartRequest, request: Request, caller: Annotated
 
 @router.get("/actions/{action_id}", tags=["actions"], summary="One action and its state")
 async def get_action(action_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> ActionView:
-    runtime = request.app.state.runtime
+    flow = request.app.state.flow
     try:
-        row = await runtime.db(runtime.store.action, action_id)
+        row = await flow.db(flow.store.action, action_id)
     except KeyError as exc:
         raise HTTPException(404, str(exc.args[0])) from exc
     return action_view(row)
@@ -207,22 +207,22 @@ async def get_action(action_id: str, request: Request, _: Annotated[Caller, Depe
 async def approve_action(action_id: str, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
     from opsbot.act import ApprovalRefused
 
-    runtime = request.app.state.runtime
+    flow = request.app.state.flow
     try:
-        outcome = await runtime.approve_and_execute(action_id, approver=caller.name, surface="rest")
+        outcome = await flow.approve_and_execute(action_id, approver=caller.name, surface="rest")
     except ApprovalRefused as exc:
         raise HTTPException(409, str(exc)) from exc
-    return action_view(await runtime.db(runtime.store.action, action_id), outcome.message)
+    return action_view(await flow.db(flow.store.action, action_id), outcome.message)
 
 
 @router.post("/actions/{action_id}/dismiss", tags=["actions"], summary="Dismiss a planned restart",
              responses={409: {"description": "not pending"}})
 async def dismiss_action(action_id: str, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
-    runtime = request.app.state.runtime
-    row = await runtime.dismiss(action_id, actor=caller.name, surface="rest")
+    flow = request.app.state.flow
+    row = await flow.dismiss(action_id, actor=caller.name, surface="rest")
     if row is None:
         try:
-            current = await runtime.db(runtime.store.action, action_id)
+            current = await flow.db(flow.store.action, action_id)
         except KeyError as exc:
             raise HTTPException(404, str(exc.args[0])) from exc
         raise HTTPException(409, f"action {action_id} is {current.state}, not waiting for approval")

@@ -11,11 +11,11 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from opsbot import __version__
+from opsbot.flow import Flow, InventoryUnavailable
 from opsbot.service import api, pages
 from opsbot.service.intake import AlertIntake
 from opsbot.service.jobs import Jobs
 from opsbot.service.limits import BodyLimit, inventory_unavailable, validation_error
-from opsbot.service.runtime import InventoryUnavailable, Runtime
 from opsbot.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -33,47 +33,55 @@ def _open_store(settings: Settings) -> Any:
     return Store(settings.db_url())
 
 
-async def _reconcile(runtime: Runtime) -> None:
+async def _reconcile(flow: Flow) -> None:
     """Settle restarts a dead opsbot left ``executing`` (by looking at the units), as the CLI does at start."""
-    from opsbot.act import reconcile
-
     try:
-        inventory = runtime.inventory()
+        flow.inventory()
     except InventoryUnavailable as exc:
         log.warning("interrupted actions not reconciled at start-up: %s", exc)
         return
     try:
-        for o in await reconcile(runtime.store, inventory, runtime.settings):
+        for o in await flow.reconcile():
             log.warning("reconciled interrupted action %s: %s: %s", o.action_id, o.state, o.message)
     except Exception:  # a node that cannot be reached must not keep the service down; the next start retries
         log.exception("reconciling interrupted actions failed; they stay 'executing' until the next start")
 
 
-def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None) -> FastAPI:
-    """Build the app; ``runtime`` lets tests and benchmarks choose the store and probe function."""
+def create_app(settings: Settings | None = None, *, flow: Flow | None = None) -> FastAPI:
+    """The service's composition root: one Settings, one Flow, and every trigger started in the lifespan.
+
+    ``flow`` lets tests and benchmarks choose the store and probe function.
+    """
     settings = settings or get_settings()
-    runtime = runtime or Runtime(settings=settings, store=_open_store(settings))
+    flow = flow or Flow(settings=settings, store=_open_store(settings))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         slack = app.state.slack
-        await _reconcile(runtime)
+        await _reconcile(flow)
         recovered = await app.state.intake.recover()
         if recovered:
             log.info("picked up %d stored alerts that had no probe yet", recovered)
+        app.state.scheduler = _start_reports(flow, slack)
+        app.state.recall_scheduler = _start_recall(flow, slack)
         socket = await slack.start_socket_mode() if slack else None
         try:
             yield
         finally:
             if socket is not None:
                 await socket.close_async()
+            for scheduler in (app.state.scheduler, app.state.recall_scheduler):
+                if scheduler is not None:
+                    scheduler.shutdown(wait=False)
             await app.state.intake.close()
             await app.state.jobs.close()
 
     app = FastAPI(title="opsbot", version=__version__, description=DESCRIPTION, lifespan=lifespan)
-    app.state.runtime = runtime
+    app.state.flow = flow
     app.state.jobs = Jobs()
     app.state.slack = None
+    app.state.scheduler = None
+    app.state.recall_scheduler = None
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(InventoryUnavailable, inventory_unavailable)  # type: ignore[arg-type]
@@ -83,8 +91,32 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         from opsbot.slack.app import SlackSurface
         from opsbot.slack.app import router as slack_router
 
-        app.state.slack = SlackSurface(runtime)
+        app.state.slack = SlackSurface(flow)
         app.include_router(slack_router)
-    app.state.intake = AlertIntake(runtime, notifier=app.state.slack.threads if app.state.slack else None)
+    app.state.intake = AlertIntake(flow, notifier=app.state.slack.threads if app.state.slack else None)
     return app
 
+
+def _start_reports(flow: Flow, slack: Any) -> Any:
+    """The weekly report trigger (APScheduler, claimed once per week across instances), posted through Slack."""
+    if not flow.settings.report_schedule:
+        return None
+    from opsbot.report.schedule import SlackPoster, start_report_scheduler
+
+    poster = SlackPoster(slack.client) if slack is not None else None
+    return start_report_scheduler(flow.store, flow.settings, poster, instance=flow.instance)
+
+
+def _start_recall(flow: Flow, slack: Any) -> Any:
+    """The recall probe on ``OPSBOT_RECALL_SCHEDULE`` (one instance per slot); a worse run is posted to Slack."""
+    if not flow.settings.recall_schedule:
+        return None
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    from opsbot.report.week import zone
+    from opsbot.service.recall_schedule import schedule_recall, slack_poster
+
+    scheduler = AsyncIOScheduler(timezone=zone(flow.settings.report_timezone))
+    schedule_recall(scheduler, flow, slack_poster(flow.settings, slack.client if slack is not None else None))
+    scheduler.start()
+    return scheduler

@@ -30,8 +30,8 @@ def _unauthorized(detail: str) -> HTTPException:
 async def _caller(request: Request, creds: HTTPAuthorizationCredentials | None) -> Caller:
     if creds is None:
         raise _unauthorized("no bearer token: send 'Authorization: Bearer <token>' (opsbot tokens create)")
-    runtime = request.app.state.runtime
-    found = await runtime.db(runtime.store.check_token, creds.credentials)
+    flow = request.app.state.flow
+    found = await flow.db(flow.store.check_token, creds.credentials)
     if not found:
         raise _unauthorized("unknown or revoked token")
     return Caller(found.name, frozenset(found))  # the token's name is who acts (audit, approvals)
@@ -54,17 +54,17 @@ def require_alert_sender() -> Callable[..., Awaitable[Caller]]:
     """Alertmanager cannot sign: accept the shared header, or a bearer token with ``probe``."""
 
     async def dependency(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Caller:
-        shared = request.app.state.runtime.settings.alert_token
+        shared = request.app.state.flow.settings.alert_token
         sent = request.headers.get(ALERT_HEADER)
         if sent is not None:
             if shared and hmac.compare_digest(sent.encode(), shared.encode()):
                 return Caller("alertmanager", frozenset({"probe"}))
-            request.app.state.runtime.telemetry.alerts_rejected.labels("unauthorized").inc()
+            request.app.state.flow.telemetry.alerts_rejected.labels("unauthorized").inc()
             raise _unauthorized(f"{ALERT_HEADER} does not match OPSBOT_ALERT_TOKEN")
         try:
             return await require("probe")(request, creds)
         except HTTPException:
-            request.app.state.runtime.telemetry.alerts_rejected.labels("unauthorized").inc()
+            request.app.state.flow.telemetry.alerts_rejected.labels("unauthorized").inc()
             raise
 
     return dependency

@@ -21,10 +21,10 @@ from typing import Protocol
 from datetime import timedelta
 
 from opsbot.bundle import Trigger
+from opsbot.flow import ProbeResult, Flow
 from opsbot.inventory import UnknownRole
 from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
 from opsbot.service.coalesce import Coalescer
-from opsbot.service.runtime import ProbeResult, Runtime
 from opsbot.store import AlertIn
 from opsbot.store.models import Alert as AlertRow
 from opsbot.yamlsource import ConfigError
@@ -62,26 +62,26 @@ class Accepted:
 
 
 class AlertIntake:
-    def __init__(self, runtime: Runtime, notifier: Notifier | None = None) -> None:
-        self.runtime = runtime
+    def __init__(self, flow: Flow, notifier: Notifier | None = None) -> None:
+        self.flow = flow
         self.notifier = notifier
-        self.max_waiting = runtime.settings.alert_queue_max
+        self.max_waiting = flow.settings.alert_queue_max
         self.waiting = 0  # alerts accepted (stored) whose probe has not finished yet
-        self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, runtime.settings.coalesce_window_s)
+        self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, flow.settings.coalesce_window_s)
 
     # stage 1: accept --------------------------------------------------------------------------
     async def accept(self, hook: Webhook) -> Accepted:
         """Store every alert of the notification (duplicates once), then dispatch it; or QueueFull."""
-        telemetry = self.runtime.telemetry
+        telemetry = self.flow.telemetry
         n = len(hook.alerts)
         if self.waiting and self.waiting + n > self.max_waiting:
             telemetry.alerts_rejected.labels("queue-full").inc()
             raise QueueFull(f"{self.waiting} accepted alerts are waiting for a probe (limit {self.max_waiting})")
         self._count(n)  # reserve before the first await, so concurrent calls cannot overfill
         try:
-            default_cluster = self.runtime.cluster_name()
+            default_cluster = self.flow.cluster_name()
             rows = [_alert_in(hook, a, default_cluster) for a in hook.alerts]
-            saved = await self.runtime.db(self.runtime.store.save_alerts, rows, self.runtime.instance)
+            saved = await self.flow.db(self.flow.store.save_alerts, rows, self.flow.instance)
         except BaseException:
             self._count(-n)
             raise
@@ -94,13 +94,13 @@ class AlertIntake:
 
     def _count(self, delta: int) -> None:
         self.waiting += delta
-        self.runtime.telemetry.alerts_waiting.set(self.waiting)
+        self.flow.telemetry.alerts_waiting.set(self.waiting)
 
     # stage 2: dispatch ------------------------------------------------------------------------
     async def recover(self) -> int:
         """Hand stored-but-unprocessed alerts (from before a crash or restart) to the probes."""
-        ttl = timedelta(seconds=self.runtime.settings.alert_claim_ttl_s)
-        rows = await self.runtime.db(self.runtime.store.claim_unprocessed, self.runtime.instance, ttl)
+        ttl = timedelta(seconds=self.flow.settings.alert_claim_ttl_s)
+        rows = await self.flow.db(self.flow.store.claim_unprocessed, self.flow.instance, ttl)
         self._count(len(rows))
         self._dispatch([_stored(r, r.id) for r in rows])
         return len(rows)
@@ -125,15 +125,15 @@ class AlertIntake:
         result: ProbeResult | None = None
         error: str | None = None
         try:
-            result = await self.runtime.run_probe(cluster, None if role == ALL_ROLES else [role], trigger)
+            result = await self.flow.run_probe(cluster, None if role == ALL_ROLES else [role], trigger)
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
             log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
             error = str(exc)
-            await self.runtime.db(self.runtime.store.alert_probe_failed, [a.id for a in alerts], error,
-                                  max_attempts=self.runtime.settings.alert_probe_attempts,
+            await self.flow.db(self.flow.store.alert_probe_failed, [a.id for a in alerts], error,
+                                  max_attempts=self.flow.settings.alert_probe_attempts,
                                   final=isinstance(exc, (UnknownRole, ConfigError)))
         if result is not None:
-            await self.runtime.db(self.runtime.store.link_alert_probe, [a.id for a in alerts], result.probe_id)
+            await self.flow.db(self.flow.store.link_alert_probe, [a.id for a in alerts], result.probe_id)
         if self.notifier is not None:
             by_group: dict[str, list[StoredAlert]] = defaultdict(list)
             for a in alerts:

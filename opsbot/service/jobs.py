@@ -9,7 +9,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from opsbot.service.runtime import ProbeResult
+from opsbot.flow import ProbeResult
 
 
 @dataclass

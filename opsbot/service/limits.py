@@ -49,7 +49,7 @@ class BodyLimit:
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
         if scope["path"] == "/alerts":
-            scope["app"].state.runtime.telemetry.alerts_rejected.labels("too-large").inc()
+            scope["app"].state.flow.telemetry.alerts_rejected.labels("too-large").inc()
         response = JSONResponse({"detail": f"request body over {self.limit} bytes (OPSBOT_MAX_BODY_BYTES)"}, 413)
         await response({"type": "http"}, _no_receive, send)
 
@@ -62,7 +62,7 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
     """400 for a body that is not JSON; 422 naming the first bad field otherwise."""
     errors = exc.errors()
     if request.url.path == "/alerts":
-        request.app.state.runtime.telemetry.alerts_rejected.labels("invalid").inc()
+        request.app.state.flow.telemetry.alerts_rejected.labels("invalid").inc()
     if any(e.get("type") == "json_invalid" for e in errors):
         where = next(e for e in errors if e.get("type") == "json_invalid")
         msg = where.get("ctx", {}).get("error", "invalid JSON")

@@ -41,6 +41,6 @@ def page_data(store: Any, settings: Any) -> PageData:
 
 @router.get("/", response_class=HTMLResponse, tags=["status"], summary="Status page (HTML)")
 async def status_page(request: Request) -> HTMLResponse:
-    runtime = request.app.state.runtime
-    data = await runtime.db(page_data, runtime.store, runtime.settings)
+    flow = request.app.state.flow
+    data = await flow.db(page_data, flow.store, flow.settings)
     return templates.TemplateResponse(request, "status.html", {"d": data, "r": data.report})

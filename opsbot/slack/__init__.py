@@ -1,1 +1,1 @@
-"""slack: slash commands and approval buttons (slack-bolt)."""
+"""slack (stages: trigger and render): slash commands and approval buttons (slack-bolt)."""

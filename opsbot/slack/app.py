@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -20,8 +19,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from opsbot.bundle import Trigger
-from opsbot.diagnose import roles_for_words
-from opsbot.service.runtime import ProbeResult, Runtime
+from opsbot.flow import ProbeResult, Flow
 from opsbot.slack.blocks import decided_blocks, finding_blocks, help_blocks, plan_blocks, section
 from opsbot.slack.commands import Command, parse_command
 from opsbot.slack.threads import AlertThreads
@@ -37,21 +35,20 @@ async def slack_events(request: Request) -> Response:
 
 
 class SlackSurface:
-    def __init__(self, runtime: Runtime) -> None:
-        s = runtime.settings
-        self.runtime = runtime
+    def __init__(self, flow: Flow) -> None:
+        s = flow.settings
+        self.flow = flow
         self.client = AsyncWebClient(token=s.slack_bot_token, base_url=s.slack_api_url)
         self.bolt = AsyncApp(client=self.client, signing_secret=s.slack_signing_secret, process_before_response=False)
         self.handler = AsyncSlackRequestHandler(self.bolt)
         self.threads = AlertThreads(self)
-        self._plans: OrderedDict[Any, dict[str, str]] = OrderedDict()  # probe id -> role -> planned action
         self.bolt.command(s.slack_command)(self._command)
         self.bolt.action("restart_approve")(self._approve)
         self.bolt.action("restart_dismiss")(self._dismiss)
 
     async def start_socket_mode(self) -> Any:
         """Connect out over a websocket when configured; returns the handler to close, or None."""
-        s = self.runtime.settings
+        s = self.flow.settings
         if not s.slack_socket_mode:
             return None
         if not s.slack_app_token:
@@ -66,7 +63,7 @@ class SlackSurface:
     async def _command(self, ack: Any, command: dict[str, Any], respond: Any) -> None:
         cmd = parse_command(command.get("text", ""))
         if cmd.verb == "help":
-            await ack(blocks=help_blocks(self.runtime.settings.slack_command), text="opsbot help")
+            await ack(blocks=help_blocks(self.flow.settings.slack_command), text="opsbot help")
             return
         await ack(text=f"opsbot: working on `{cmd.text or cmd.verb}`…")
         user, channel = command.get("user_id", "?"), command["channel_id"]
@@ -79,12 +76,12 @@ class SlackSurface:
         await self.client.chat_postMessage(channel=channel, blocks=blocks, text=text)
 
     async def _answer(self, cmd: Command, user: str) -> tuple[list[dict[str, Any]], str]:
-        runtime = self.runtime
+        flow = self.flow
         if cmd.verb == "status":
             from opsbot.report.render import render
             from opsbot.report.status import build_status
 
-            report = await runtime.db(build_status, runtime.store, None, runtime.settings)
+            report = await flow.db(build_status, flow.store, None, flow.settings)
             return json.loads(render(report, "blocks")), report.title
         if cmd.verb == "report":
             from opsbot.report.render import render
@@ -92,48 +89,28 @@ class SlackSurface:
 
             if cmd.args[:1] != ["weekly"]:
                 raise ValueError("say `report weekly`")
-            weekly = await build_weekly(runtime.store, runtime.settings.prometheus_url, None, settings=runtime.settings)
+            weekly = await build_weekly(flow.store, flow.settings.prometheus_url, None, settings=flow.settings)
             return json.loads(render(weekly, "blocks")), weekly.title
         if cmd.verb == "restart":
             if len(cmd.args) != 1:
                 raise ValueError("say which role: `restart decode`")
-            action, plan = await runtime.request_restart(cmd.args[0], None, actor=f"slack:{user}", surface="slack",
+            action, plan = await flow.request_restart(cmd.args[:1], None, actor=f"slack:{user}", surface="slack",
                                                          reason=f"/opsbot restart by <@{user}>")
             commands = [" ".join(step.argv) + f"   # {step.node}" for step in plan.steps]
             return plan_blocks(cmd.args[0], action.id, commands, f"{action.expires_at:%H:%M:%S} UTC"), f"restart {cmd.args[0]}?"
-        roles = cmd.args if cmd.verb == "probe" else _roles_for_words(runtime, cmd.text)
-        result = await runtime.run_probe(None, roles or None, Trigger(kind="slack", user=user, text=cmd.text))
-        return await self.result_blocks(result, actor=f"slack:{user}"), _headline(result)
+        roles = cmd.args if cmd.verb == "probe" else flow.roles_for_words(cmd.text)
+        result = await flow.run_probe(None, roles or None, Trigger(kind="slack", user=user, text=cmd.text))
+        return self.result_blocks(result), _headline(result)
 
-    async def result_blocks(self, result: ProbeResult, *, actor: str) -> list[dict[str, Any]]:
-        """The findings, with a planned restart (buttons) for each remedy that needs approval.
-
-        One plan per role per probe, however many messages show that probe (alert groups share probes).
-        """
-        plans = self._plans.setdefault(result.probe_id, {})
-        while len(self._plans) > 256:
-            self._plans.popitem(last=False)
-        notes: list[str] = []
-        for finding in result.diagnosis.findings:
-            for remedy in finding.remedies:
-                if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role or remedy.role in plans:
-                    continue
-                try:
-                    action, _ = await self.runtime.request_restart(
-                        remedy.role, result.bundle.cluster, actor=actor, surface="slack",
-                        reason=f"{finding.incident} (probe {result.probe_id})",
-                    )
-                except Exception as exc:  # a plan the guardrails refuse: say why instead of a button
-                    notes.append(f"restart {remedy.role}: {exc}")
-                    continue
-                plans[remedy.role] = action.id
-        blocks = finding_blocks(result.bundle.cluster, str(result.probe_id), result.diagnosis.findings, plans)
-        return blocks + [section(f":no_entry: {n}") for n in notes]
+    def result_blocks(self, result: ProbeResult) -> list[dict[str, Any]]:
+        """The findings, with the flow's planned restart (buttons) for each remedy that needs approval."""
+        blocks = finding_blocks(result.bundle.cluster, str(result.probe_id), result.diagnosis.findings, result.plans)
+        return blocks + [section(f":no_entry: {n}") for n in result.refused]
 
     # -- buttons ------------------------------------------------------------------------------
     async def allowed(self, user: str) -> bool:
         """In the allow-list of users, or a member of an allowed user group (usergroups.users.list)."""
-        s = self.runtime.settings
+        s = self.flow.settings
         if user in s.slack_approvers:
             return True
         for group in s.slack_approver_groups:
@@ -151,7 +128,7 @@ class SlackSurface:
         original = (body.get("message") or {}).get("blocks", [])
         label = action.get("text", {}).get("text", "Restart")
         if not await self.allowed(user):
-            await self.runtime.db(self.runtime.store.audit, f"slack:{user}", "slack", "approval refused: not allowed",
+            await self.flow.db(self.flow.store.audit, f"slack:{user}", "slack", "approval refused: not allowed",
                                   {"action": action_id})
             await self.client.chat_postEphemeral(
                 channel=channel, user=user,
@@ -161,7 +138,7 @@ class SlackSurface:
         running = f":hourglass_flowing_sand: *{label}* approved by <@{user}>; running…"
         await self.client.chat_update(channel=channel, ts=ts, text=label, blocks=decided_blocks(original, running))
         try:
-            outcome = await self.runtime.approve_and_execute(action_id, approver=f"slack:{user}", surface="slack")
+            outcome = await self.flow.approve_and_execute(action_id, approver=f"slack:{user}", surface="slack")
         except ApprovalRefused as exc:
             await self.client.chat_update(channel=channel, ts=ts, text=str(exc),
                                           blocks=decided_blocks(original, f":warning: not done: {exc}"))
@@ -174,15 +151,10 @@ class SlackSurface:
         await ack()
         user = body["user"]["id"]
         channel, ts = body["container"]["channel_id"], body["container"]["message_ts"]
-        await self.runtime.dismiss(action["value"], actor=f"slack:{user}", surface="slack")
+        await self.flow.dismiss(action["value"], actor=f"slack:{user}", surface="slack")
         line = f":heavy_multiplication_x: dismissed by <@{user}>"
         await self.client.chat_update(channel=channel, ts=ts, text=line,
                                       blocks=decided_blocks((body.get("message") or {}).get("blocks", []), line))
-
-
-def _roles_for_words(runtime: Runtime, text: str) -> list[str] | None:
-    """The same scope as `opsbot ask`: the named roles plus their PD peer and the router."""
-    return roles_for_words(text, runtime.inventory().cluster(runtime.settings.cluster)[1])
 
 
 def _headline(result: ProbeResult) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from opsbot.bundle import Recall
+from opsbot.contracts import SEVERITY_EMOJI, UNKNOWN_EMOJI, Finding
 from opsbot.parse.recall import grid, short_length, summarize
 from opsbot.report.render import slack
 from opsbot.slack.commands import HELP
@@ -16,7 +17,6 @@ from opsbot.slack.commands import HELP
 Block = dict[str, Any]
 SECTION_MAX = 3000
 BLOCKS_MAX = 50
-SEVERITY_ICON = {"critical": ":red_circle:", "warning": ":large_orange_circle:", "info": ":large_blue_circle:"}
 
 
 def _text(s: str) -> str:
@@ -61,13 +61,13 @@ def restart_buttons(role: str, plan_id: str) -> Block:
     }
 
 
-def finding_blocks(cluster: str, probe_ref: str, findings: list[Any], plans: dict[str, str]) -> list[Block]:
+def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans: dict[str, str]) -> list[Block]:
     """One section per finding (title, summary, evidence, remedies) and buttons for ``plans`` (role → plan id)."""
     if not findings:
         return [section(f":white_check_mark: *{cluster}*: no incident found"), context(f"probe `{probe_ref}`")]
     blocks: list[Block] = []
     for f in findings:
-        icon = SEVERITY_ICON.get(str(f.severity), ":grey_question:")
+        icon = SEVERITY_EMOJI.get(str(f.severity), UNKNOWN_EMOJI)
         roles = ", ".join(f.roles)
         head = f"{icon} *{f.title or f.incident}* (`{f.incident}`, {f.severity}) on *{roles}*"
         if f.summary:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from opsbot.slack.blocks import section
 
 if TYPE_CHECKING:
+    from opsbot.flow import ProbeResult
     from opsbot.service.intake import StoredAlert
-    from opsbot.service.runtime import ProbeResult
     from opsbot.slack.app import SlackSurface
 
 class AlertThreads:
@@ -18,29 +18,29 @@ class AlertThreads:
         self.surface = surface
 
     async def finding(self, group_key: str, alerts: list[StoredAlert], result: ProbeResult | None, error: str | None) -> None:
-        channel = self.surface.runtime.settings.slack_alert_channel
+        channel = self.surface.flow.settings.slack_alert_channel
         if not channel:
             return
         client = self.surface.client
-        store = self.surface.runtime.store
+        store = self.surface.flow.store
         resolved = all(a.status == "resolved" for a in alerts)
         state = "resolved" if resolved else "firing"
         names = ", ".join(sorted({a.labels.get("alertname", "alert") for a in alerts}))
         scope = f"{alerts[0].cluster}/{alerts[0].role}"
         head = f"{':white_check_mark: resolved' if resolved else ':rotating_light: firing'}: *{names}* on `{scope}`"
         if result is not None:
-            body = await self.surface.result_blocks(result, actor="alertmanager")
+            body = self.surface.result_blocks(result)
         else:
             body = [section(f":warning: the probe could not run: {error}")]
         blocks = [section(head)] + body
-        thread = await self.surface.runtime.db(store.slack_thread, group_key)
+        thread = await self.surface.flow.db(store.slack_thread, group_key)
         if thread is None:
             posted = await client.chat_postMessage(channel=channel, text=head, blocks=blocks)
-            await self.surface.runtime.db(store.save_slack_thread, group_key, channel, posted["ts"], state)
+            await self.surface.flow.db(store.save_slack_thread, group_key, channel, posted["ts"], state)
             return
         await client.chat_postMessage(channel=thread.channel, thread_ts=thread.ts, text=head, blocks=blocks)
         if resolved:
             await client.chat_update(channel=thread.channel, ts=thread.ts, text=head,
                                      blocks=[section(f"{head}\n_the thread has the probe taken after it resolved_")])
         if state != thread.state:
-            await self.surface.runtime.db(store.save_slack_thread, group_key, thread.channel, thread.ts, state)
+            await self.surface.flow.db(store.save_slack_thread, group_key, thread.channel, thread.ts, state)

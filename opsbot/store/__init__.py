@@ -1,4 +1,4 @@
-"""store: SQLAlchemy models and queries; SQLite by default, PostgreSQL by URL."""
+"""store (stage: record): SQLAlchemy models and queries; SQLite by default, PostgreSQL by URL."""
 
 from opsbot.store.database import SchemaTooNew, StoreBusy, StoreError
 from opsbot.store.store import AlertIn, HistoryItem, LockHeld, Store, TokenScopes

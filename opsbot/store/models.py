@@ -153,6 +153,7 @@ class Action(Base):
     verification: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     outcome: Mapped[str | None] = mapped_column(Text)
     evidence_probe_id: Mapped[str | None] = mapped_column(ForeignKey("probes.id", ondelete="SET NULL"))
+    plan_key: Mapped[str | None] = mapped_column(String(200), unique=True)  # probe:role for a planned remedy
 
 
 class Approval(Base):

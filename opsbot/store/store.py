@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from opsbot.bundle import Bundle, parse_bundle
+from opsbot.contracts import Diagnosis
 from opsbot.parse.recall import run_record
 from opsbot.store.database import StoreError, make_engine, retrying, upgrade
 from opsbot.store.models import (
@@ -171,9 +172,9 @@ class Store:
 
     # -- probes and findings ------------------------------------------------------------------
 
-    def save_probe(self, bundle: Bundle, diagnosis: Any | None = None) -> str:
+    def save_probe(self, bundle: Bundle, diagnosis: Diagnosis | None = None) -> str:
         """Keep a bundle (compressed) and its findings; saving the same bundle twice is a no-op."""
-        findings = list(getattr(diagnosis, "findings", None) or [])  # diagnose() orders them, most likely first
+        findings = diagnosis.findings if diagnosis else []  # diagnose() orders them, most likely first
         started = parse_ts(bundle.started_at) or now()
 
         def _save(s: Session) -> str:
@@ -187,11 +188,10 @@ class Store:
             ))
             s.flush()
             for f in findings:
-                data = f.model_dump(mode="json") if hasattr(f, "model_dump") else dict(vars(f))
                 s.add(Finding(
                     probe_id=bundle.id, cluster=bundle.cluster, incident=f.incident, severity=str(f.severity),
-                    roles=list(f.roles), title=getattr(f, "title", None), summary=getattr(f, "summary", None),
-                    evidence=list(getattr(f, "evidence", []) or []), detail=data, at=started,
+                    roles=list(f.roles), title=f.title, summary=f.summary,
+                    evidence=list(f.evidence), detail=f.model_dump(mode="json"), at=started,
                 ))
             return bundle.id
 
@@ -221,15 +221,26 @@ class Store:
 
     def probes(self, *, cluster: str | None = None, role: str | None = None, since: datetime | None = None,
                incident: str | None = None, limit: int = 100) -> list[Probe]:
-        q = select(Probe).order_by(Probe.started_at.desc()).limit(limit)
+        """The newest ``limit`` probes matching; ``role`` filters before the limit (the roles are a JSON list,
+        so it is applied page by page rather than in SQL)."""
+        q = select(Probe).order_by(Probe.started_at.desc(), Probe.id)
         if cluster:
             q = q.where(Probe.cluster == cluster)
         if since:
             q = q.where(Probe.started_at >= since)
         if incident:
             q = q.where(Probe.top_incident == incident)
-        rows = list(self.read(lambda s: s.scalars(q).all()))
-        return [p for p in rows if role is None or role in p.roles]
+        if role is None:
+            return list(self.read(lambda s: s.scalars(q.limit(limit)).all()))
+        out: list[Probe] = []
+        page, offset = max(limit, 100), 0
+        while len(out) < limit:
+            rows = list(self.read(lambda s: s.scalars(q.offset(offset).limit(page)).all()))
+            out += [p for p in rows if role in p.roles]
+            if len(rows) < page:
+                break
+            offset += page
+        return out[:limit]
 
     def findings(self, *, since: datetime | None = None, until: datetime | None = None,
                  cluster: str | None = None, role: str | None = None) -> list[Finding]:
@@ -504,17 +515,28 @@ class Store:
     # -- actions ------------------------------------------------------------------------------
 
     def create_action(self, *, kind: str, cluster: str, role: str, plan: dict[str, Any], reason: str | None,
-                      requested_by: str, surface: str, ttl: timedelta) -> Action:
+                      requested_by: str, surface: str, ttl: timedelta, plan_key: str | None = None) -> Action:
+        """A new ``planned`` action; with ``plan_key``, the one already planned under that key if there is one."""
+        if plan_key is not None:
+            existing = self.read(lambda s: s.scalars(select(Action).where(Action.plan_key == plan_key)).first())
+            if existing is not None:
+                return existing
+
         def _add(s: Session) -> Action:
             row = Action(id=uuid.uuid4().hex[:12], kind=kind, cluster=cluster, role=role, state="planned",
                          plan=plan, reason=reason, requested_by=requested_by, surface=surface,
-                         expires_at=now() + ttl)
+                         expires_at=now() + ttl, plan_key=plan_key)
             s.add(row)
             s.add(_audit_row(requested_by, surface, f"{kind} planned", {"action": row.id, "reason": reason},
                              cluster, role))
             return row
 
-        return self.write(_add, "create action")
+        try:
+            return self.write(_add, "create action")
+        except IntegrityError:  # another instance planned it between our read and our write
+            if plan_key is None:
+                raise
+            return self.read(lambda s: s.scalars(select(Action).where(Action.plan_key == plan_key)).one())
 
     def action(self, action_id: str) -> Action:
         row = self.read(lambda s: s.get(Action, action_id))

@@ -7,12 +7,15 @@ mounts on the nodes, so the spec deploys units of its own names on the same port
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 import yaml
 
+from opsbot.act.deploy import DeployGuard
 from opsbot.cli.deploy import show_drift
 from opsbot.collect.transport import TransportPool
+from opsbot.store import Store
 from serving.rollout import apply, diff, drift
 from serving.rules import check
 from serving.spec import DeploymentSpec, NodeSpec, load_spec
@@ -49,16 +52,32 @@ def deployed_lab(lab):
     lab.reset()
 
 
-async def test_apply_rolls_out_in_order_then_diff_is_clean(deployed_lab, tmp_path):
+@pytest.fixture
+def store(tmp_path):
+    s = Store(f"sqlite:///{tmp_path / 'opsbot.db'}")
+    yield s
+    s.close()
+
+
+def guard_for(lab, spec: DeploymentSpec, store: Store) -> DeployGuard:
+    return DeployGuard(store, spec.name, actor="alice", settings=lab.settings)
+
+
+async def test_apply_rolls_out_in_order_then_diff_is_clean(deployed_lab, tmp_path, store):
     lab = deployed_lab
     spec = spec_for(lab)
+    guard = guard_for(lab, spec, store)
     assert check(spec) == []
     progress: list[str] = []
     async with TransportPool(lab.settings) as pool:
         assert {s.status for s in await diff(spec, pool)} == {"missing"}
-        outcome = await apply(spec, pool, progress=progress.append)
+        outcome = await apply(spec, pool, guard, progress=progress.append)
         assert outcome.ok, outcome.evidence
         assert outcome.restarted == ["prefill@node1", "decode@node2", "router@node1"]
+        audited = [e for e in reversed(store.audit_log()) if e.what == "deploy restart"]
+        assert [e.role for e in audited] == ["prefill", "decode", "router"]
+        assert all("cooldown" in e.detail["overrides"] and e.detail["keeps"] == ["lock", "audit"] for e in audited)
+        assert store.locks(spec.name) == []  # each lock released after its restart
         restarts = [m for m in progress if m.startswith("restarting")]
         assert [m.split()[1] for m in restarts] == ["prefill", "decode", "router"]
         assert {s.status for s in await diff(spec, pool)} == {"same"}
@@ -70,8 +89,15 @@ async def test_apply_rolls_out_in_order_then_diff_is_clean(deployed_lab, tmp_pat
         show = await t.run(["systemctl", "show", spec.unit_of("prefill"), "--property=Environment,ActiveState"], 10)
         assert "CUDA_VISIBLE_DEVICES=0,1,2,3" in show.stdout and "ActiveState=active" in show.stdout
         # nothing changed: a second apply uploads and restarts nothing
-        again = await apply(spec, pool)
+        again = await apply(spec, pool, guard)
         assert again.ok and again.uploaded == [] and again.restarted == []
+        # an incident restart holding prefill's lock: the deploy does not restart it, and says why
+        store.take_lock(spec.name, "prefill", "a1b2c3", "elsewhere:1", timedelta(minutes=5))
+        locked = await apply(spec, pool, guard, restart_all=True)
+        assert not locked.ok and locked.failed_step == "prefill on node1" and locked.restarted == []
+        assert "being restarted by action a1b2c3" in locked.evidence[0]
+        assert store.audit_log()[0].what == "deploy restart refused"
+        store.release_lock(spec.name, "prefill", "a1b2c3")
         # hand edit on the node shows up as drift of that role
         await t.run(["sed", "-i", "s/--queue-size 32/--queue-size 999/", f"{spec.install_dir}/router.sh"], 10)
         (found,) = await drift(spec, pool)
@@ -82,15 +108,16 @@ async def test_apply_rolls_out_in_order_then_diff_is_clean(deployed_lab, tmp_pat
     assert await asyncio.to_thread(show_drift, spec_file, lab.settings) == 1
 
 
-async def test_apply_stops_at_the_first_failing_role_with_evidence(deployed_lab):
+async def test_apply_stops_at_the_first_failing_role_with_evidence(deployed_lab, store):
     lab = deployed_lab
     spec = spec_for(lab)
+    guard = guard_for(lab, spec, store)
     async with TransportPool(lab.settings) as pool:
-        first = await apply(spec, pool)
+        first = await apply(spec, pool, guard)
         assert first.ok, first.evidence
         lab.inject("decode", "crash")  # decode now exits at start-up with the DSV4 --hicache-size error
         lab.ssh("node2", ["systemctl", "stop", "sglang-dsv4-decode.service"], 20)  # the lab's own unit stays down
-        outcome = await apply(spec, pool, restart_all=True)
+        outcome = await apply(spec, pool, guard, restart_all=True)
     assert not outcome.ok
     assert outcome.failed_step == "decode on node2"
     assert outcome.restarted == ["prefill@node1"]  # the router was not touched after decode failed

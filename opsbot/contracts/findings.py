@@ -1,10 +1,12 @@
-"""Findings and diagnoses: what diagnose returns, and the public ``--json`` shape."""
+"""Findings and diagnoses (floor): what diagnose returns, what record keeps and render shows, and the public ``--json`` shape."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from opsbot.contracts.states import Severity
 
 
 class Remedy(BaseModel):
@@ -17,7 +19,7 @@ class Remedy(BaseModel):
 class Finding(BaseModel):
     incident: str
     title: str
-    severity: str
+    severity: Severity
     roles: list[str]
     evidence: list[str]
     summary: str

@@ -7,9 +7,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from opsbot.diagnose.findings import Diagnosis, Finding
+from opsbot.contracts import SEVERITY_COLOUR, Diagnosis, Finding
 
-_COLOURS = {"critical": "bold red", "high": "red", "warning": "yellow", "info": "cyan"}
 _REMEDY_MARK = {"restart": "↻ restart", "config": "⚙ config", "no-restart": "✋ no restart", "manual": "✎ manual"}
 
 
@@ -28,9 +27,9 @@ def _finding(i: int, f: Finding) -> Panel:
         body.add_row("explains", ", ".join(f.explains))
     if f.missing_facts:
         body.add_row("not collected", ", ".join(f.missing_facts))
-    title = Text.assemble((f"{i}. {f.incident}", _COLOURS.get(f.severity, "")), f"  {f.title}  ",
+    title = Text.assemble((f"{i}. {f.incident}", SEVERITY_COLOUR.get(str(f.severity), "")), f"  {f.title}  ",
                           (f"[{f.severity}, {', '.join(f.roles)}, confidence {f.confidence:.0%}]", "dim"))
-    return Panel(body, title=title, title_align="left", border_style=_COLOURS.get(f.severity, "white"))
+    return Panel(body, title=title, title_align="left", border_style=SEVERITY_COLOUR.get(str(f.severity), "white"))
 
 
 def render(d: Diagnosis) -> RenderableType:

@@ -1,0 +1,23 @@
+"""The contracts floor: the types every stage passes to the next (bundle, findings, plans, states).
+
+Pydantic only; nothing here imports a stage, so any stage (and any surface) can type what it holds.
+"""
+
+from opsbot.bundle import Bundle, Trigger
+from opsbot.contracts.findings import Diagnosis, Finding, Remedy, Undetermined
+from opsbot.contracts.plans import GuardRefused, RestartPlan, Step, StepKind
+from opsbot.contracts.states import (
+    SEVERITY_COLOUR,
+    SEVERITY_EMOJI,
+    UNKNOWN_EMOJI,
+    ActionState,
+    Severity,
+    allowed,
+    severity_rank,
+)
+
+__all__ = [
+    "SEVERITY_COLOUR", "SEVERITY_EMOJI", "UNKNOWN_EMOJI", "ActionState", "Bundle", "Diagnosis", "Finding", "GuardRefused",
+    "Remedy",
+    "RestartPlan", "Severity", "Step", "StepKind", "Trigger", "Undetermined", "allowed", "severity_rank",
+]

@@ -1,0 +1,264 @@
+"""The one path every trigger takes (core): probe → diagnose → record → plan remedies, and the action steps.
+
+CLI commands, REST routes, Slack handlers, the alert intake and the report scheduler all call a
+``Flow``; they only translate their input into these calls and the results into their output.
+The store is synchronous (SQLAlchemy), so its calls run in a worker thread to keep the event loop
+answering. Settings are built once, by whoever builds the ``Flow`` (a composition root), and
+passed down from here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from anyio import to_thread
+
+from opsbot.bundle import TriggerKind
+from opsbot.contracts import Bundle, Diagnosis, Trigger
+from opsbot.inventory import Inventory, load_inventory
+from opsbot.settings import Settings
+from opsbot.telemetry import Telemetry
+from opsbot.yamlsource import ConfigError
+
+R = TypeVar("R")
+ProbeFn = Callable[..., Awaitable[Bundle]]
+DiagnoseFn = Callable[[Bundle], Diagnosis]
+Progress = Callable[[str, str], None]
+TRIGGER_KINDS: tuple[str, ...] = TriggerKind.__args__
+
+
+def _default_probe() -> ProbeFn:
+    from opsbot.collect.probe import probe
+
+    return probe
+
+
+def _instance_id() -> str:
+    """This opsbot process, as it signs its claims on shared rows: host, pid and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def _default_diagnose() -> DiagnoseFn:
+    from opsbot.diagnose import diagnose
+
+    return diagnose
+
+
+class InventoryUnavailable(RuntimeError):
+    """The inventory cannot be read: nothing can be probed until it is fixed (503, retry later)."""
+
+
+@dataclass
+class ProbeResult:
+    """One probe as recorded: its row, the evidence, the diagnosis, and the restarts planned for it."""
+
+    probe_id: str
+    bundle: Bundle
+    diagnosis: Diagnosis
+    plans: dict[str, str] = field(default_factory=dict)  # role -> planned action id, waiting for approval
+    refused: list[str] = field(default_factory=list)  # remedies the guardrails would not plan, and why
+
+    def as_json(self) -> dict[str, Any]:
+        """The public diagnosis JSON contract, plus which probe row holds the evidence."""
+        return {"probe_id": self.probe_id, "cluster": self.bundle.cluster, **self.diagnosis.public(),
+                "planned_actions": self.plans}
+
+
+@dataclass
+class RecallResult:
+    """One recall run as recorded; ``worse_than``: the last good run (a ``RecallRun``) when this one recalls less."""
+
+    probe_id: str
+    bundle: Bundle
+    diagnosis: Diagnosis
+    worse_than: Any | None = None
+
+
+@dataclass
+class Flow:
+    settings: Settings
+    store: Any  # opsbot.store.Store; typed loosely so this module loads without SQLAlchemy
+    probe: ProbeFn = field(default_factory=_default_probe)
+    diagnose: DiagnoseFn = field(default_factory=_default_diagnose)
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    instance: str = field(default_factory=_instance_id)
+    _inventory: tuple[float, Inventory] | None = None
+
+    def inventory(self) -> Inventory:
+        """The inventory file, reloaded when it changes (the lab rewrites it on ``lab up``)."""
+        path: Path = self.settings.inventory_path()
+        try:
+            mtime = path.stat().st_mtime
+            if self._inventory is None or self._inventory[0] != mtime:
+                self._inventory = (mtime, load_inventory(path))
+        except FileNotFoundError as exc:
+            raise InventoryUnavailable(f"no inventory at {path}: run `opsbot lab up` or set OPSBOT_INVENTORY") from exc
+        except ConfigError as exc:
+            raise InventoryUnavailable(f"the inventory is refused: {exc}") from exc
+        return self._inventory[1]
+
+    def cluster_name(self, name: str | None = None) -> str:
+        return self.inventory().cluster(name or self.settings.cluster)[0]
+
+    def roles_for_words(self, text: str, cluster: str | None = None) -> list[str] | None:
+        """The roles an operator's words name, with their PD peer and the router (None: all)."""
+        from opsbot.scope import roles_for_words
+
+        return roles_for_words(text, self.inventory().cluster(cluster or self.settings.cluster)[1])
+
+    async def db(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """Run a store call off the event loop."""
+        return await to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    async def run_probe(self, cluster: str | None, roles: list[str] | None, trigger: Trigger, *,
+                        progress: Progress | None = None) -> ProbeResult:
+        """Probe the scope, diagnose, record both, plan the remedies; bad scope raises before any connection."""
+        inventory = self.inventory()
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            bundle = await self.probe(inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings,
+                                      **({"progress": progress} if progress else {}))
+            diagnosis = self.diagnose(bundle)
+            probe_id = await self.db(self.store.save_probe, bundle, diagnosis)
+            outcome = "finding" if diagnosis.findings else "no-finding"
+        finally:
+            self.telemetry.probes.labels(trigger.kind, outcome).inc()
+            self.telemetry.probe_seconds.labels(trigger.kind).observe(time.perf_counter() - started)
+        for finding in diagnosis.findings:
+            self.telemetry.findings.labels(finding.incident).inc()
+        result = ProbeResult(probe_id, bundle, diagnosis)
+        await self._plan_remedies(result, actor=_actor(trigger))
+        return result
+
+    async def _plan_remedies(self, result: ProbeResult, *, actor: str) -> None:
+        from opsbot.act import plan_remedies
+
+        planned = await self.db(plan_remedies, self.store, self.inventory(), result.diagnosis, result.probe_id,
+                                cluster=result.bundle.cluster, actor=actor, surface=_surface(actor),
+                                settings=self.settings)
+        result.plans, result.refused = planned.plans, planned.refused
+
+    # -- guarded restarts: request → approve → execute, or dismiss; all of it in opsbot.act ----------
+    async def request_restart(self, roles: list[str], cluster: str | None, *, actor: str, surface: str,
+                              reason: str | None = None, pair: bool = False) -> tuple[Any, Any]:
+        """Plan and record a restart (``planned``, waiting for approval); bad scope raises."""
+        from opsbot.act import request_restart
+
+        return await self.db(request_restart, self.store, self.inventory(), roles, actor=actor, surface=surface,
+                             cluster=cluster or self.settings.cluster, reason=reason, pair=pair,
+                             settings=self.settings)
+
+    async def approve(self, action_id: str, *, approver: str, surface: str) -> Any:
+        """Record an approval; ``ApprovalRefused`` when expired or not pending."""
+        from opsbot.act import approve
+
+        return await self.db(approve, self.store, action_id, approver, surface, self.settings)
+
+    async def approve_and_execute(self, action_id: str, *, approver: str, surface: str) -> Any:
+        """Approve, then run it behind its guards."""
+        await self.approve(action_id, approver=approver, surface=surface)
+        return await self.execute(action_id, actor=approver, surface=surface)
+
+    async def execute(self, action_id: str, *, actor: str, surface: str) -> Any:
+        """Run an approved restart behind its guards (``opsbot.act.execute``) and count its outcome."""
+        from opsbot.act import execute
+
+        outcome = await execute(self.run_context(actor, surface), action_id)
+        self.telemetry.actions.labels(outcome.state).inc()
+        return outcome
+
+    async def reconcile(self) -> list[Any]:
+        """Settle restarts a dead opsbot left ``executing``, by probing their roles; never re-run."""
+        from opsbot.act import reconcile
+
+        return await reconcile(self.run_context("opsbot", "reconcile"))
+
+    def run_context(self, actor: str, surface: str) -> Any:
+        """What act runs an action with: this flow's store, inventory and settings, and its two ports."""
+        from opsbot.act import RunContext
+
+        trigger = Trigger(kind=surface if surface in TRIGGER_KINDS else "cli", user=actor)
+
+        async def evidence(cluster: str, roles: list[str], why: str) -> str:
+            bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
+                                      trigger=trigger.model_copy(update={"text": why}))
+            return await self.db(self.store.save_probe, bundle, self.diagnose(bundle))
+
+        async def look(cluster: str, roles: list[str], why: str) -> tuple[Bundle, Diagnosis]:
+            bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
+                                      trigger=trigger.model_copy(update={"text": why}))
+            return bundle, self.diagnose(bundle)
+
+        return RunContext(store=self.store, inventory=self.inventory(), settings=self.settings, actor=actor,
+                          surface=surface, evidence=evidence, look=look)
+
+    # -- the long-context recall probe: by hand, after a deploy, on a schedule ------------------------
+    async def run_recall(self, cluster: str | None, trigger: Trigger, *, plan: Any | None = None,
+                         progress: Callable[..., None] | None = None,
+                         probe_progress: Progress | None = None) -> RecallResult:
+        """The recall grid and a probe of every role, diagnosed and recorded, compared with the last good run.
+
+        The deploy recorded since the last good run (act's ``deploy restart`` audit entries) goes into
+        the bundle, so the finding names the deploy that preceded the first failing run."""
+        from opsbot.collect.recall import plan_from, recall_bundle
+        from opsbot.parse.recall import run_record, worse
+
+        inventory = self.inventory()
+        name = self.cluster_name(cluster)
+        runs = await self.db(self.store.recall_runs, cluster=name)
+        good = next((r for r in reversed(runs) if r.record.get("pattern") == "full"), None)
+        deploy = await self.db(self._deploy_since, name, good.at if good else None)
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            bundle = await recall_bundle(inventory, cluster=name, plan=plan or plan_from(self.settings),
+                                         settings=self.settings, trigger=trigger, progress=progress,
+                                         probe_progress=probe_progress, after_deploy=deploy)
+            diagnosis = self.diagnose(bundle)
+            probe_id = await self.db(self.store.save_probe, bundle, diagnosis)
+            outcome = "finding" if diagnosis.findings else "no-finding"
+        finally:
+            self.telemetry.probes.labels(trigger.kind, outcome).inc()
+            self.telemetry.probe_seconds.labels(trigger.kind).observe(time.perf_counter() - started)
+        for finding in diagnosis.findings:
+            self.telemetry.findings.labels(finding.incident).inc()
+        record = run_record(bundle.recall) if bundle.recall is not None else {}
+        return RecallResult(probe_id, bundle, diagnosis, good if good is not None and worse(record, good.record) else None)
+
+    def _deploy_since(self, cluster: str, since: datetime | None) -> str | None:
+        """The latest deploy of ``cluster`` recorded after ``since``, in a line; None when there was none."""
+        restarts = [e for e in self.store.audit_log(since=since, limit=200)
+                    if e.cluster == cluster and e.what == "deploy restart"]
+        if not restarts:
+            return None
+        last = restarts[0]
+        deploy = (last.detail or {}).get("deploy")
+        roles = sorted({e.role for e in restarts if e.role and (e.detail or {}).get("deploy") == deploy})
+        return (f"{deploy or 'a deploy'} by {last.actor} at {last.at:%Y-%m-%d %H:%M} UTC"
+                + (f" (restarted {', '.join(roles)})" if roles else ""))
+
+    async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Any:
+        """A planned restart nobody will approve: closed as refused, with who dismissed it."""
+        from opsbot.act import dismiss
+
+        row = await self.db(dismiss, self.store, action_id, actor=actor, surface=surface)
+        if row is not None:
+            self.telemetry.actions.labels("dismissed").inc()
+        return row
+
+
+def _actor(trigger: Trigger) -> str:
+    return f"{trigger.kind}:{trigger.user}" if trigger.user else trigger.kind
+
+
+def _surface(actor: str) -> str:
+    return actor.split(":", 1)[0]

@@ -1,0 +1,37 @@
+"""The commands opsbot runs on a node, built here only (floor: pure argv lists, no I/O).
+
+Probes, restarts, verification, the inventory check and deploys all take their ``systemctl``,
+``nvidia-smi`` and ``journalctl`` command lines from here, so a flag changes in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from opsbot.bundle import GPU_QUERY, SYSTEMD_PROPERTIES
+
+
+def systemctl(verb: Literal["stop", "start", "restart", "enable", "is-active", "daemon-reload"],
+              unit: str | None = None) -> list[str]:
+    return ["systemctl", verb, *([unit] if unit else [])]
+
+
+def unit_show(unit: str, properties: str = SYSTEMD_PROPERTIES) -> list[str]:
+    """``systemctl show`` of the properties opsbot parses (``opsbot.parse.unit``)."""
+    return ["systemctl", "show", unit, "--no-pager", f"--property={properties}"]
+
+
+def unit_load_state(unit: str) -> list[str]:
+    """Whether systemd knows the unit at all (``loaded``), for the inventory check."""
+    return ["systemctl", "show", unit, "--no-pager", "--property=LoadState", "--value"]
+
+
+def gpu_query(gpus: list[int] | None = None) -> list[str]:
+    """``nvidia-smi`` rows of the fields in ``GPU_QUERY``; only ``gpus`` when given."""
+    only = ["-i", ",".join(str(g) for g in gpus)] if gpus else []
+    return ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits", *only]
+
+
+def journal(args: list[str], lines: int) -> list[str]:
+    """``journalctl`` with ``args`` (``-u UNIT``, ``--since``, ``-k``), ISO times, the last ``lines`` lines."""
+    return ["journalctl", *args, "-o", "short-iso", "--no-pager", "-n", str(lines)]
