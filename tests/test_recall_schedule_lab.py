@@ -29,7 +29,7 @@ def test_schedule_is_a_crontab_line_and_a_bad_one_is_refused():
 def test_a_scheduled_run_worse_than_the_last_good_one_is_posted_with_its_grid(lab: Lab, tmp_path):
     lab.reset()
 
-    async def go() -> tuple[list, str | None, str | None]:
+    async def go() -> tuple:
         slack = await SlackRecorder().start()
         try:
             settings = lab.settings.model_copy(update={
@@ -40,8 +40,8 @@ def test_a_scheduled_run_worse_than_the_last_good_one_is_posted_with_its_grid(la
                 poster = slack_poster(settings)
                 good = await flow.run_recall(None, Trigger(kind="cli", text="recall"))
                 assert good.worse_than is None and good.bundle.recall is not None
-                store.audit("alice", "cli", "deploy restart", {"spec": "lab-2node.yaml"}, cluster=good.bundle.cluster,
-                            role="decode")
+                store.audit("alice", "cli", "deploy restart", {"deploy": "deploy-1a2b3c4d", "role": "decode"},
+                            cluster=good.bundle.cluster, role="decode")
                 lab.inject("decode", "recall-loss", beyond=2048)
                 at = datetime.now(timezone.utc)
                 first = await run_scheduled(flow, poster, now=at)
@@ -54,7 +54,7 @@ def test_a_scheduled_run_worse_than_the_last_good_one_is_posted_with_its_grid(la
     calls, first, again, bundle = asyncio.run(go())
     assert first is not None and again is None
     assert bundle.trigger.kind == "schedule"
-    assert "deploy restart by alice" in bundle.recall.model_extra["after_deploy"]
+    assert bundle.recall.model_extra["after_deploy"].startswith("deploy-1a2b3c4d by alice at ")
     posts = [c for c in calls if c.method == "chat.postMessage"]
     assert len(posts) == 1 and posts[0].args["channel"] == "C-ALERTS"
     text = str(posts[0].args["blocks"])
