@@ -120,7 +120,7 @@ def test_canary_timeout_while_every_role_is_healthy_is_transfer_evidence_and_abs
                        elapsed_ms=10000.0)
     d = diagnose(_bundle(canary=timed_out), default_runbooks())
     assert [f.incident for f in d.findings] == ["kv-transfer-failure"]
-    assert any("timed out after 10000.0 ms" in e for e in d.findings[0].evidence)
+    assert any("canary through the router: timed out after 10000 ms" in e for e in d.findings[0].evidence)
 
 
 def test_canary_and_recall_facts_are_absent_without_the_sections():
