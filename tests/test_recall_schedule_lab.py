@@ -60,3 +60,32 @@ def test_a_scheduled_run_worse_than_the_last_good_one_is_posted_with_its_grid(la
     text = str(posts[0].args["blocks"])
     assert "LOST" in text and "worse on its schedule" in posts[0].args["text"]
     assert "long-context-recall-regression" in text
+
+
+def test_deploy_apply_runs_the_recall_probe_and_posts_a_worse_run(lab: Lab, tmp_path, capsys):
+    """``opsbot deploy apply``'s last step (``recall_after_deploy``) on the lab, Slack recording in a thread."""
+    import threading
+
+    from opsbot.cli.deploy import recall_after_deploy
+
+    lab.reset()
+    loop = asyncio.new_event_loop()
+    slack = loop.run_until_complete(SlackRecorder().start())
+    serving = threading.Thread(target=loop.run_forever, daemon=True)
+    serving.start()
+    try:
+        settings = lab.settings.model_copy(update={
+            **GRID, "slack_bot_token": "xoxb-test", "slack_alert_channel": "C-ALERTS", "slack_api_url": slack.url,
+            "database_url": f"sqlite:///{tmp_path / 'opsbot.db'}"})
+        recall_after_deploy(settings, "lab")  # good: every needle found
+        assert "every needle found up to 8k" in capsys.readouterr().out
+        lab.inject("decode", "recall-loss", beyond=2048)
+        recall_after_deploy(settings, "lab")
+        shown = capsys.readouterr().out
+        assert "worse than the last good run" in shown and "long-context-recall-regression" in shown
+    finally:
+        asyncio.run_coroutine_threadsafe(slack.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        serving.join(10)
+    posts = slack.of("chat.postMessage")
+    assert len(posts) == 1 and "worse after a deploy" in posts[0].args["text"]
