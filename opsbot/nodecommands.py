@@ -35,3 +35,13 @@ def gpu_query(gpus: list[int] | None = None) -> list[str]:
 def journal(args: list[str], lines: int) -> list[str]:
     """``journalctl`` with ``args`` (``-u UNIT``, ``--since``, ``-k``), ISO times, the last ``lines`` lines."""
     return ["journalctl", *args, "-o", "short-iso", "--no-pager", "-n", str(lines)]
+
+
+def unit_invocation(unit: str) -> list[str]:
+    """The unit's current run (``InvocationID``): what its journal entries of that run carry."""
+    return ["systemctl", "show", unit, "--no-pager", "--property=InvocationID", "--value"]
+
+
+def invocation_journal(invocation: str) -> list[str]:
+    """Every journal line of one run of a unit (its stdout and stderr), message text only."""
+    return ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "cat", "--no-pager"]

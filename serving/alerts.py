@@ -23,6 +23,64 @@ def _rule(name: str, expr: str, for_: str, incident: str, severity: str, summary
     }
 
 
+def router_rules(spec: DeploymentSpec) -> list[dict]:
+    """Router rules: worker health (sglang-router 0.3.2 and smg), and smg 1.13's liveness veto, overload
+    shedding and PD failures (names from smg-project/smg model_gateway/src/observability/metrics.rs)."""
+    r = f'job="{spec.prometheus.jobs["router"]}"'
+    rules = [_rule(
+        "RouterWorkerUnhealthy",
+        f"min by (instance) (smg_worker_health{{{r}}}) == 0",
+        "1m", "router-no-healthy-workers", "warning",
+        "A worker behind the router on {{ $labels.instance }} fails its health checks",
+        "smg_worker_health is 0 for at least one worker: the router stopped sending it requests. With no healthy "
+        "prefill or no healthy decode left, clients get 503.",
+    )]
+    if spec.router.kind != "smg":
+        return rules
+    failures = spec.alerts.transfer_failures_per_5m
+    return rules + [
+        _rule(
+            "SMGWorkerWedged",
+            f'max by (instance, worker) (smg_worker_stalled{{{r},reason="wedged"}}) == 1',
+            "1m", "decode-wedged", "critical",
+            "smg stopped routing to {{ $labels.worker }}: requests in flight and no token",
+            "smg's liveness veto (--worker-wedge-secs) holds the worker out of routing. Probe the worker's role: "
+            "a wedged scheduler needs a restart; a long prefill stretches the window.",
+        ),
+        _rule(
+            "SMGWorkerUnreachable",
+            f'max by (instance, worker) (smg_worker_stalled{{{r},reason="unreachable"}}) == 1',
+            "1m", "role-down", "critical",
+            "smg cannot reach {{ $labels.worker }}",
+            "No contact plus a transport failure (--worker-stall-secs): the worker's process or node is down.",
+        ),
+        _rule(
+            "SMGOverloadShedding",
+            f"sum by (instance) (increase(smg_worker_overload_shed_total{{{r}}}[5m])) > 0",
+            "0s", "prefill-queue-saturation", "warning",
+            "smg on {{ $labels.instance }} sheds requests: every worker is overloaded",
+            "503 worker_overload_protection_shed is load shedding, not a crash: every worker is over the overload "
+            "thresholds (waiting requests or KV usage). Add capacity or lower the admission limits.",
+        ),
+        _rule(
+            "SMGPDAdmissionShedding",
+            f"sum by (instance) (increase(smg_pd_admission_sheds_total{{{r}}}[5m])) > 0",
+            "0s", "kv-cache-exhausted", "warning",
+            "smg on {{ $labels.instance }} sheds PD dispatches waiting for a decode slot",
+            "No decode admission slot freed within --pd-admission-wait-secs: decode is full (KV or running "
+            "requests). Check decode token usage and retractions.",
+        ),
+        _rule(
+            "SMGPDTransferFailures",
+            f"sum by (instance) (increase(smg_pd_bootstrap_failures_total{{{r}}}[5m]) + "
+            f"increase(smg_pd_kv_transfer_failures_total{{{r}}}[5m])) > {failures}",
+            "0s", "kv-transfer-failure", "warning",
+            "smg on {{ $labels.instance }}: PD bootstrap or KV-transfer failures above %d in 5 minutes" % failures,
+            "Bootstrap injection or KV handoff failed at the router: check bootstrap ports and the transfer backend.",
+        ),
+    ]
+
+
 def alert_rules(spec: DeploymentSpec) -> dict[str, Any]:
     """The rule groups (``groups: [...]``) for ``spec``."""
     j = spec.prometheus.jobs
@@ -95,7 +153,7 @@ def alert_rules(spec: DeploymentSpec) -> dict[str, Any]:
             "No GPU readings from {{ $labels.instance }}: the node or opsbot-gpu-exporter.service is down.",
         ),
     ]
-    return {"groups": [{"name": f"sglang-pd-{spec.name}", "rules": rules}]}
+    return {"groups": [{"name": f"sglang-pd-{spec.name}", "rules": rules + router_rules(spec)}]}
 
 
 def alert_rules_yaml(spec: DeploymentSpec) -> str:

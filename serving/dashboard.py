@@ -1,7 +1,8 @@
 """The Grafana dashboard, built with grafana-foundation-sdk (Grafana's maintained builder).
 
 Rows: node health (roles up, prefill queue with thresholds, decode KV usage, retracted and paused
-requests, GPU utilization and memory), KV cache, HiCache. Every query's metric is checked by a test
+requests, GPU utilization and memory), KV cache, HiCache, router (worker health; with smg 1.13 also
+stalled workers, overload shedding and PD failures). Every query's metric is checked by a test
 against ``serving/metric_names.txt`` (from reference/sglang.md) and the exporter's own names.
 The dashboard is provisioned into ``spec.grafana.folder_uid``: folder permissions decide who sees it.
 """
@@ -37,7 +38,36 @@ def _ts(title: str, unit: str, *queries: prometheus.Dataquery, height: int = 8, 
     return panel
 
 
+def _router_row(board: dashboard.Dashboard, spec: DeploymentSpec) -> dashboard.Dashboard:
+    """Router panels: smg_worker_health for both routers, smg 1.13's liveness, shedding and PD families."""
+    r = f'job="{spec.prometheus.jobs["router"]}"'
+    board = board.with_row(dashboard.Row("Router")).with_panel(
+        _ts("Worker health (1 healthy)", "short", _q(f"smg_worker_health{{{r}}}", "{{worker}}"), span=12)
+        .max(1).min(0))
+    if spec.router.kind != "smg":
+        return board
+    return (
+        board.with_panel(_ts("Stalled workers (liveness veto)", "short",
+                             _q(f"smg_worker_stalled{{{r}}} == 1", "{{worker}} {{reason}}"),
+                             _q(f"sum by (reason) (increase(smg_worker_stall_transitions_total{{{r}}}[1h]))",
+                                "vetoes per hour: {{reason}}"), span=12))
+        .with_panel(_ts("Overload shedding (per 5 min)", "short",
+                        _q(f"sum by (stage) (increase(smg_worker_overload_shed_total{{{r}}}[5m]))", "shed {{stage}}"),
+                        _q(f"sum (increase(smg_pd_admission_sheds_total{{{r}}}[5m]))", "PD admission shed"),
+                        _q(f"max by (model) (smg_workers_overloaded{{{r}}})", "overloaded workers {{model}}"),
+                        span=12))
+        .with_panel(_ts("PD failures at the router (per 5 min)", "short",
+                        _q(f"sum (increase(smg_pd_bootstrap_failures_total{{{r}}}[5m]))", "bootstrap"),
+                        _q(f"sum (increase(smg_pd_kv_transfer_failures_total{{{r}}}[5m]))", "KV transfer"),
+                        span=12))
+    )
+
+
 def build(spec: DeploymentSpec) -> dashboard.Dashboard:
+    return _router_row(_servers(spec), spec)
+
+
+def _servers(spec: DeploymentSpec) -> dashboard.Dashboard:
     j = spec.prometheus.jobs
     p, d, x = (f'job="{j[k]}"' for k in ("prefill", "decode", "exporter"))
     servers = f'job=~"{j["prefill"]}|{j["decode"]}"'

@@ -15,9 +15,13 @@ from pathlib import Path
 
 SGLANG_PIN = "sglang==0.5.23"
 ROUTER_PIN = "sglang-router==0.3.2"
+SMG_PIN = "smg==1.13.0"
 HERE = Path(__file__).parent
-SGLANG_FLAGS_FILE = HERE / "sglang_flags.txt"
-ROUTER_FLAGS_FILE = HERE / "router_flags.txt"
+FLAG_FILES = {
+    "sglang": HERE / "sglang_flags.txt",
+    "router": HERE / "router_flags.txt",  # sglang-router 0.3.2
+    "smg": HERE / "smg_flags.txt",
+}
 
 
 def _literal_flags(tree: ast.AST) -> set[str]:
@@ -83,29 +87,38 @@ def sglang_flags_from_wheel(wheel: Path) -> set[str]:
     return flags
 
 
-def router_flags_from_wheel(wheel: Path) -> set[str]:
-    """Every flag ``python -m sglang_router.launch_router`` accepts."""
+def _router_flags(wheel: Path, package: str) -> set[str]:
     flags: set[str] = set()
     with zipfile.ZipFile(wheel) as zf:
-        for name in ("sglang_router/router_args.py", "sglang_router/launch_router.py"):
+        for name in (f"{package}/router_args.py", f"{package}/launch_router.py"):
             if name in zf.namelist():
                 flags |= _literal_flags(ast.parse(zf.read(name).decode("utf-8"), filename=name))
     return flags
 
 
+def router_flags_from_wheel(wheel: Path) -> set[str]:
+    """Every flag ``python -m sglang_router.launch_router`` (sglang-router 0.3.2) accepts."""
+    return _router_flags(wheel, "sglang_router")
+
+
+def smg_flags_from_wheel(wheel: Path) -> set[str]:
+    """Every flag ``smg launch`` accepts: smg/cli.py hands them to smg/launch_router.py's parser."""
+    return _router_flags(wheel, "smg")
+
+
 @cache
 def known_flags(which: str) -> frozenset[str]:
-    """The checked-in flag list for ``"sglang"`` or ``"router"``."""
-    path = SGLANG_FLAGS_FILE if which == "sglang" else ROUTER_FLAGS_FILE
-    return frozenset(line.strip() for line in path.read_text().splitlines() if line.startswith("--"))
+    """The checked-in flag list for ``"sglang"``, ``"router"`` (sglang-router) or ``"smg"``."""
+    return frozenset(line.strip() for line in FLAG_FILES[which].read_text().splitlines() if line.startswith("--"))
 
 
 def write_lists(wheel_dir: Path) -> None:
-    sg = next(wheel_dir.glob("sglang-0.5.23-*.whl"))
-    rt = next(wheel_dir.glob("sglang_router-0.3.2-*.whl"))
     header = "# extracted with ast by `python -m serving.flags` from {}\n"
-    SGLANG_FLAGS_FILE.write_text(header.format(sg.name) + "\n".join(sorted(sglang_flags_from_wheel(sg))) + "\n")
-    ROUTER_FLAGS_FILE.write_text(header.format(rt.name) + "\n".join(sorted(router_flags_from_wheel(rt))) + "\n")
+    for which, pattern, extract in (("sglang", "sglang-0.5.23-*.whl", sglang_flags_from_wheel),
+                                    ("router", "sglang_router-0.3.2-*.whl", router_flags_from_wheel),
+                                    ("smg", "smg-1.13.0-*.whl", smg_flags_from_wheel)):
+        wheel = next(wheel_dir.glob(pattern))
+        FLAG_FILES[which].write_text(header.format(wheel.name) + "\n".join(sorted(extract(wheel))) + "\n")
 
 
 if __name__ == "__main__":

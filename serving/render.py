@@ -20,6 +20,7 @@ import yaml
 from opsbot.inventory import Cluster, Inventory, Node, Role
 from serving.alerts import alert_rules_yaml
 from serving.dashboard import dashboard_json
+from serving.patch import patch_files
 from serving.spec import DeploymentSpec, ServerSpec
 
 HERE = Path(__file__).parent
@@ -102,6 +103,36 @@ def server_flags(spec: DeploymentSpec, role: str) -> list[list[str]]:
     return _flag_groups(managed) + _flag_groups(s.args)
 
 
+def patched(spec: DeploymentSpec) -> bool:
+    """Servers start through the bf16 index-key patch's launcher."""
+    return spec.model.index_keys == "bf16"
+
+
+def patch_root(spec: DeploymentSpec) -> str:
+    """Where the patch's files go on a node (put first on the servers' PYTHONPATH)."""
+    return f"{spec.install_dir}/patch"
+
+
+def server_launcher(spec: DeploymentSpec) -> list[str]:
+    """``launcher``, or ``patch_launcher --index-keys bf16 MODULE`` where ``launcher`` is ``PYTHON -m MODULE``
+    (kernels/sglang_patch/launch.py's command line)."""
+    if not patched(spec):
+        return spec.launcher
+    return [*spec.patch_launcher, "--index-keys", spec.model.index_keys, spec.launcher[spec.launcher.index("-m") + 1]]
+
+
+def server_environment(spec: DeploymentSpec, s: ServerSpec) -> dict[str, str]:
+    env = dict(s.environment)
+    if patched(spec):
+        env["PYTHONPATH"] = ":".join(p for p in (patch_root(spec), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def loopback(host: str) -> str:
+    """The loopback address of ``host``'s family, as a URL host."""
+    return "[::1]" if ":" in host else "127.0.0.1"
+
+
 def _url(spec: DeploymentSpec, s: ServerSpec) -> str:
     host = "127.0.0.1" if s.node == spec.router.node else spec.node(s.node).address
     return f"http://{host}:{s.port}"
@@ -118,6 +149,7 @@ def router_flags(spec: DeploymentSpec) -> list[list[str]]:
         ["--port", str(r.port)],
         ["--policy", r.policy],
         ["--prometheus-port", str(r.prometheus_port)],
+        *([["--prometheus-host", r.prometheus_host]] if r.prometheus_host else []),
         ["--max-concurrent-requests", str(r.max_concurrent_requests)],
         ["--queue-size", str(r.queue_size)],
         ["--queue-timeout-secs", str(r.queue_timeout_secs)],
@@ -130,8 +162,10 @@ def emitted_flags(groups: Iterable[list[str]]) -> set[str]:
 
 
 def health_url(spec: DeploymentSpec, role: str) -> str:
-    port = spec.router.port if role == "router" else spec.servers()[role].port
-    return f"http://127.0.0.1:{port}/health"
+    if role == "router":
+        return f"http://{loopback(spec.router.host)}:{spec.router.port}/health"
+    s = spec.servers()[role]
+    return f"http://{loopback(s.host)}:{s.port}/health"
 
 
 def _script(spec: DeploymentSpec, role: str, launcher: list[str], flags: list[list[str]],
@@ -156,8 +190,7 @@ def _role_files(spec: DeploymentSpec) -> dict[str, list[RenderedFile]]:
     files: dict[str, list[RenderedFile]] = {n.name: [] for n in spec.nodes}
     for role, s in spec.servers().items():
         script = f"{spec.install_dir}/{role}.sh"
-        env = {**s.environment}
-        body = _script(spec, role, spec.launcher, server_flags(spec, role), env,
+        body = _script(spec, role, server_launcher(spec), server_flags(spec, role), server_environment(spec, s),
                        s.numa_node if spec.numa_pinning else None)
         unit = _unit(spec, f"SGLang {role} ({spec.name}, {spec.model.served_name})", script,
                      {"CUDA_VISIBLE_DEVICES": ",".join(map(str, s.gpus))}, health_url(spec, role), [],
@@ -166,11 +199,15 @@ def _role_files(spec: DeploymentSpec) -> dict[str, list[RenderedFile]]:
                           RenderedFile(f"{spec.unit_dir}/{spec.unit_of(role)}", unit.encode(), 0o644, role)]
     r = spec.router
     script = f"{spec.install_dir}/router.sh"
-    body = _script(spec, "router", r.launcher, router_flags(spec), r.environment, None)
+    body = _script(spec, "router", r.argv(), router_flags(spec), r.environment, None)
     after = [spec.unit_of(k) for k in ("prefill", "decode") if spec.servers()[k].node == r.node]
     unit = _unit(spec, f"SGLang PD router ({spec.name})", script, {}, health_url(spec, "router"), after, 300)
     files[r.node] += [RenderedFile(script, body.encode(), 0o755, "router"),
                       RenderedFile(f"{spec.unit_dir}/{spec.unit_of('router')}", unit.encode(), 0o644, "router")]
+    if patched(spec):
+        for node in sorted({s.node for s in spec.servers().values()}):
+            files[node] += [RenderedFile(f"{patch_root(spec)}/{f.relpath}", f.data, 0o644, "patch")
+                            for f in patch_files()]
     for n in spec.nodes:
         files[n.name].append(RenderedFile(f"{spec.install_dir}/wait_healthy.py", WAIT_HEALTHY.read_bytes(), 0o755))
         if not spec.exporter.enabled:
@@ -189,11 +226,12 @@ def inventory(spec: DeploymentSpec) -> Inventory:
     roles = []
     for role, s in spec.servers().items():
         roles.append(Role(role=role, node=s.node, unit=spec.unit_of(role),
-                          metrics_url=f"http://127.0.0.1:{s.port}/metrics", health_url=health_url(spec, role),
+                          metrics_url=f"http://{loopback(s.host)}:{s.port}/metrics", health_url=health_url(spec, role),
                           gpus=s.gpus, numa_node=s.numa_node))
     r = spec.router
     roles.append(Role(role="router", node=r.node, unit=spec.unit_of("router"),
-                      metrics_url=f"http://127.0.0.1:{r.prometheus_port}/metrics", health_url=health_url(spec, "router")))
+                      metrics_url=f"http://{loopback(r.metrics_host())}:{r.prometheus_port}/metrics",
+                      health_url=health_url(spec, "router")))
     return Inventory(clusters={spec.name: Cluster(nodes=nodes, roles=roles)})
 
 

@@ -1,9 +1,12 @@
 """Rolling a spec out to its nodes: diff (file hashes over SSH), drift per role, and a safe apply.
 
 I/O at this edge only: everything is computed from ``serving.render`` and read or written through
-PROBE's ``TransportPool`` (pinned host keys, argv lists, deadlines). ``apply`` uploads what changed,
-reloads systemd, restarts prefill, then decode, then the router (then the GPU exporter), checks each
-one's health before the next, and stops at the first failure with the unit's state and journal.
+PROBE's ``TransportPool`` (pinned host keys, argv lists, deadlines). ``apply`` uploads what changed
+(keeping the files it replaces beside them), reloads systemd, restarts prefill, then decode, then
+the router (then the GPU exporter), checks each one's health before the next, and stops at the
+first failure with the unit's state and journal. With bf16 index keys it also installs the patch's
+files and checks that each restarted server printed the patch line in its current run; a server
+that did not (or whose start failed) gets the previous units, scripts and files back.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from typing import Literal
 
 from opsbot.collect.transport import TransportPool
 from opsbot.contracts import GuardRefused
-from opsbot.nodecommands import journal, systemctl, unit_show
-from serving.render import Rendering, health_url, render
+from opsbot.nodecommands import invocation_journal, journal, systemctl, unit_invocation, unit_show
+from serving.patch import PatchLine, last_patch_line
+from serving.render import Rendering, health_url, patched, render
 from serving.spec import DeploymentSpec
 
 ROLLOUT_ORDER = ("prefill", "decode", "router", "exporter")
+PREVIOUS = ".opsbot-prev"  # the file an upload replaced, kept beside it until the apply succeeds
 Progress = Callable[[str], None]
 RestartGuard = Callable[[str, str], AbstractAsyncContextManager[None]]  # (role, node)
 
@@ -45,6 +50,8 @@ class ApplyOutcome:
     restarted: list[str] = field(default_factory=list)
     failed_step: str | None = None
     evidence: list[str] = field(default_factory=list)
+    patch_lines: dict[str, PatchLine] = field(default_factory=dict)  # "role@node" -> what it printed
+    rolled_back: list[str] = field(default_factory=list)  # what was put back after a failed patched start
 
 
 def parse_sha256sum(stdout: str) -> dict[str, str]:
@@ -84,12 +91,12 @@ async def diff(spec: DeploymentSpec, pool: TransportPool) -> list[FileState]:
 
 
 async def drift(spec: DeploymentSpec, pool: TransportPool, roles: list[str] | None = None) -> list[FileState]:
-    """Files of each role (unit, serve script) whose content on the node differs from what the spec renders.
+    """Files of each role (unit, serve script, the patch's files) whose content on the node differs from the spec.
 
     The function ``opsbot probe --spec`` calls; returns only the differing files (empty: no drift).
     """
     rendering = render(spec)
-    wanted = roles or ["prefill", "decode", "router"]
+    wanted = roles or ["prefill", "decode", "router", "patch"]
     out: list[FileState] = []
     for node, files in rendering.node_files.items():
         for role in sorted({f.role for f in files if f.role in wanted}):
@@ -169,12 +176,101 @@ async def upload(spec: DeploymentSpec, pool: TransportPool, states: list[FileSta
             raise RolloutError(f"mkdir on {node}", [mk.error or mk.stderr])
         for s in (s for s in changed if s.node == node):
             f = by_path[(node, s.path)]
+            if s.status == "changed":
+                keep = await t.run(["cp", "-p", "--", f.path, f.path + PREVIOUS], timeout=30)
+                if not keep.ok:
+                    raise RolloutError(f"keep {node}:{f.path}", [keep.error or keep.stderr])
             progress(f"uploading {node}:{f.path}")
             await t.put_file(f.path, f.data, f.mode)
         reload = await t.run(systemctl("daemon-reload"), timeout=30)
         if not reload.ok:
             raise RolloutError(f"daemon-reload on {node}", [reload.error or reload.stderr])
     return changed
+
+
+async def current_run_journal(t, unit: str, attempts: int = 5) -> tuple[str, str]:
+    """The unit's journal since its current start (its InvocationID), retried while journald catches up.
+
+    Returns (invocation id, text); the text is empty when the run printed nothing yet.
+    """
+    text, invocation = "", ""
+    for attempt in range(attempts):
+        show = await t.run(unit_invocation(unit), timeout=10)
+        invocation = show.stdout.strip()
+        if invocation:
+            res = await t.run(invocation_journal(invocation), timeout=20)
+            text = res.stdout
+            if last_patch_line(text):
+                break
+        await asyncio.sleep(0.5 * (attempt + 1))
+    return invocation, text
+
+
+async def verify_patch(pool: TransportPool, spec: DeploymentSpec, role: str, node: str) -> tuple[PatchLine | None, str | None]:
+    """The patch line the role's current run printed, and the problem (None when it attached with bf16 keys)."""
+    unit = spec.unit_of(role)
+    t = await pool.get(spec.node(node))
+    invocation, text = await current_run_journal(t, unit)
+    line = last_patch_line(text)
+    if line is None:
+        return None, f"{unit} (run {invocation or 'unknown'}) printed no patch line: the bf16 index-key patch is not attached"
+    if not line.attached:
+        return line, f"{unit}: the patch refused to attach: {line.reason}"
+    if line.index_keys != "bf16":
+        return line, f"{unit}: the patch attached with index_keys={line.index_keys}, not bf16"
+    return line, None
+
+
+async def rollback(spec: DeploymentSpec, pool: TransportPool, guard: RestartGuard, uploaded: list[FileState],
+                   restarted: list[str], progress: Progress = lambda _: None) -> list[str]:
+    """Put back what ``upload`` replaced (and remove what it added), reload, restart the roles touched
+    (each inside ``guard``, as apply's own restarts)."""
+    done: list[str] = []
+    for node in sorted({s.node for s in uploaded}):
+        t = await pool.get(spec.node(node))
+        for s in (s for s in uploaded if s.node == node):
+            argv = (["mv", "-f", "--", s.path + PREVIOUS, s.path] if s.status == "changed"
+                    else ["rm", "-f", "--", s.path])
+            res = await t.run(argv, timeout=30)
+            done.append(f"{node}:{s.path} {'restored' if s.status == 'changed' else 'removed'}"
+                        + ("" if res.ok else f" FAILED: {res.error or res.stderr.strip()}"))
+        await t.run(systemctl("daemon-reload"), timeout=30)
+    progress(f"rolled back {len(uploaded)} file(s)")
+    touched = {s.role for s in uploaded} | {r.split("@")[0] for r in restarted}
+    if "patch" in touched:
+        touched |= {"prefill", "decode"}
+    for role in ROLLOUT_ORDER:
+        for node in _role_node(spec, role) if role in touched else []:
+            unit = spec.unit_of(role)
+            t = await pool.get(spec.node(node))
+            progress(f"restarting {role} ({unit}) on {node} with the previous files")
+            try:
+                async with guard(role, node):
+                    res = await t.run(systemctl("restart", unit), timeout=spec.start_timeout_s + 60)
+            except GuardRefused as exc:
+                done.append(f"{role}@{node} not restarted: {exc}")
+                continue
+            done.append(f"{role}@{node} restarted with the previous files"
+                        + ("" if res.ok else f": FAILED ({res.error or res.stderr.strip() or res.exit_status})"))
+    return done
+
+
+async def _forget_previous(pool: TransportPool, spec: DeploymentSpec, uploaded: list[FileState]) -> None:
+    for node in sorted({s.node for s in uploaded if s.status == "changed"}):
+        t = await pool.get(spec.node(node))
+        await t.run(["rm", "-f", "--", *(s.path + PREVIOUS for s in uploaded
+                                         if s.node == node and s.status == "changed")], timeout=30)
+
+
+async def _fail(outcome: ApplyOutcome, pool: TransportPool, spec: DeploymentSpec, guard: RestartGuard, role: str,
+                node: str, problem: str, progress: Progress) -> ApplyOutcome:
+    unit = spec.unit_of(role)
+    outcome.ok, outcome.failed_step = False, f"{role} on {node}"
+    outcome.evidence = [problem, *await _evidence(pool, spec, node, unit)]
+    if patched(spec) and role in ("prefill", "decode") and outcome.uploaded:
+        outcome.rolled_back = await rollback(spec, pool, guard, outcome.uploaded,
+                                             [*outcome.restarted, f"{role}@{node}"], progress)
+    return outcome
 
 
 async def apply(spec: DeploymentSpec, pool: TransportPool, guard: RestartGuard, progress: Progress = lambda _: None,
@@ -189,6 +285,8 @@ async def apply(spec: DeploymentSpec, pool: TransportPool, guard: RestartGuard, 
     except RolloutError as exc:
         return ApplyOutcome(False, failed_step=exc.step, evidence=exc.evidence)
     changed_roles = {s.role for s in outcome.uploaded}
+    if "patch" in changed_roles:
+        changed_roles |= {"prefill", "decode"}
     for role in ROLLOUT_ORDER:
         for node in _role_node(spec, role):
             unit = spec.unit_of(role)
@@ -202,9 +300,15 @@ async def apply(spec: DeploymentSpec, pool: TransportPool, guard: RestartGuard, 
                     problem = await _restart(pool, spec, role, node, progress)
             except GuardRefused as exc:  # an incident restart holds the role's lock
                 problem = str(exc)
+            else:
+                if patched(spec) and role in ("prefill", "decode"):
+                    line, patch_problem = await verify_patch(pool, spec, role, node)
+                    if line:
+                        outcome.patch_lines[f"{role}@{node}"] = line
+                    if problem is None or line is not None:  # a refusal line explains a failed start best
+                        problem = patch_problem or problem
             if problem:
-                outcome.ok, outcome.failed_step = False, f"{role} on {node}"
-                outcome.evidence = [problem, *await _evidence(pool, spec, node, unit)]
-                return outcome
+                return await _fail(outcome, pool, spec, guard, role, node, problem, progress)
             outcome.restarted.append(f"{role}@{node}")
+    await _forget_previous(pool, spec, outcome.uploaded)
     return outcome

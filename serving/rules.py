@@ -7,10 +7,13 @@ it) and points at the place in the spec it is about, so the CLI can name the lin
 from __future__ import annotations
 
 import difflib
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
 from serving.flags import known_flags
+from serving.memory import PAGE_SIZE, SWA_FULL_TOKENS_RATIO, KVBytes, RoleFit, kv_bytes, model_configs
+from serving.patch import KNOWN_SGLANG
 from serving.spec import GIB, DeploymentSpec, ServerSpec
 
 # Flags the renderer derives from spec fields; setting them in ``args`` too would fight the field.
@@ -41,6 +44,7 @@ MANAGED_ROUTER_FLAGS = {
     "--port": "router.port",
     "--policy": "router.policy",
     "--prometheus-port": "router.prometheus_port",
+    "--prometheus-host": "router.prometheus_host",
     "--max-concurrent-requests": "router.max_concurrent_requests",
     "--queue-size": "router.queue_size",
     "--queue-timeout-secs": "router.queue_timeout_secs",
@@ -58,11 +62,42 @@ class Violation:
         return f"[{self.rule}] {'.'.join(map(str, self.where))}: {self.reason}. Fix: {self.fix}"
 
 
+ROUTER_PINS = {"smg": "smg 1.13.0", "sgl-router": "sglang-router 0.3.2"}
+ROUTER_FLAG_LISTS = {"smg": "smg", "sgl-router": "router"}
+
+
+def model_kv_bytes(spec: DeploymentSpec, server: ServerSpec | None = None) -> KVBytes | None:
+    """The computed KV bytes per token (None when the spec gives a measured figure instead)."""
+    m = spec.model
+    if m.config is None or m.config not in model_configs():
+        return None
+    args = server.args if server else {}
+    page = int(args.get("--page-size") or PAGE_SIZE)  # type: ignore[arg-type]
+    swa = float(args.get("--swa-full-tokens-ratio") or SWA_FULL_TOKENS_RATIO)  # type: ignore[arg-type]
+    return kv_bytes(m.config, m.index_keys, page, swa)
+
+
+def bytes_per_token(spec: DeploymentSpec, server: ServerSpec | None = None) -> int:
+    computed = model_kv_bytes(spec, server)
+    return computed.per_token if computed else int(spec.model.kv_bytes_per_token or 1)
+
+
+def role_fit(spec: DeploymentSpec, role: str) -> RoleFit:
+    s = spec.servers()[role]
+    node = spec.node(s.node)
+    context = s.context_length
+    if context is None:
+        cfg = model_configs().get(spec.model.config or "")
+        context = cfg.max_position_embeddings if cfg else 0
+    return RoleFit(role, node.gpu_memory_gib * GIB, s.mem_fraction_static, spec.model.weights_gib * GIB / s.tp,
+                   bytes_per_token(spec, s), context, s.kv_pool_tokens)
+
+
 def hicache_host_bytes(spec: DeploymentSpec, server: ServerSpec) -> int:
     """Host memory HiCache allocates for one server: device KV pool bytes x ratio, over all TP ranks."""
     if server.hicache_ratio is None:
         return 0
-    bpt = spec.model.kv_bytes_per_token
+    bpt = bytes_per_token(spec, server)
     if server.kv_pool_tokens is not None:
         pool = server.kv_pool_tokens * bpt
     else:
@@ -142,10 +177,11 @@ def _router_rules(spec: DeploymentSpec) -> list[Violation]:
         if flag in MANAGED_ROUTER_FLAGS:
             out.append(Violation("managed-flag", at, f"{flag} is rendered from the spec",
                                  f"set {MANAGED_ROUTER_FLAGS[flag]} instead of router.args[{flag!r}]"))
-        elif flag not in known_flags("router"):
+        elif flag not in known_flags(ROUTER_FLAG_LISTS[r.kind]):
             out.append(Violation("unknown-flag", at,
-                                 f"{flag} is not a flag of sglang-router 0.3.2{_near(flag, 'router')}",
-                                 "remove it or spell it as launch_router --help does"))
+                                 f"{flag} is not a flag of {ROUTER_PINS[r.kind]}{_near(flag, ROUTER_FLAG_LISTS[r.kind])}",
+                                 "remove it or spell it as `smg launch --help` does" if r.kind == "smg"
+                                 else "remove it or spell it as launch_router --help does"))
     if r.prefill_bootstrap_port is not None and r.prefill_bootstrap_port != spec.prefill.bootstrap_port:
         out.append(Violation(
             "bootstrap-port-mismatch", ("router", "prefill_bootstrap_port"),
@@ -193,9 +229,59 @@ def _pair_rules(spec: DeploymentSpec) -> list[Violation]:
     return out
 
 
+def _model_rules(spec: DeploymentSpec) -> list[Violation]:
+    """The model's config is known; bf16 index keys only where the patch can attach."""
+    m = spec.model
+    if m.config is not None and m.config not in model_configs():
+        return [Violation("model-config-unknown", ("model", "config"), f"{m.config!r} is not in serving/models.yaml",
+                          f"use one of: {', '.join(model_configs())}, or add the model's config.json facts there")]
+    if m.index_keys != "bf16":
+        return []
+    out: list[Violation] = []
+    cfg = model_configs().get(m.config or "")
+    if cfg is None or cfg.index_layers == 0:
+        what = (f"{m.config} has no DSA indexer layer (attention {cfg.attention}, 0 of {cfg.num_hidden_layers} "
+                f"layers with a C4 indexer, index_topk {cfg.index_topk})" if cfg else
+                "the model has no config in serving/models.yaml, so no indexer is known")
+        out.append(Violation("index-keys-no-indexer", ("model", "index_keys"),
+                             f"bf16 index keys need a DeepSeek-V4 C4 indexer to patch: {what}",
+                             "set model.index_keys: fp8, or name a DeepSeek-V4 model in model.config"))
+    if spec.sglang_version not in KNOWN_SGLANG:
+        out.append(Violation("patch-sglang-unknown", ("sglang_version",),
+                             f"the bf16 index-key patch knows SGLang {', '.join(KNOWN_SGLANG)} (the functions it "
+                             f"replaces are hashed per release), not {spec.sglang_version}: it would refuse to attach "
+                             "and every server would fail at start",
+                             f"run SGLang {KNOWN_SGLANG[-1]}, or set model.index_keys: fp8"))
+    return out
+
+
+def _memory_rules(spec: DeploymentSpec) -> list[Violation]:
+    """Each server's KV pool holds one request of its context length."""
+    out: list[Violation] = []
+    for role, s in spec.servers().items():
+        if s.node not in {n.name for n in spec.nodes}:
+            continue
+        fit = role_fit(spec, role)
+        if fit.short_bytes <= 0:
+            continue
+        frac = fit.fraction_needed()
+        raise_it = (f"raise {role}.mem_fraction_static to at least {math.ceil(frac * 1000) / 1000:g}"
+                    if frac < 0.95 else "use more GPUs per role (tp) so the weights per rank shrink")
+        if fit.measured_tokens is not None:
+            raise_it = f"give the server more KV memory (the measured pool holds {fit.measured_tokens:,} tokens)"
+        out.append(Violation(
+            "kv-budget", (role, "mem_fraction_static"),
+            f"{'; '.join(fit.lines())} (KV {fit.kv_bytes_per_token} B per token, index keys "
+            f"{spec.model.index_keys})",
+            f"{raise_it}, or lower {role}.context_length to at most {fit.pool_tokens:,}"))
+    return out
+
+
 def check(spec: DeploymentSpec) -> list[Violation]:
     """Every rule the spec breaks; an empty list means it may be rendered and applied."""
-    out: list[Violation] = []
+    out: list[Violation] = _model_rules(spec)
+    if not any(v.rule == "model-config-unknown" for v in out):
+        out += _memory_rules(spec)
     for role, s in spec.servers().items():
         out += _server_rules(spec, role, s)
     return out + _router_rules(spec) + _pair_rules(spec)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from opsbot.inventory import NAME_RE, UNIT_RE, Node
 from opsbot.yamlsource import load_model
@@ -27,12 +27,23 @@ class ModelSpec(_Strict):
     path: str = Field(description="model path on the node (--model-path)")
     served_name: str = Field(description="--served-model-name; the model_name metric label")
     family: Literal["deepseek-v4", "other"] = "deepseek-v4"
-    kv_bytes_per_token: int = Field(
-        gt=0,
-        description="device KV bytes per token per TP rank, all layers (DSV4: 584 B/token per layer in the V4 "
-        "layout plus 132 B per C4 index key, 256 B with bf16 index keys; sglang.md §5.2)",
+    config: str | None = Field(
+        None, description="the model's entry in serving/models.yaml: the KV bytes per token are computed from it")
+    index_keys: Literal["fp8", "bf16"] = Field(
+        "fp8", description="DSA index-key dtype: fp8 (upstream) or bf16 (the kernels/sglang_patch launcher)")
+    kv_bytes_per_token: int | None = Field(
+        None, gt=0,
+        description="device KV bytes per token per TP rank, all layers, for a model not in serving/models.yaml "
+        "(measured: sglang:kv_cache_memory_usage_gb / sglang:max_total_num_tokens)",
     )
     weights_gib: float = Field(gt=0, description="weights of the whole model in GiB (split over TP ranks)")
+
+    @model_validator(mode="after")
+    def _kv_source(self) -> ModelSpec:
+        if (self.config is None) == (self.kv_bytes_per_token is None):
+            raise ValueError("set model.config (a name in serving/models.yaml) or, for a model not listed "
+                             "there, model.kv_bytes_per_token: one of the two")
+        return self
 
 
 class NodeSpec(Node):
@@ -73,13 +84,25 @@ class ServerSpec(_Strict):
         return v
 
 
+ROUTER_LAUNCHERS = {
+    "smg": ["smg", "launch"],  # smg 1.13 console script smg=smg.cli:main; `launch` starts the router
+    "sgl-router": ["python3", "-m", "sglang_router.launch_router"],
+}
+
+
 class RouterSpec(_Strict):
     node: str
-    launcher: list[str] = Field(default_factory=lambda: ["python3", "-m", "sglang_router.launch_router"], min_length=1)
+    kind: Literal["smg", "sgl-router"] = Field(
+        "smg", description="smg 1.13 (SGLang's router now) or sglang-router 0.3.2 for deployments still on it")
+    launcher: list[str] | None = Field(None, min_length=1, description="default: `smg launch` or "
+                                       "`python3 -m sglang_router.launch_router`, by kind")
     host: str = "0.0.0.0"
     port: int = Field(30000, ge=1, le=65535, description="sglang-router's default is 30000, like the server's")
     policy: Literal["cache_aware", "round_robin", "random", "power_of_two"] = "cache_aware"
     prometheus_port: int = Field(29000, ge=1, le=65535)
+    prometheus_host: str | None = Field(
+        None, description="--prometheus-host; default: smg binds the unspecified address of --host's family "
+        "(:: for an IPv6 host), sglang-router 0.0.0.0")
     prefill_bootstrap_port: int | None = Field(
         None, description="bootstrap port given after --prefill URL; default: the prefill server's bootstrap_port"
     )
@@ -92,6 +115,15 @@ class RouterSpec(_Strict):
     ready_timeout_s: int = Field(
         180, ge=5, description="apply waits this long for /readiness (workers are checked every "
         "--health-check-interval-secs, 60 by default)")
+
+    def argv(self) -> list[str]:
+        return self.launcher or ROUTER_LAUNCHERS[self.kind]
+
+    def metrics_host(self) -> str:
+        """The address the router's Prometheus listener binds (smg/router_args.py 1.13, --prometheus-host)."""
+        if self.prometheus_host:
+            return self.prometheus_host
+        return "::" if self.kind == "smg" and ":" in self.host else "0.0.0.0"
 
 
 class ExporterSpec(_Strict):
@@ -139,6 +171,11 @@ class DeploymentSpec(_Strict):
         min_length=1,
         description="argv that starts a server; the lab puts the SGLang emulator here",
     )
+    sglang_version: str = Field("0.5.23", description="the SGLang release installed on the nodes")
+    patch_launcher: list[str] = Field(
+        default_factory=lambda: ["python3", "-m", "kernels.sglang_patch.launch"], min_length=1,
+        description="with model.index_keys bf16 a server starts as PATCH_LAUNCHER MODULE ARGS, where MODULE is "
+        "the module `launcher` runs with -m; the lab puts the emulator's stand-in here")
     install_dir: str = Field("/opt/sglang", pattern=r"^/[A-Za-z0-9._/-]+$")
     unit_dir: str = Field("/etc/systemd/system", pattern=r"^/[A-Za-z0-9._/-]+$")
     numa_pinning: bool = Field(True, description="wrap servers in numactl --cpunodebind/--membind")

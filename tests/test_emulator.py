@@ -314,7 +314,7 @@ def test_unit_runs_the_emulator_with_restart_policy_and_visible_crash_loop() -> 
     assert "ExecStart=/usr/bin/python3 -m sglang_emulator.launch_server --model-path" in text
     assert "--disaggregation-mode decode" in text and "--enable-metrics" in text
     router = unit_text(plan.role("router"))
-    assert "sglang_emulator.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 30004" in router
+    assert "sglang_emulator.launch_router launch --pd-disaggregation --prefill http://127.0.0.1:30000 30004" in router
     assert "--decode http://127.0.0.1:30001" in router
 
 
@@ -441,3 +441,30 @@ def test_router_health_and_liveness_are_process_liveness_only(tmp_path, state) -
         assert health and all(ln.endswith(" 0") or ln.endswith(" 0.0") for ln in health), health
     finally:
         httpd.shutdown()
+
+
+def test_smg_mode_speaks_smg_flags_metrics_and_log_lines(tmp_path, capsys) -> None:
+    """`launch` first: smg 1.13's CLI (no --mini-lb, --worker-wedge-secs), families and tracing-format lines."""
+    from opsbot.lab.emulator.launch_router import Router
+
+    base = ["--pd-disaggregation", "--prefill", "http://127.0.0.1:9", "--decode", "http://127.0.0.1:9",
+            "--health-check-timeout-secs", "1", "--health-failure-threshold", "1"]
+    with pytest.raises(SystemExit):
+        parse_router([*base, "--mini-lb"], smg=True)
+    assert parse_router([*base, "--host", "::"], smg=True).prometheus_host == "::"
+    assert parse_router([*base, "--host", "::"]).prometheus_host == "0.0.0.0"  # sglang-router 0.3.2
+    args = parse_router([*base, "--worker-wedge-secs", "5"], smg=True)
+    control_file = tmp_path / "router.json"
+    write_control(control_file, Control("healthy"))
+    router = Router(args, str(control_file), smg=True)
+    zero = router.reg.render()
+    assert 'smg_worker_stalled{reason="wedged",worker="http://127.0.0.1:9"} 0' in zero
+    assert "smg_pd_admission_sheds_total 0" in zero and 'smg_worker_overload_shed_total{stage="selection"} 0' in zero
+    router.check_once()
+    router.check_once()
+    text = router.reg.render()
+    assert 'smg_worker_stalled{reason="unreachable",worker="http://127.0.0.1:9"} 1' in text
+    assert 'smg_worker_health{worker="http://127.0.0.1:9"} 0' in text  # smg labels it by worker only
+    out = capsys.readouterr().out
+    assert " WARN smg::worker::worker: model_gateway/src/worker/worker.rs:1768: HTTP health check failed for " \
+           "http://127.0.0.1:9/health" in out

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from opsbot.settings import Settings
     from opsbot.store import Store
     from opsbot.yamlsource import ConfigError
+    from serving.spec import DeploymentSpec
 
 app = typer.Typer(help="Check, render, diff and apply a deployment spec.", no_args_is_help=True)
 out = Console()
@@ -38,16 +39,40 @@ def _refuse(exc: ConfigError) -> typer.Exit:
     return typer.Exit(2)
 
 
+def memory_report(spec: DeploymentSpec) -> None:
+    """The KV arithmetic: bytes per token term by term, then each server's pool against its context."""
+    from serving.rules import model_kv_bytes, role_fit
+
+    say = lambda text: out.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    for role, server in spec.servers().items():
+        kv = model_kv_bytes(spec, server)
+        if kv is None:
+            say(f"{role}: KV {spec.model.kv_bytes_per_token} B per token (model.kv_bytes_per_token, measured)")
+        else:
+            say(f"{role}: KV bytes per token of {kv.model}, index keys {kv.index_keys}:")
+            for t in kv.terms:
+                say(f"  {t.what}: {t.formula} = {t.bytes:,.2f} B")
+            say(f"  total, rounded up: {kv.per_token:,} B per token")
+        if server.node in {n.name for n in spec.nodes}:
+            for line in role_fit(spec, role).lines():
+                say(line)
+
+
 @app.command()
 def check(spec: Path = SpecArg) -> None:
-    """Validate SPEC: schema, then every deployment rule (id, reason, fix)."""
+    """Validate SPEC: schema, then every deployment rule (id, reason, fix); print the KV memory arithmetic."""
     from opsbot.yamlsource import ConfigError
-    from serving.checked import load_checked
+    from serving.checked import SpecRefused, load_checked
+    from serving.spec import load_spec
 
     try:
         s = load_checked(spec)
+    except SpecRefused as exc:
+        memory_report(load_spec(spec))
+        raise _refuse(exc) from None
     except ConfigError as exc:
         raise _refuse(exc) from None
+    memory_report(s)
     out.print(f"[green]ok[/]: {spec} ({s.name}: prefill on {s.prefill.node}, decode on {s.decode.node}, "
               f"router on {s.router.node}) passes every rule")
 
@@ -174,10 +199,18 @@ def apply_command(
 
     outcome = asyncio.run(go())
     out.print(f"uploaded {len(outcome.uploaded)} file(s); restarted: {', '.join(outcome.restarted) or 'nothing'}")
+    for where, line in outcome.patch_lines.items():
+        seen = (f"attached: patch {line.version}, index_keys={line.index_keys}, sglang {line.sglang}" if line.attached
+                else f"refused: {line.reason}")
+        out.print(f"{where}: bf16 index-key patch {seen} (current run's journal)", markup=False, highlight=False)
     if not outcome.ok:
         err.print(f"[bold red]apply stopped at {outcome.failed_step}[/]; later steps were not run. Evidence:")
         for line in outcome.evidence:
             err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+        if outcome.rolled_back:
+            err.print("[bold yellow]the previous units, scripts and patch files were put back:[/]")
+            for line in outcome.rolled_back:
+                err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     out.print("[green]applied[/]")
     if recall:

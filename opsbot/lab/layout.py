@@ -98,8 +98,8 @@ def server_argv(kind: str, port: int, bootstrap_port: int, tp: int) -> tuple[str
 
 
 def router_argv(prefill: list[RoleSpec], decode: list[RoleSpec], port: int, prom_port: int) -> tuple[str, ...]:
-    """``sglang_router.launch_router`` flags for a PD router over the lab's workers."""
-    argv = ["--pd-disaggregation"]
+    """``smg launch`` flags for a PD router over the lab's workers (the emulator's smg mode)."""
+    argv = ["launch", "--pd-disaggregation"]
     for p in prefill:
         argv += ["--prefill", f"http://127.0.0.1:{p.port}", str(p.bootstrap_port)]
     for d in decode:

@@ -25,7 +25,6 @@ from opsbot.settings import Settings
 from opsbot.store import Store
 from serving.spec import DeploymentSpec, load_spec
 
-INDEX_KEY_SWITCH = "SGLANG_DSV4_BF16_INDEX_KEYS"
 DEFAULT_PERIOD = timedelta(days=7)
 OPEN_ITEMS_WINDOW = timedelta(days=30)
 _FRESH = timedelta(minutes=5)
@@ -74,12 +73,11 @@ def context_from_spec(spec: DeploymentSpec, source: str | None) -> CriticalConte
     """Model, TP, GPUs and NUMA per role, and the flags that matter, from a serving DeploymentSpec."""
     roles = []
     for name, server in (("prefill", spec.prefill), ("decode", spec.decode)):
-        switch = server.environment.get(INDEX_KEY_SWITCH)
         roles.append(RoleConfig(
             role=name, node=server.node, gpus=list(server.gpus), tp=server.tp, numa_node=server.numa_node,
             mem_fraction_static=server.mem_fraction_static, hicache_ratio=server.hicache_ratio,
             context_length=server.context_length, transfer_backend=server.transfer_backend,
-            index_keys="bf16 (patched build)" if switch == "1" else "fp8 (upstream default)"))
+            index_keys="bf16 (patched build)" if spec.model.index_keys == "bf16" else "fp8 (upstream default)"))
     router = spec.router
     if router.max_concurrent_requests and router.max_concurrent_requests > 0:
         admission = (f"at the router: max {router.max_concurrent_requests} concurrent, queue {router.queue_size}, "

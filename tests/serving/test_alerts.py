@@ -27,7 +27,7 @@ def test_promtool_check_and_unit_tests(example, tmp_path):
     rules.write_text(alert_rules_yaml(example))
     shutil.copy(HERE / "alerts" / "sglang-pd.test.yml", tmp_path)
     check = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True)
-    assert check.returncode == 0 and "SUCCESS: 8 rules found" in check.stdout, check.stdout + check.stderr
+    assert check.returncode == 0 and "SUCCESS: 14 rules found" in check.stdout, check.stdout + check.stderr
     test = subprocess.run([promtool, "test", "rules", str(tmp_path / "sglang-pd.test.yml")],
                           capture_output=True, text=True)
     assert test.returncode == 0, test.stdout + test.stderr
@@ -51,3 +51,12 @@ def test_job_names_come_from_the_spec(example):
     text = alert_rules_yaml(spec)
     assert 'job="d"' in text and "sglang-decode" not in text
     assert yaml.safe_load(text)["groups"][0]["name"] == "sglang-pd-dsv4"
+
+
+def test_smg_rules_only_for_smg(example):
+    names = lambda spec: [r["alert"] for r in alert_rules(spec)["groups"][0]["rules"]]  # noqa: E731
+    smg = {"SMGWorkerWedged", "SMGWorkerUnreachable", "SMGOverloadShedding", "SMGPDAdmissionShedding",
+           "SMGPDTransferFailures"}
+    assert smg | {"RouterWorkerUnhealthy"} <= set(names(example))
+    old = example.model_copy(update={"router": example.router.model_copy(update={"kind": "sgl-router"})})
+    assert "RouterWorkerUnhealthy" in names(old) and not smg & set(names(old))

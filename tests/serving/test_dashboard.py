@@ -15,7 +15,7 @@ def queries(model):
 def test_rows_and_panels(example):
     model = dashboard_json(example)
     rows = [p["title"] for p in model["panels"] if p["type"] == "row"]
-    assert rows == ["Node health", "KV cache", "HiCache"]
+    assert rows == ["Node health", "KV cache", "HiCache", "Router"]
     titles = {p["title"] for p in model["panels"]}
     assert {"Roles up", "Prefill queue depth", "Decode KV usage", "Retracted and paused requests",
             "GPU utilization", "GPU memory used"} <= titles
@@ -45,3 +45,12 @@ def test_unknown_metric_would_be_caught():
                                   "opsbot_gpu_memory_used_bytes"])
 def test_known_names_include_reference_and_exporter(name):
     assert name in known_metric_names()
+
+
+def test_router_panels_follow_the_router_kind(example):
+    """smg: stalled workers, shedding and PD failures; sglang-router 0.3.2 has only the worker health."""
+    titles = lambda spec: {p["title"] for p in dashboard_json(spec)["panels"]}  # noqa: E731
+    smg = {"Stalled workers (liveness veto)", "Overload shedding (per 5 min)", "PD failures at the router (per 5 min)"}
+    assert smg | {"Worker health (1 healthy)"} <= titles(example)
+    old = example.model_copy(update={"router": example.router.model_copy(update={"kind": "sgl-router"})})
+    assert "Worker health (1 healthy)" in titles(old) and not smg & titles(old)

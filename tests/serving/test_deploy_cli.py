@@ -48,3 +48,36 @@ def test_render_writes_every_file(tmp_path):
 def test_schema_error_is_refused(spec_file):
     res = runner.invoke(app, ["deploy", "check", str(spec_file(lambda d: d["router"].update({"polcy": "x"})))])
     assert res.exit_code == 2 and "router.polcy" in res.output and "unknown field" in res.output
+
+
+def test_check_shows_the_kv_arithmetic():
+    res = runner.invoke(app, ["deploy", "check", str(EXAMPLE)])
+    assert res.exit_code == 0, res.output
+    text = res.output
+    assert "C4 index keys, bf16 (patched): 21 layers x 256 B / 4 tokens = 1,344.00 B" in text  # bf16 index keys
+    assert "total, rounded up: 7,738 B per token" in text
+    assert "KV pool 81.50 GiB" in text and "context_length 1,048,576 needs 7.56 GiB" in text
+
+
+def test_memory_and_patch_refusals_come_with_the_numbers_and_upload_nothing(spec_file, tmp_path):
+    def bad(d):
+        d["decode"]["mem_fraction_static"] = 0.3
+        d["sglang_version"] = "0.5.22"
+
+    res = runner.invoke(app, ["deploy", "apply", str(spec_file(bad))], terminal_width=200)
+    assert res.exit_code == 2  # refused before any connection to a node
+    text = " ".join(res.output.split())
+    assert "[kv-budget]" in text and "short by 3.06 GiB" in text and "at least 0.322" in text
+    assert "[patch-sglang-unknown]" in text and "not 0.5.22" in text
+    res = runner.invoke(app, ["deploy", "check", str(spec_file(bad))], terminal_width=200)
+    assert res.exit_code == 2 and "KV pool 4.50 GiB" in res.output  # the arithmetic beside the refusal
+
+
+def test_bf16_keys_on_a_model_without_an_indexer_are_refused(spec_file):
+    def v3(d):
+        d["model"]["config"] = "DeepSeek-V3"
+        d["prefill"]["context_length"] = d["decode"]["context_length"] = 131072
+
+    res = runner.invoke(app, ["deploy", "check", str(spec_file(v3))], terminal_width=200)
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "[index-keys-no-indexer]" in text and "0 of 61 layers" in text

@@ -16,7 +16,7 @@ from opsbot.act.deploy import DeployGuard
 from opsbot.cli.deploy import show_drift
 from opsbot.collect.transport import TransportPool
 from opsbot.store import Store
-from serving.rollout import apply, diff, drift
+from serving.rollout import apply, diff, drift, verify_patch
 from serving.rules import check
 from serving.spec import DeploymentSpec, NodeSpec, load_spec
 from tests.serving.conftest import LAB_SPEC
@@ -80,12 +80,20 @@ async def test_apply_rolls_out_in_order_then_diff_is_clean(deployed_lab, tmp_pat
         assert store.locks(spec.name) == []  # each lock released after its restart
         restarts = [m for m in progress if m.startswith("restarting")]
         assert [m.split()[1] for m in restarts] == ["prefill", "decode", "router"]
+        # index_keys: bf16 → each server's current run printed the patch line (the lab's launcher stand-in)
+        assert sorted(outcome.patch_lines) == ["decode@node2", "prefill@node1"]
+        assert all(line.attached and line.index_keys == "bf16" for line in outcome.patch_lines.values())
         assert {s.status for s in await diff(spec, pool)} == {"same"}
         assert await drift(spec, pool) == []
         # the deployed router really routes through both roles it was rendered with
         t = await pool.get(spec.node("node1"))
         ready = await t.http_get(f"http://127.0.0.1:{spec.router.port}/readiness", timeout=10)
         assert ready.status == 200, ready.body
+        # smg's process title, as `smg launch` sets it
+        pid = (await t.run(["systemctl", "show", spec.unit_of("router"), "--property=MainPID", "--value"], 10)).stdout
+        assert (await t.run(["cat", f"/proc/{pid.strip()}/comm"], 10)).stdout.strip() == "smg::router"
+        kept = await t.run(["find", spec.install_dir, "-name", "*.opsbot-prev"], 10)
+        assert kept.ok and kept.stdout.strip() == ""  # a successful apply keeps no previous files
         show = await t.run(["systemctl", "show", spec.unit_of("prefill"), "--property=Environment,ActiveState"], 10)
         assert "CUDA_VISIBLE_DEVICES=0,1,2,3" in show.stdout and "ActiveState=active" in show.stdout
         # nothing changed: a second apply uploads and restarts nothing
@@ -124,3 +132,27 @@ async def test_apply_stops_at_the_first_failing_role_with_evidence(deployed_lab,
     text = "\n".join(outcome.evidence)
     assert "opsbot-deploy-decode.service" in text
     assert "does not support --hicache-size" in text
+
+
+async def test_a_refused_patch_puts_the_previous_files_back(deployed_lab, store):
+    """The patch refuses to attach on decode's next start: apply says so and the previous run comes back."""
+    lab = deployed_lab
+    spec = spec_for(lab)
+    guard = guard_for(lab, spec, store)
+    env = {**spec.decode.environment, "SGLANG_EMULATOR_PATCH_REFUSE": "sglang 0.5.24: C4Indexer differs"}
+    refusing = spec.model_copy(update={"decode": spec.decode.model_copy(update={"environment": env})})
+    async with TransportPool(lab.settings) as pool:
+        first = await apply(spec, pool, guard)
+        assert first.ok, first.evidence
+        outcome = await apply(refusing, pool, guard)
+        assert not outcome.ok and outcome.failed_step == "decode on node2"
+        assert "the patch refused to attach: sglang 0.5.24: C4Indexer differs" in outcome.evidence[0]
+        assert not outcome.patch_lines["decode@node2"].attached
+        assert f"node2:{spec.install_dir}/decode.sh restored" in outcome.rolled_back
+        assert "decode@node2 restarted with the previous files" in outcome.rolled_back
+        # the node holds the first spec's files again, and decode runs them, patched
+        assert {s.status for s in await diff(spec, pool)} == {"same"}
+        t = await pool.get(spec.node("node2"))
+        assert (await t.run(["systemctl", "is-active", spec.unit_of("decode")], 10)).stdout.strip() == "active"
+        line, problem = await verify_patch(pool, spec, "decode", "node2")
+        assert problem is None and line is not None and line.attached

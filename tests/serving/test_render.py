@@ -13,12 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opsbot.inventory import load_inventory
-from serving.render import render, router_flags, server_flags, write
+from serving.render import inventory, render, router_flags, server_flags, write
 from serving.spec import load_spec
 from tests.realparts import need_binary
 from tests.serving.conftest import LAB_SPEC
 
-ECHO_ARGV = [sys.executable, "-c", "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('SGLANG_DSV4_BF16_INDEX_KEYS')]))"]
+ECHO_ARGV = [sys.executable, "-c", "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('ECHO_VALUE')]))"]
+ECHO_PYTHONPATH = [sys.executable, "-c",
+                   "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('PYTHONPATH')]))"]
 
 
 def run_script(data: bytes, tmp: Path) -> tuple[list[str], str | None]:
@@ -29,24 +31,59 @@ def run_script(data: bytes, tmp: Path) -> tuple[list[str], str | None]:
     return argv, env
 
 
+def render_inventory(spec):
+    return inventory(spec).clusters[spec.name].roles
+
+
 def file_of(rendering, node: str, suffix: str) -> bytes:
     (f,) = [f for f in rendering.node_files[node] if f.path.endswith(suffix)]
     return f.data
 
 
 def test_serve_script_execs_launcher_with_every_flag(example, tmp_path):
-    spec = example.model_copy(update={"launcher": ECHO_ARGV, "numa_pinning": False})
-    argv, env = run_script(file_of(render(spec), "gpu-node-1", "/prefill.sh"), tmp_path)
+    spec = example.model_copy(update={"launcher": ECHO_ARGV, "numa_pinning": False,
+                                      "model": example.model.model_copy(update={"index_keys": "fp8"})})
+    argv, _ = run_script(file_of(render(spec), "gpu-node-1", "/prefill.sh"), tmp_path)
     assert argv == [tok for group in server_flags(spec, "prefill") for tok in group]
-    assert env == "1"  # the patched build's bf16 index-key switch reaches the server's environment
     assert argv[argv.index("--disaggregation-mode") + 1] == "prefill"
     assert argv[argv.index("--hicache-ratio") + 1] == "2.0"
     assert "--hicache-size" not in argv
 
 
+def test_bf16_keys_start_the_server_through_the_patch_launcher(example, tmp_path):
+    """index_keys: bf16 → PATCH_LAUNCHER sglang.launch_server FLAGS, the patch's files first on PYTHONPATH."""
+    spec = example.model_copy(update={"patch_launcher": ECHO_PYTHONPATH, "numa_pinning": False})
+    rendering = render(spec)
+    argv, pythonpath = run_script(file_of(rendering, "gpu-node-1", "/decode.sh"), tmp_path)
+    assert argv == ["--index-keys", "bf16", "sglang.launch_server",
+                    *(tok for group in server_flags(spec, "decode") for tok in group)]
+    assert pythonpath == "/opt/sglang/dsv4/patch"
+    patch = [f for f in rendering.node_files["gpu-node-1"] if f.role == "patch"]
+    assert patch and all(f.path.startswith("/opt/sglang/dsv4/patch/kernels/") for f in patch)
+    fp8 = example.model_copy(update={"model": example.model.model_copy(update={"index_keys": "fp8"})})
+    assert not [f for f in render(fp8).node_files["gpu-node-1"] if f.role == "patch"]
+    assert "python3 -m sglang.launch_server" in file_of(render(fp8), "gpu-node-1", "/decode.sh").decode()
+
+
+def test_router_is_smg_by_default_and_sgl_router_on_request(example):
+    smg = file_of(render(example), "gpu-node-1", "/router.sh").decode()
+    assert "exec smg launch \\\n    --pd-disaggregation" in smg and "--mini-lb" not in smg
+    old = example.model_copy(update={"router": example.router.model_copy(update={"kind": "sgl-router"})})
+    assert "exec python3 -m sglang_router.launch_router" in file_of(render(old), "gpu-node-1", "/router.sh").decode()
+
+
+def test_prometheus_host_follows_the_router_host_family(example):
+    """smg binds --prometheus-host to the unspecified address of --host's family: probe on that loopback."""
+    v6 = example.model_copy(update={"router": example.router.model_copy(update={"host": "::"})})
+    (router,) = [r for r in render_inventory(v6) if r.role == "router"]
+    assert router.metrics_url == "http://[::1]:29000/metrics" and router.health_url == "http://[::1]:8000/health"
+    (router,) = [r for r in render_inventory(example) if r.role == "router"]
+    assert router.metrics_url == "http://127.0.0.1:29000/metrics"
+
+
 def test_serve_script_pins_numa(example):
     body = file_of(render(example), "gpu-node-1", "/decode.sh").decode()
-    assert "exec numactl --cpunodebind=1 --membind=1 python3 -m sglang.launch_server" in body
+    assert "exec numactl --cpunodebind=1 --membind=1 python3 -m kernels.sglang_patch.launch --index-keys bf16 sglang.launch_server" in body
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -56,9 +93,9 @@ def test_any_text_reaches_the_launcher_unchanged(example, tmp_path, name, value)
     """Shell quoting: whatever a spec holds arrives as one argv element, never as shell syntax."""
     spec = example.model_copy(update={
         "launcher": ECHO_ARGV, "numa_pinning": False,
-        "model": example.model.model_copy(update={"served_name": name}),
+        "model": example.model.model_copy(update={"served_name": name, "index_keys": "fp8"}),
         "prefill": example.prefill.model_copy(update={"args": {"--tokenizer-path": value},
-                                                      "environment": {"SGLANG_DSV4_BF16_INDEX_KEYS": value}}),
+                                                      "environment": {"ECHO_VALUE": value}}),
     })
     argv, env = run_script(file_of(render(spec), "gpu-node-1", "/prefill.sh"), tmp_path)
     assert argv[argv.index("--served-model-name") + 1] == name
@@ -96,7 +133,7 @@ def test_router_unit_points_at_both_roles(example):
     assert flags[:3] == [["--pd-disaggregation"], ["--prefill", "http://127.0.0.1:30000", "8998"],
                          ["--decode", "http://127.0.0.1:30001"]]
     body = file_of(render(example), "gpu-node-1", "/router.sh").decode()
-    assert "exec python3 -m sglang_router.launch_router" in body
+    assert "exec smg launch" in body
     unit = file_of(render(example), "gpu-node-1", "/sglang-router.service").decode()
     assert "After=network-online.target sglang-dsv4-prefill.service sglang-dsv4-decode.service" in unit
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -34,9 +36,8 @@ async def test_diff_then_drift_after_upload_and_tamper(spec, tmp_path):
         before = await diff(spec, pool)
         assert before and {s.status for s in before} == {"missing"}
         t = await pool.get(spec.nodes[0])
-        (tmp_path / "node" / "opt").mkdir(parents=True)
-        (tmp_path / "node" / "units").mkdir(parents=True)
-        for f in render(spec).node_files["gpu-node-1"]:
+        for f in render(spec).node_files["gpu-node-1"]:  # serve scripts, units, the patch's files
+            Path(f.path).parent.mkdir(parents=True, exist_ok=True)
             await t.put_file(f.path, f.data, f.mode)
         assert {s.status for s in await diff(spec, pool)} == {"same"}
         assert await drift(spec, pool) == []
@@ -49,6 +50,10 @@ async def test_diff_then_drift_after_upload_and_tamper(spec, tmp_path):
         states = {(s.role, s.status) for s in await drift(spec, pool)}
         assert states == {("decode", "changed"), ("router", "missing")}
         assert await drift(spec, pool, roles=["prefill"]) == []
+        # a hand-edited file of the bf16 patch is drift too
+        patch_file = next(f for f in render(spec).node_files["gpu-node-1"] if f.role == "patch")
+        Path(patch_file.path).write_bytes(patch_file.data + b"\n# edited on the node\n")
+        assert ("patch", "changed") in {(s.role, s.status) for s in await drift(spec, pool)}
 
 
 async def test_unreachable_node_is_reported_not_raised(spec, sshd, tmp_path):

@@ -84,8 +84,10 @@ def server_parser() -> argparse.ArgumentParser:
     return p
 
 
-def router_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sglang-router")
+def router_parser(smg: bool = False) -> argparse.ArgumentParser:
+    """sglang-router 0.3.2's flags, or ``smg launch``'s (smg 1.13 smg/router_args.py: no ``--mini-lb``,
+    stall detection added)."""
+    p = argparse.ArgumentParser(prog="smg launch" if smg else "sglang-router")
     _bool(p, "--pd-disaggregation")
     p.add_argument("--prefill", nargs="+", action="append", default=[], metavar=("URL", "BOOTSTRAP_PORT"))
     p.add_argument("--decode", nargs=1, action="append", default=[], metavar="URL")
@@ -95,7 +97,7 @@ def router_parser() -> argparse.ArgumentParser:
     p.add_argument("--decode-policy", default=None)
     p.add_argument("--host", default="0.0.0.0")
     p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--prometheus-host", default="0.0.0.0")
+    p.add_argument("--prometheus-host", default=None)  # resolved by parse_router (smg: --host's family)
     p.add_argument("--prometheus-port", type=int, default=29000)
     p.add_argument("--worker-startup-timeout-secs", type=int, default=1800)
     p.add_argument("--worker-startup-check-interval", type=int, default=30)
@@ -110,8 +112,14 @@ def router_parser() -> argparse.ArgumentParser:
     p.add_argument("--health-check-endpoint", default="/health")
     p.add_argument("--log-level", default=None)
     p.add_argument("--log-dir", default=None)
-    _bool(p, "--mini-lb")
+    if smg:
+        p.add_argument("--worker-wedge-secs", type=float, default=3.0)
+        p.add_argument("--worker-stall-secs", type=float, default=2.0)
+    else:
+        _bool(p, "--mini-lb")
     return p
+
+
 
 
 def parse_server(argv: list[str]) -> argparse.Namespace:
@@ -121,9 +129,12 @@ def parse_server(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def parse_router(argv: list[str]) -> argparse.Namespace:
-    parser = router_parser()
+def parse_router(argv: list[str], smg: bool = False) -> argparse.Namespace:
+    """sglang-router 0.3.2's flags, or smg 1.13's (``smg launch``) when ``smg``."""
+    parser = router_parser(smg)
     args = parser.parse_args(argv)
+    if args.prometheus_host is None:  # smg: the unspecified address of --host's family; sglang-router: 0.0.0.0
+        args.prometheus_host = "::" if smg and ":" in args.host else "0.0.0.0"
     prefill = []
     for item in args.prefill:
         if len(item) > 2:

@@ -1,15 +1,27 @@
-"""``python3 -m sglang_emulator.launch_router --pd-disaggregation ...``: the PD router stand-in.
+"""``python3 -m sglang_emulator.launch_router [launch] --pd-disaggregation ...``: the PD router stand-in.
 
 Health-checks its workers the way sgl-model-gateway does (interval, timeout, failure and success
 thresholds), serves ``/readiness``, ``/health_generate``, ``/workers`` and the proxied routes,
 and exports ``smg_*`` metrics on its separate Prometheus listener.
+
+With a leading ``launch`` it stands in for smg 1.13's ``smg launch`` rather than sglang-router
+0.3.2: process title ``smg::router``, no ``--mini-lb``, the Prometheus listener on the unspecified
+address of ``--host``'s family, smg's log lines (tracing format, ``model_gateway/src/server.rs``,
+``observability/metrics_server.rs``, ``worker/worker.rs``) and its liveness and overload families
+(``smg_worker_stalled{worker,reason}``, ``smg_worker_stall_transitions_total``,
+``smg_workers_overloaded{model}``, ``smg_worker_overload_shed_total{stage}``,
+``smg_pd_admission_{waits,sheds}_total``, ``smg_pd_{bootstrap,kv_transfer}_failures_total``), with
+``smg_worker_health{worker}`` as ``observability/metrics.rs`` sets them (smg-project/smg, the
+strings checked against the smg 1.13.0 wheel's ``smg_rs`` library).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -53,7 +65,40 @@ def http(method: str, url: str, timeout: float, body: bytes | None = None) -> tu
         return 0, str(e).encode()
 
 
-def router_registry() -> Registry:
+# smg 1.13 families beyond sglang-router 0.3.2's (observability/metrics.rs::init_metrics)
+SMG_FAMILIES = [
+    ("smg_worker_stalled", "gauge", "Liveness veto on a worker: 1 while routing skips it, by worker and reason"),
+    ("smg_worker_stall_transitions_total", "counter", "Times the liveness veto was set on a worker, by worker and reason"),
+    ("smg_workers_overloaded", "gauge", "Workers currently flagged overloaded and excluded from routing, by model"),
+    ("smg_worker_overload_shed_total", "counter",
+     "Requests shed because every worker for the model is overloaded, by stage (selection, dispatch)"),
+    ("smg_pd_admission_waits_total", "counter", "PD dispatches that waited for a decode admission slot"),
+    ("smg_pd_admission_sheds_total", "counter", "PD dispatches shed because no decode admission slot freed in time"),
+    ("smg_pd_bootstrap_failures_total", "counter", "PD bootstrap injection failures"),
+    ("smg_pd_kv_transfer_failures_total", "counter",
+     "PD KV-transfer failures (missing connector params at decode handoff)"),
+]
+STALL_REASONS = ("unreachable", "wedged")  # the reasons smg exports a zero series for at registration
+
+
+def smg_log(level: str, target: str, where: str, message: str) -> None:
+    """One line in smg's stdout format: tracing fmt, ChronoUtc ``%Y-%m-%d %H:%M:%S``, file and line
+    (model_gateway/src/observability/logging.rs)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    with logfmt._lock:
+        sys.stdout.write(f"{stamp} {level:>5} {target}: {where}: {message}\n")
+        sys.stdout.flush()
+
+
+def set_process_title(title: str) -> None:
+    """What smg's launcher does with setproctitle, as far as the kernel's comm goes (prctl PR_SET_NAME)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(15, title.encode()[:15], 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def router_registry(smg: bool = False) -> Registry:
     reg = Registry()
     for name, kind, help in [
         ("smg_worker_health", "gauge", "Worker health (1 healthy, 0 unhealthy)"),
@@ -64,19 +109,54 @@ def router_registry() -> Registry:
         ("smg_http_responses_total", "counter", "HTTP responses"),
         ("smg_router_requests_total", "counter", "Routed requests"),
         ("smg_router_request_errors_total", "counter", "Routing errors"),
-    ]:
+    ] + (SMG_FAMILIES if smg else []):
         reg.family(name, kind, help)
     return reg
 
 
 class Router:
-    def __init__(self, args, control_file: str):
+    def __init__(self, args, control_file: str, smg: bool = False):
         self.args = args
         self.control_file = control_file
+        self.smg = smg
         self.workers = [Worker(u, "prefill", p) for u, p in args.prefill] + [Worker(u, "decode") for u in args.decode]
-        self.reg = router_registry()
+        self.reg = router_registry(smg)
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=8)
+        if smg:  # worker registration exports zero series (metrics.rs tests: protection-initialization)
+            self.reg.set("smg_workers_overloaded", 0, {"model": "default"})
+            for w in self.workers:
+                for reason in STALL_REASONS:
+                    self.reg.set("smg_worker_stalled", 0, {"worker": w.url, "reason": reason})
+                    self.reg.inc("smg_worker_stall_transitions_total", 0, {"worker": w.url, "reason": reason})
+            for stage in ("selection", "dispatch"):
+                self.reg.inc("smg_worker_overload_shed_total", 0, {"stage": stage})
+            for name in ("smg_pd_admission_waits_total", "smg_pd_admission_sheds_total",
+                         "smg_pd_bootstrap_failures_total", "smg_pd_kv_transfer_failures_total"):
+                self.reg.inc(name, 0)
+
+    def _log_check(self, w: Worker, status: int, body: bytes, changed: bool) -> None:
+        """Log as the router in use does: sglang-router a health transition, smg every failed check."""
+        if not self.smg:
+            if changed:
+                verdict = "healthy" if w.healthy else f"unhealthy after {w.failures} failed health checks"
+                logfmt.log(f"Worker {w.url} ({w.kind}) is {verdict}")
+        elif status != 200:
+            url = w.url + self.args.health_check_endpoint
+            if status:
+                smg_log("WARN", "smg::worker::worker", "model_gateway/src/worker/worker.rs:1760",
+                        f"HTTP health check returned non-success status for {url}: {status}")
+            else:
+                smg_log("WARN", "smg::worker::worker", "model_gateway/src/worker/worker.rs:1768",
+                        f"HTTP health check failed for {url}: {body.decode(errors='replace')}")
+
+    def _liveness(self, w: Worker, status: int) -> None:
+        """smg's liveness veto: no contact plus a transport failure marks the worker stalled (unreachable)."""
+        stalled = status == 0
+        labels = {"worker": w.url, "reason": "unreachable"}
+        if stalled and not self.reg.get("smg_worker_stalled", labels):
+            self.reg.inc("smg_worker_stall_transitions_total", 1, labels)
+        self.reg.set("smg_worker_stalled", 1 if stalled else 0, labels)
 
     @property
     def state(self) -> str:
@@ -85,11 +165,11 @@ class Router:
     def check_once(self) -> None:
         forced_down = self.state == "no-healthy-workers"
         timeout = self.args.health_check_timeout_secs
-        results = list(self.pool.map(
-            lambda w: http("GET", w.url + self.args.health_check_endpoint, timeout)[0] == 200, self.workers))
+        answers = list(self.pool.map(
+            lambda w: http("GET", w.url + self.args.health_check_endpoint, timeout), self.workers))
         with self.lock:
-            for w, ok in zip(self.workers, results):
-                ok = ok and not forced_down
+            for w, (status, body) in zip(self.workers, answers):
+                ok = status == 200 and not forced_down
                 self.reg.inc("smg_worker_health_checks_total", 1,
                               {"worker_type": w.kind, "result": "success" if ok else "failure"})
                 was = w.healthy
@@ -101,10 +181,11 @@ class Router:
                     w.healthy = w.healthy and w.checked and not forced_down and (
                         w.failures < self.args.health_failure_threshold)
                 w.checked = True
-                if w.healthy != was:
-                    verdict = "healthy" if w.healthy else f"unhealthy after {w.failures} failed health checks"
-                    logfmt.log(f"Worker {w.url} ({w.kind}) is {verdict}")
-                self.reg.set("smg_worker_health", 1 if w.healthy else 0, {"worker": w.url, "worker_type": w.kind})
+                self._log_check(w, status, body, w.healthy != was)
+                if self.smg:
+                    self._liveness(w, status)
+                self.reg.set("smg_worker_health", 1 if w.healthy else 0,
+                             {"worker": w.url} if self.smg else {"worker": w.url, "worker_type": w.kind})
             for kind in ("prefill", "decode"):
                 self.reg.set("smg_worker_pool_size", sum(w.kind == kind for w in self.workers),
                              {"worker_type": kind, "connection_mode": "http", "model": "default"})
@@ -267,20 +348,37 @@ def prometheus_handler(router: Router) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def listener(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> QuietHTTPServer:
+    """An HTTP server on ``host`` of either address family (smg binds ``::`` for an IPv6 host)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    server_class = type("Listener", (QuietHTTPServer,), {"address_family": family})
+    return server_class((host, port), handler)
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = parse_router(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    smg = bool(argv) and argv[0] == "launch"
+    args = parse_router(argv[1:] if smg else argv, smg=smg)
+    if smg:
+        set_process_title("smg::router")  # smg/launch_router.py 1.13
     control_file = control_path()
     control = read_control(control_file)
     if control.state == "crash":
         logfmt.log(crash_text(control.message or DEFAULT_CRASH_MESSAGE))
         sys.exit(1)
-    router = Router(args, control_file)
-    serve(QuietHTTPServer((args.prometheus_host, args.prometheus_port), prometheus_handler(router)))
-    logfmt.log(f"Starting router on {args.host}:{args.port} | mode: PD | policy: {args.policy} | "
-               f"prefill: {[u for u, _ in args.prefill]} | decode: {args.decode}")
+    router = Router(args, control_file, smg=smg)
+    serve(listener(args.prometheus_host, args.prometheus_port, prometheus_handler(router)))
+    if smg:
+        smg_log("INFO", "smg::observability::metrics_server", "model_gateway/src/observability/metrics_server.rs:56",
+                f"Metrics server listening on {args.prometheus_host}:{args.prometheus_port} (/metrics)")
+        smg_log("INFO", "smg::server", "model_gateway/src/server.rs:1262",
+                f"Workers initialized: {len(router.workers)} total, 0 healthy")
+        smg_log("INFO", "smg::server", "model_gateway/src/server.rs:1434", f"Starting server on {args.host}:{args.port}")
+    else:
+        logfmt.log(f"Starting router on {args.host}:{args.port} | mode: PD | policy: {args.policy} | "
+                   f"prefill: {[u for u, _ in args.prefill]} | decode: {args.decode}")
     threading.Thread(target=router.checker, daemon=True).start()
-    httpd = QuietHTTPServer((args.host, args.port), api_handler(router))
-    httpd.serve_forever()
+    listener(args.host, args.port, api_handler(router)).serve_forever()
 
 
 if __name__ == "__main__":
