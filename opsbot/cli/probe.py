@@ -98,7 +98,7 @@ def probe_command(
     import getpass
 
     from opsbot.bundle import Trigger
-    from opsbot.cli.probe_view import failures_table, nodes_table, roles_table
+    from opsbot.cli.probe_view import canary_line, failures_table, nodes_table, roles_table
     from opsbot.collect.probe import scope
     from opsbot.inventory import UnknownRole
     from opsbot.settings import get_settings
@@ -121,6 +121,8 @@ def probe_command(
     out = Console()
     out.print(roles_table(bundle))
     out.print(nodes_table(bundle))
+    if bundle.canary is not None:
+        out.print(canary_line(bundle.canary), markup=False, highlight=False)
     failed = failures_table(bundle)
     if failed is not None:
         out.print(failed)

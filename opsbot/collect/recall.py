@@ -33,6 +33,7 @@ from opsbot.settings import Settings
 
 MAX_FIT_ROUNDS = 8
 CHARS_PER_TOKEN = 4.0  # a first guess only; the server's counts decide
+SPREAD_UP_TO = 4096  # prompts this short are counted with several pad lengths in one request
 DEFAULT_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 _QUEUE = re.compile(r"^sglang[:_]num_queue_reqs(?:\{[^}]*\})?\s+(\S+)", re.M)
@@ -207,8 +208,16 @@ async def _fit(tok: Tokenizer, target: int, make: Callable[[int, int], str], per
     the count reached); the count differs from ``target`` only when ``MAX_FIT_ROUNDS`` were not enough."""
     n = 0
     for _ in range(MAX_FIT_ROUNDS):
-        (n,) = [counted] if counted is not None else await tok.count([make(lines, pad)])
-        counted = None
+        if counted is not None:
+            n, counted = counted, None
+        else:
+            # a short prompt is counted with a few pad lengths around the guess at once: one round trip fewer
+            pads = [pad, *(p for p in range(pad - 3, pad + 5) if p >= 0 and p != pad)] if target <= SPREAD_UP_TO else [pad]
+            counts = await tok.count([make(lines, p) for p in pads])
+            hit = next((p for p, c in zip(pads, counts) if c == target), None)
+            if hit is not None:
+                return lines, hit, target
+            n = counts[0]
         diff = target - n
         if diff == 0:
             break
