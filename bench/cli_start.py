@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
-BUNDLE = REPO / "tests" / "scenarios" / "lab" / "decode-wedged.json"
+BUNDLE = REPO / "tests" / "scenarios" / "dev" / "decode-wedged.json"
 
 
 def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:

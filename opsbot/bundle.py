@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 SCHEMA = "opsbot/probe-bundle@1"
 
@@ -31,13 +31,35 @@ def utcnow() -> str:
 
 
 class _Open(BaseModel):
+    """Unknown fields are kept; a null where the field has a default reads as the field being absent."""
+
     model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        return {k: v for k, v in data.items() if v is not None or not _has_default(cls, k)}
+
+
+def _has_default(model: type[BaseModel], name: str) -> bool:
+    f = model.model_fields.get(name) or next((x for x in model.model_fields.values() if x.alias == name), None)
+    return f is not None and not f.is_required()
 
 
 class Envelope(_Open):
-    ok: bool
+    ok: bool = Field(False, description="absent: true when there is no error and something was collected")
     error: str | None = None
     elapsed_ms: float = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ok_when_absent(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("ok") is None:
+            content = any(data.get(k) not in (None, "", []) for k in ("raw", "samples", "status", "body"))
+            return {**data, "ok": data.get("error") is None and content}
+        return data
 
 
 class Trigger(_Open):
@@ -52,8 +74,8 @@ class SystemdEvidence(Envelope):
 
 
 class MetricSample(_Open):
-    at: str
-    raw: str
+    at: str = ""
+    raw: str = ""
 
 
 class MetricsEvidence(Envelope):
@@ -72,16 +94,19 @@ class LogsEvidence(Envelope):
     truncated: bool = False
 
 
+_NOT_COLLECTED = {"ok": False, "error": "not in the bundle"}
+
+
 class RoleEvidence(_Open):
     role: Literal["prefill", "decode", "router"]
-    node: str
-    unit: str
+    node: str = "unknown"
+    unit: str = ""
     name: str | None = None
     gpus: list[int] = Field(default_factory=list, description="GPU indices the inventory gives the role")
-    systemd: SystemdEvidence
-    metrics: MetricsEvidence
-    health: HealthEvidence
-    logs: LogsEvidence
+    systemd: SystemdEvidence = Field(default_factory=lambda: SystemdEvidence(**_NOT_COLLECTED))
+    metrics: MetricsEvidence = Field(default_factory=lambda: MetricsEvidence(**_NOT_COLLECTED))
+    health: HealthEvidence = Field(default_factory=lambda: HealthEvidence(**_NOT_COLLECTED))
+    logs: LogsEvidence = Field(default_factory=lambda: LogsEvidence(**_NOT_COLLECTED))
 
     @property
     def key(self) -> str:
@@ -99,7 +124,7 @@ class KernelLogEvidence(Envelope):
 
 class NodeEvidence(_Open):
     node: str
-    gpu: GpuEvidence
+    gpu: GpuEvidence = Field(default_factory=lambda: GpuEvidence(**_NOT_COLLECTED))
     kernel_log: KernelLogEvidence | None = None
 
 
@@ -139,38 +164,22 @@ class Recall(_Open):
 class Bundle(_Open):
     schema_: Literal["opsbot/probe-bundle@1"] = Field(SCHEMA, alias="schema")
     id: str = Field(default_factory=lambda: uuid.uuid4().hex[:16])
-    cluster: str
+    cluster: str = ""
     trigger: Trigger = Field(default_factory=Trigger)
-    started_at: str
-    finished_at: str
+    started_at: str = ""
+    finished_at: str = ""
     roles: list[RoleEvidence] = Field(default_factory=list)
     nodes: list[NodeEvidence] = Field(default_factory=list)
     canary: Canary | None = None
     recall: Recall | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+    _problems: list[str] = PrivateAttr(default_factory=list)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _optional_sections(cls, data: object) -> object:
-        """A malformed ``canary`` or ``recall`` is dropped and listed in ``section_problems``, not a refusal."""
-        if not isinstance(data, dict):
-            return data
-        problems: list[str] = []
-        for name, model in (("canary", Canary), ("recall", Recall)):
-            value = data.get(name)
-            if value is None or isinstance(value, model):
-                continue
-            try:
-                model.model_validate(value)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in (name, *first["loc"]))
-                problems.append(f"{where}: {first['msg']} (section ignored)")
-                data = {**data, name: None}
-        if problems:
-            data = {**data, "section_problems": [*data.get("section_problems", []), *problems]}
-        return data
+    @property
+    def problems(self) -> list[str]:
+        """What was malformed in the file and left out (``section: why``), as read by ``parse_bundle``."""
+        return self._problems
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(by_alias=True, indent=indent, exclude_none=False)
@@ -186,23 +195,79 @@ class BundleError(ValueError):
     """A file that is not a readable version-1 bundle."""
 
 
+# Where a validation error is contained: a role's or node's evidence section, then the entry itself.
+_SECTIONS = {("roles", "systemd"), ("roles", "metrics"), ("roles", "health"), ("roles", "logs"),
+             ("nodes", "gpu"), ("nodes", "kernel_log")}
+_TOP_OPTIONAL = ("trigger", "recall", "canary", "id", "cluster", "started_at", "finished_at")
+
+
+def _contain(data: dict, loc: tuple, msg: str) -> str | None:
+    """Replace the smallest section holding the error at ``loc``; the problem it lists, or None."""
+    head = loc[0] if loc else None
+    if head in ("roles", "nodes") and len(loc) >= 2 and isinstance(loc[1], int):
+        entries, i = data[head], loc[1]
+        if len(loc) >= 3 and (head, loc[2]) in _SECTIONS and isinstance(entries[i], dict):
+            entries[i][loc[2]] = {"ok": False, "error": f"malformed in the bundle: {msg}"}
+            return f"{head}[{i}].{loc[2]}: {msg}; read as not collected"
+        entries[i] = None
+        return f"{head}[{i}]: {'.'.join(map(str, loc[2:])) or 'entry'}: {msg}; left out"
+    if head in ("roles", "nodes"):
+        data[head] = []
+        return f"{head}: {msg}; no {head} read"
+    if head in _TOP_OPTIONAL:
+        data.pop(head, None)
+        return f"{head}: {msg}; ignored"
+    return None
+
+
+def _salvage(data: dict, source: str) -> Bundle:
+    """Validate, containing every malformed section as a listed problem; a few passes at most, since
+    containing a section can only remove errors."""
+    problems: list[str] = []
+    for _ in range(8):
+        for key in ("roles", "nodes"):
+            if isinstance(data.get(key), list):
+                data[key] = [e for e in data[key] if e is not None]
+        try:
+            bundle = Bundle.model_validate(data)
+        except ValidationError as exc:
+            done: set[tuple] = set()
+            for error in exc.errors():
+                loc = tuple(error["loc"])
+                entry = loc[0] in ("roles", "nodes") and len(loc) >= 2 and isinstance(loc[1], int)
+                section = loc[:3] if entry and len(loc) >= 3 and (loc[0], loc[2]) in _SECTIONS else loc[:2] if entry else loc[:1]
+                if section in done or any(section[: len(d)] == d for d in done):
+                    continue
+                problem = _contain(data, loc, error["msg"])
+                if problem is None:
+                    where = ".".join(str(p) for p in loc)
+                    raise BundleError(f"{source}: {where}: {error['msg']} ({exc.error_count()} problem(s))") from exc
+                problems.append(problem)
+                done.add(section)
+            continue
+        bundle._problems = problems
+        return bundle
+    raise BundleError(f"{source}: too many malformed sections to read")
+
+
 def parse_bundle(text: str, source: str = "bundle") -> Bundle:
-    """Validate bundle JSON, refusing other schema versions and truncated files clearly."""
+    """Read bundle JSON as the spec says: nulls are absent, a malformed section is a listed problem
+    (``Bundle.problems``) and the rest is read; only a file that is not a bundle is refused."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BundleError(f"{source}: not valid JSON (truncated?) at line {exc.lineno} column {exc.colno}: {exc.msg}")
+    except RecursionError:
+        raise BundleError(f"{source}: JSON nested too deeply to be a bundle") from None
     if not isinstance(data, dict):
-        raise BundleError(f"{source}: a bundle is a JSON object")
+        raise BundleError(f"{source}: not a probe bundle: a bundle is a JSON object, this is a JSON {type(data).__name__}")
     schema = data.get("schema")
-    if schema != SCHEMA:
+    if schema is None and not any(isinstance(data.get(k), list) for k in ("roles", "nodes")):
+        raise BundleError(f"{source}: not a probe bundle: no 'schema' field and no roles or nodes")
+    if schema is not None and schema != SCHEMA:
         raise BundleError(f"{source}: schema is {schema!r}; this opsbot reads {SCHEMA!r}")
-    try:
-        return Bundle.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise BundleError(f"{source}: {where}: {first['msg']} ({exc.error_count()} problem(s))") from exc
+    data = {**data, "schema": SCHEMA}
+    return _salvage(data, source)
 
 
 def read_bundle(path: Path) -> Bundle:
@@ -210,4 +275,6 @@ def read_bundle(path: Path) -> Bundle:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise BundleError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{path}: not a probe bundle: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     return parse_bundle(text, str(path))

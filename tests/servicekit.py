@@ -21,7 +21,7 @@ from opsbot.service.app import create_app
 from opsbot.settings import Settings
 from opsbot.store import Store
 
-SCENARIOS = Path(__file__).parent / "scenarios" / "written"
+SCENARIOS = Path(__file__).parent / "scenarios"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 
 # The lab's shape (node1: prefill + router, node2: decode) on local transports, for tests that
@@ -49,7 +49,8 @@ def lab_settings(tmp_path: Path, database_url: str, **over: Any) -> Settings:
 
 def replay(scenario: str):
     """A probe function answering a corpus bundle (fresh id and times) for the requested scope."""
-    recorded = read_bundle(SCENARIOS / f"{scenario}.json")
+    (path,) = SCENARIOS.glob(f"*/{scenario}.json")  # dev/ or test/
+    recorded = read_bundle(path)
     calls: list[dict[str, Any]] = []
 
     async def probe(inventory: Inventory, *, cluster: str | None = None, roles: list[str] | None = None,

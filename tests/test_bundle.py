@@ -57,11 +57,19 @@ def test_truncated_file_is_refused() -> None:
         parse_bundle(text[: len(text) // 2])
 
 
-def test_missing_required_field_names_it() -> None:
+def test_a_missing_section_reads_as_not_collected() -> None:
     data = minimal()
     del data["roles"][0]["systemd"]
-    with pytest.raises(BundleError, match="systemd"):
-        parse_bundle(json.dumps(data))
+    bundle = parse_bundle(json.dumps(data))
+    assert not bundle.roles[0].systemd.ok and bundle.roles[0].systemd.error == "not in the bundle"
+
+
+def test_a_malformed_section_is_listed_not_refused() -> None:
+    data = minimal()
+    data["roles"][0]["systemd"] = {"ok": True, "raw": 12}
+    bundle = parse_bundle(json.dumps(data))
+    assert not bundle.roles[0].systemd.ok
+    assert bundle.problems == ["roles[0].systemd: Input should be a valid string; read as not collected"]
 
 
 @settings(max_examples=300, deadline=None)

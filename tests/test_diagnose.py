@@ -75,7 +75,7 @@ def test_failed_metrics_axis_gives_undetermined_with_missing_facts():
     d = _diag(roles)
     assert "decode-wedged" not in [f.incident for f in d.findings]
     (u,) = [u for u in d.undetermined if u.incident == "decode-wedged"]
-    assert u.role == "decode" and "metrics.num_running_reqs" in u.missing_facts and "delta.realtime_tokens_decode" in u.missing_facts
+    assert u.role == "decode" and "metrics.num_running_reqs" in u.missing_facts and "progress.decode_stalled" in u.missing_facts
 
 
 def test_a_dead_node_never_raises():
@@ -96,7 +96,7 @@ def test_finding_has_values_remedies_and_confidence():
     restart = [r for r in f.remedies if r.kind == "restart"]
     assert restart and restart[0].approval == "required" and restart[0].role == "decode"
     assert 0 < f.confidence <= 1 and f.missing_facts == []
-    assert f.facts["delta.realtime_tokens_decode"] == 0
+    assert f.facts["progress.decode_stalled"] is True
 
 
 def test_missing_facts_lower_confidence():
@@ -316,7 +316,7 @@ def test_terminal_does_not_call_missing_evidence_healthy():
     console = Console(record=True, width=120)
     console.print(render(_diag(roles)))
     text = console.export_text()
-    assert "healthy" not in text and "could not be decided" in text and "delta.realtime_tokens_decode" in text
+    assert "healthy" not in text and "could not be decided" in text and "progress.decode_stalled" in text
     console = Console(record=True, width=120)
     console.print(render(_diag(healthy_roles())))
     assert "healthy: no runbook matched" in console.export_text()
@@ -329,7 +329,7 @@ def test_retract_storm_lab_bundle_moves_decode_and_never_fires_decode_wedged(nam
     from opsbot.bundle import read_bundle
     from opsbot.parse.facts import bundle_facts
 
-    b = read_bundle(Path(__file__).parent / "scenarios" / "lab" / f"{name}.json")
+    b = read_bundle(Path(__file__).parent / "scenarios" / "dev" / f"{name}.json")
     decode = bundle_facts(b, default_runbooks().patterns).scopes["decode"]
     assert decode["delta"]["realtime_tokens_decode"] > 0  # slowed (sglang#26248), not stopped
     assert decode["rate"]["realtime_tokens_decode"] < 100
@@ -440,7 +440,7 @@ def test_log_prefilter_matches_where_any_pattern_does():
     for path in sorted((Path(__file__).parent / "scenarios").glob("*/*.json")):
         for role in parse_bundle(path.read_text(encoding="utf-8")).roles:
             for entry in parse_log_lines(role.logs.raw or ""):
-                some = any(p.regex.search(entry.message) for p in rs.patterns)
+                some = any(p.regex.search(entry.message) for p in rs.patterns if not p.words)  # worded ones run alone
                 assert (anything.search(entry.message) is not None) == some, entry.message
                 hits += some
     assert hits > 0

@@ -1,6 +1,6 @@
 """The recall probe's pure parts: flags, judging, the shape of a loss, facts, the runbook and the canary.
 
-Runbook checks use the lab's healthy bundle (tests/scenarios/lab/healthy.json) with a recall or
+Runbook checks use the lab's healthy bundle (tests/scenarios/dev/healthy.json) with a recall or
 canary section put in, so the real parsers and the real runbooks read them.
 """
 
@@ -24,7 +24,7 @@ from opsbot.parse.recall import (
     canary_facts, judge, parse_depths, parse_fillers, parse_lengths, recall_facts, summarize, worse, run_record,
 )
 
-HEALTHY = Path(__file__).parent / "scenarios" / "lab" / "healthy.json"
+HEALTHY = Path(__file__).parent / "scenarios" / "dev" / "healthy.json"
 LENGTHS = (1024, 2048, 4096, 8192, 16384)
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -136,8 +136,8 @@ def test_a_malformed_recall_section_is_listed_not_refused():
     b = parse_bundle(json.dumps(data))
     assert b.recall is None and b.canary is None
     d = diagnose(b, default_runbooks())
-    assert any(p.startswith("recall.cases.0.tokens") for p in d.problems)
-    assert any(p.startswith("canary") for p in d.problems)
+    assert any(p.startswith("bundle: recall: ") and p.endswith("ignored") for p in d.problems)
+    assert any(p.startswith("bundle: canary: ") for p in d.problems)
 
 
 def test_worse_than_the_last_good_run():

@@ -1,74 +1,79 @@
-"""The incident corpus: every bundle in tests/scenarios/ is diagnosed as its label says.
-
-Prints a confusion table (expected class × top finding) and fails on any miss. Also checks
-that every runbook has a bundle where it must fire and a near miss where it must not.
+"""The incident corpus, split once by thread (tests/scenarios/README.md): ``dev/`` is what rules
+are written against and must be diagnosed as labelled, every bundle; ``test/`` measures how the
+rules generalize to threads nobody looked at, and its top-1 figure is reported (and held at or
+above ``TEST_TOP1_FLOOR``). Prints a confusion table (expected class × top finding) for each part.
+Also checks that every runbook has a ``dev/`` bundle where it must fire and a near miss where it
+must not.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from opsbot.bundle import parse_bundle
+from opsbot.bundle import BundleError, parse_bundle
+from opsbot.cli.evaluate import no_restart_classes
 from opsbot.diagnose import default_runbooks, diagnose
+from opsbot.diagnose.scorecard import Case, Score, case_from, confusion_lines, summary_lines
 
 ROOT = Path(__file__).parent / "scenarios"
-FILES = sorted(ROOT.glob("*/*.json"))
+DEV = sorted((ROOT / "dev").glob("*.json"))
+TEST = sorted((ROOT / "test").glob("*.json"))
+FILES = DEV + TEST
+MIN_DEV, MIN_TEST = 120, 25  # the corpus may only grow
+# What test/ reaches (opsbot eval tests/scenarios): raise these as general rules found on dev/ improve it,
+# never fit test/ to them.
+TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.87, 0.87, 1
 
 
-def _case(path: Path) -> tuple[dict, list[str]]:
+def _case(path: Path) -> Case:
+    """The label and what diagnosis said; a bundle the reader refuses counts as found "refused"."""
     text = path.read_text(encoding="utf-8")
     label = json.loads(text)["label"]
-    d = diagnose(parse_bundle(text, str(path)), default_runbooks())
-    return label, [f.incident for f in d.findings]
-
-
-def _miss(label: dict, found: list[str]) -> str | None:
-    expected, also, must_not = label["expected"], set(label.get("also", [])), set(label.get("must_not", []))
-    if expected == "healthy":
-        return f"expected healthy, got {found}" if found else None
-    if not found or found[0] != expected:
-        return f"expected {expected} first, got {found}"
-    extra = set(found) - {expected} - also
-    if extra:
-        return f"unexpected extra findings {sorted(extra)}"
-    if must_not & set(found):
-        return f"must not report {sorted(must_not & set(found))}"
-    return None
+    try:
+        bundle = parse_bundle(text, str(path))
+    except BundleError:
+        return Case(path.stem, label["expected"], ("refused",))
+    return case_from(path.stem, label, diagnose(bundle, default_runbooks()))
 
 
 def test_corpus_is_there():
-    assert len(FILES) >= 20, f"the corpus in {ROOT} is missing bundles"
+    assert len(DEV) >= MIN_DEV and len(TEST) >= MIN_TEST, f"the corpus in {ROOT} is missing bundles: {len(DEV)} dev, {len(TEST)} test"
+    assert not sorted(ROOT.glob("*.json")) and {p.parent.name for p in ROOT.glob("*/*.json")} <= {"dev", "test"}
     for path in FILES:
         label = json.loads(path.read_text(encoding="utf-8")).get("label", {})
         assert label.get("expected") and label.get("source"), f"{path}: a corpus bundle needs label.expected and label.source"
 
 
-def test_corpus_diagnoses_as_labelled(capsys):
-    matrix: Counter[tuple[str, str]] = Counter()
-    misses = []
-    for path in FILES:
-        label, found = _case(path)
-        matrix[(label["expected"], found[0] if found else "healthy")] += 1
-        why = _miss(label, found)
-        if why:
-            misses.append(f"{path.relative_to(ROOT)}: {why}")
-    classes = sorted({e for e, _ in matrix} | {p for _, p in matrix})
-    width = max(len(c) for c in classes) + 5
-    lines = ["expected \\ top finding (column n = row n)".ljust(width) + " ".join(f"{i:>3}" for i in range(len(classes)))]
-    for i, e in enumerate(classes):
-        lines.append(f"{i:>2}. {e}".ljust(width) + " ".join(f"{matrix.get((e, p), 0) or '.':>3}" for p in classes))
+def _score(files: list[Path], part: str) -> Score:
+    """Diagnose ``files`` and print the part's figures and confusion table (never its bundles' names)."""
+    score = Score(part, [_case(path) for path in files], no_restart_classes(default_runbooks()))
+    print("\n" + "\n".join(summary_lines(score) + confusion_lines(score)))
+    return score
+
+
+def test_dev_diagnoses_as_labelled(capsys):
     with capsys.disabled():
-        print("\n" + "\n".join(lines) + f"\n{len(FILES)} bundles, {len(misses)} misses")
+        score = _score(DEV, "dev")
+    misses = [f"dev/{c.name}: {c.miss()}" for c in score.cases if c.miss()]
     assert not misses, "\n".join(misses)
+    assert not score.unsafe()
+
+
+def test_test_part_figure(capsys):
+    """test/ is reported, not fitted: a miss here is fixed by a general rule found on dev/. Only the
+    figures are printed, so that nobody writes a rule for one test/ bundle."""
+    with capsys.disabled():
+        score = _score(TEST, "test")
+    assert score.top1 >= TEST_TOP1_FLOOR and score.top3 >= TEST_TOP3_FLOOR
+    assert len(score.unsafe()) <= TEST_UNSAFE_MAX
 
 
 def test_every_runbook_has_a_firing_bundle_and_a_near_miss():
     fires, near = set(), set()
-    for path in FILES:
+    for path in DEV:
         label = json.loads(path.read_text(encoding="utf-8"))["label"]
         fires.add(label["expected"])
         near.update(label.get("must_not", []))
@@ -101,7 +106,7 @@ def test_runbook_families_give_the_same_facts_as_a_full_parse(path: Path):
     rs = default_runbooks()
     assert all(rs.metric_facts.values())  # runbooks name their metric facts, so diagnose parses less
     b = parse_bundle(path.read_text(encoding="utf-8"), str(path))
-    full, cut = bundle_facts(b, rs.patterns), bundle_facts(b, rs.patterns, rs.metric_facts)
+    full, cut = bundle_facts(b, rs.patterns, None, rs.exceptions), bundle_facts(b, rs.patterns, rs.metric_facts, rs.exceptions)
     assert cut.problems == full.problems and cut.kinds == full.kinds
     for key in full.scopes:
         wanted = rs.metric_facts[cut.kinds[key]]

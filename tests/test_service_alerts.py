@@ -218,3 +218,15 @@ async def test_two_instances_sharing_the_database_probe_each_leftover_alert_once
     probed = sorted(tuple(c["roles"]) for p in probes for c in p.calls)
     assert probed == [("decode",), ("prefill",)], "each leftover alert is probed by exactly one instance"
     assert all(a.probe_id for a in runtimes[0].store.alerts())
+
+
+def test_a_webhook_without_fingerprint_gets_the_one_alertmanager_computes():
+    """Alertmanager before 0.19 sends no ``fingerprint``; 57a659bde08d662a is what a real Alertmanager
+    0.25 (Debian's) reports at /api/v2/alerts for these labels."""
+    from opsbot.service.alertmanager import Webhook
+
+    old = alert("unused")
+    del old["fingerprint"]
+    parsed = Webhook.model_validate(webhook(old, {**old, "fingerprint": None}))
+    assert [a.fingerprint for a in parsed.alerts] == ["57a659bde08d662a", "57a659bde08d662a"]
+    assert Webhook.model_validate(webhook(alert("given"))).alerts[0].fingerprint == "given"

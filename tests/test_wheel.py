@@ -35,7 +35,7 @@ def test_every_package_on_disk_is_in_the_wheel():
     assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
 
 
-@pytest.mark.parametrize("args", [["--help"], ["diagnose", "tests/scenarios/lab/decode-wedged.json"]], ids=["help", "diagnose"])
+@pytest.mark.parametrize("args", [["--help"], ["diagnose", "tests/scenarios/dev/decode-wedged.json"]], ids=["help", "diagnose"])
 def test_a_command_imports_only_what_it_uses(args):
     """The start-up goal (bench/cli_start.py): neither --help nor diagnose loads the service, store or charts."""
     code = ("import sys\nfrom opsbot.cli import app\ntry:\n    app(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
@@ -83,7 +83,7 @@ def test_the_wheel_works_outside_the_checkout(wheel_venv, tmp_path):
     assert up.returncode == 0, up.stderr
     assert up.stdout.strip().endswith(f"schema (empty) -> {head_revision()}")
 
-    bundle = REPO / "tests" / "scenarios" / "lab" / "decode-wedged.json"
+    bundle = REPO / "tests" / "scenarios" / "dev" / "decode-wedged.json"
     d = _run(wheel_venv, tmp_path, "diagnose", str(bundle), "--json")
     assert d.returncode == 1, d.stderr  # findings
     assert "decode-wedged" in [f["incident"] for f in json.loads(d.stdout)["findings"]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from opsbot import __version__
-from opsbot.cli import db, deploy, diagnose, history, inventory, lab, report, restart, serve, tokens
+from opsbot.cli import db, deploy, diagnose, evaluate, history, inventory, lab, report, restart, serve, tokens
 from opsbot.cli.probe import probe_command
 from opsbot.cli.recall import recall_command
 
@@ -21,6 +21,7 @@ app.command("probe")(probe_command)
 app.command("ask")(diagnose.ask)
 app.command("recall")(recall_command)
 app.command("diagnose")(diagnose.diagnose_cmd)
+app.command("eval")(evaluate.eval_cmd)
 app.command("restart")(restart.restart)
 app.command("history")(history.history)
 app.command("serve")(serve.serve)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import getpass
 import json
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,12 +62,19 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="print the public JSON: {bundle, findings}"),
     save: Path | None = typer.Option(None, "--save", help="also write the bundle to this file"),
     runbooks: Path | None = RUNBOOKS_OPT,
+    second_look: int | None = typer.Option(
+        None, "--second-look", min=1, max=600, metavar="SECONDS",
+        help="when a finding says a second probe would decide, probe again after SECONDS and diagnose "
+             "that (NRestarts moving, counters moving); without it you are asked on a terminal",
+    ),
 ) -> None:
     """Probe the roles your words name (all when none), diagnose, record, and say what to do.
 
     Naming prefill or decode also probes the other PD role and the router: "decode is stuck"
     probes decode, prefill and router, so a saturated prefill or a router without workers behind
-    a stuck decode is found. Naming only the router probes only the router.
+    a stuck decode is found. Naming only the router probes only the router. When two classes may
+    both hold and a second probe would tell them apart, the finding says so; with --second-look
+    (or your yes on a terminal) opsbot takes that second look itself.
     """
     from opsbot.bundle import Trigger
     from opsbot.cli.probe import cli_flow, keep_bundle, load_or_exit, run_with_progress
@@ -86,12 +95,43 @@ def ask(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     flow = cli_flow(s, inventory)
-    if runbooks is not None:
-        chosen = _runbooks(runbooks)
+    chosen = _runbooks(runbooks) if runbooks is not None else None
+    if chosen is not None:
         flow.diagnose = lambda bundle: diagnose(bundle, chosen)
-    result = run_with_progress(flow, cluster or s.cluster, roles, Trigger(kind="cli", text=text, user=getpass.getuser()))
+    trigger = Trigger(kind="cli", text=text, user=getpass.getuser())
+    result = run_with_progress(flow, cluster or s.cluster, roles, trigger)
     keep_bundle(flow, result, save)
+    wait = _second_look_wait(result.diagnosis, second_look, as_json)
+    if wait:
+        if not as_json:
+            from rich.console import Console
+
+            from opsbot.cli.diagnosis_view import render
+
+            Console().print(render(result.diagnosis))
+        typer.echo(f"second look: probing again in {wait} s (the first diagnosis is above)", err=True)
+        time.sleep(wait)
+        first = result.bundle
+        flow.diagnose = lambda bundle: diagnose(bundle, chosen, previous=first)  # NRestarts moving since the first
+        result = run_with_progress(flow, cluster or s.cluster, roles, trigger)
+        keep_bundle(flow, result, None)
     _emit(result.diagnosis, as_json)
+
+
+SECOND_LOOK_DEFAULT_S = 60
+
+
+def _second_look_wait(d: Diagnosis, asked: int | None, as_json: bool) -> int | None:
+    """Seconds to wait before a second probe, or None: only when a finding says one would decide,
+    and the operator asked for it (--second-look) or agrees at a terminal prompt."""
+    if not any(f.second_look for f in d.findings):
+        return None
+    if asked:
+        return asked
+    if as_json or not sys.stdin.isatty():
+        return None
+    why = next(t for f in d.findings if f.second_look for t in f.decide)
+    return SECOND_LOOK_DEFAULT_S if typer.confirm(f"{why}\nProbe again in {SECOND_LOOK_DEFAULT_S} s?", err=True) else None
 
 
 @runbooks_app.command("lint")

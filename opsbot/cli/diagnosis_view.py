@@ -25,6 +25,8 @@ def _finding(i: int, f: Finding) -> Panel:
         body.add_row(_REMEDY_MARK[r.kind], f"{r.text}{approval}")
     if f.explains:
         body.add_row("explains", ", ".join(f.explains))
+    for text in f.decide:
+        body.add_row("would decide", text + (" (opsbot ask --second-look)" if f.second_look else ""))
     if f.missing_facts:
         body.add_row("not collected", ", ".join(f.missing_facts))
     title = Text.assemble((f"{i}. {f.incident}", SEVERITY_COLOUR.get(str(f.severity), "")), f"  {f.title}  ",

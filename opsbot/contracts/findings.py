@@ -29,6 +29,10 @@ class Finding(BaseModel):
     missing_facts: list[str] = Field(default_factory=list)
     facts: dict[str, Any] = Field(default_factory=dict, description="the fact values the condition read")
     explains: list[str] = Field(default_factory=list, description="findings this one accounts for, e.g. 'role-down on decode'")
+    decide: list[str] = Field(
+        default_factory=list, description="when another class may also hold: the evidence that would tell them apart"
+    )
+    second_look: bool = Field(False, description="a second probe would decide between this and a close class")
 
 
 class Undetermined(BaseModel):
@@ -52,7 +56,10 @@ class Diagnosis(BaseModel):
 
     def public(self) -> dict[str, Any]:
         """The public JSON contract of ``opsbot diagnose --json`` (most likely first; [] = healthy)."""
-        keys = ("incident", "severity", "roles", "evidence", "summary", "remedies", "title", "confidence", "missing_facts")
+        keys = (
+            "incident", "severity", "roles", "evidence", "summary", "remedies", "title", "confidence", "missing_facts",
+            "explains", "decide",
+        )
         return {
             "bundle": self.bundle,
             "findings": [f.model_dump(include=set(keys)) for f in self.findings],

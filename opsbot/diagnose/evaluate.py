@@ -29,12 +29,15 @@ def _remedy_role(kind: str | None, key: str, kinds: dict[str, str]) -> str:
     return next((k for k, kd in kinds.items() if kd == kind), kind)
 
 
-def _finding(rb: Runbook, key: str, scope: dict[str, Any], kinds: dict[str, str], used: dict, missing: tuple) -> Finding:
+def _finding(rb: Runbook, key: str, scope: dict[str, Any], kinds: dict[str, str], used: dict, missing: tuple,
+             context: cel.Context | None = None) -> Finding:
     spec = rb.spec
     roles = [key] + [k for k, kind in kinds.items() if kind in spec.affects and k != key]
+    conditions = rb.remedy_conditions or (None,) * len(spec.remedies)
     remedies = [
         Remedy(kind=r.kind, role=_remedy_role(r.role, key, kinds), approval=r.approval, text=t.render(scope).strip())
-        for r, t in zip(spec.remedies, rb.remedy_texts)
+        for r, t, cond in zip(spec.remedies, rb.remedy_texts, conditions)
+        if cond is None or context is None or cond.evaluate(context, scope).value is True
     ]
     confidence = max(0.1, spec.confidence * (1 - _MISSING_PENALTY * len(missing)))
     return Finding(
@@ -75,11 +78,18 @@ def _merge(findings: list[Finding]) -> list[Finding]:
     return list(out.values())
 
 
-def _order(findings: list[Finding], runbooks: dict[str, Runbook]) -> list[Finding]:
-    """Drop findings another finding explains (sharing a role); most severe, surest, most specific first."""
+def _order(findings: list[Finding], runbooks: dict[str, Runbook], nodes: dict[str, str] | None = None) -> list[Finding]:
+    """Drop findings another finding explains (sharing a role, a node, or any); most severe, surest,
+    most specific first."""
+    nodes = nodes or {}
+
+    def on(f: Finding) -> set[str]:
+        return {nodes[r] for r in f.roles if r in nodes}
+
     kept = []
     for f in findings:
-        by = [g for g in findings if runbooks[g.incident].explains(f.incident, bool(set(g.roles) & set(f.roles)))]
+        by = [g for g in findings
+              if g is not f and runbooks[g.incident].explains(f.incident, bool(set(g.roles) & set(f.roles)), bool(on(g) & on(f)))]
         if by:
             for g in by:
                 g.explains.append(f"{f.incident} on {f.roles[0]}")
@@ -91,27 +101,50 @@ def _order(findings: list[Finding], runbooks: dict[str, Runbook]) -> list[Findin
     )
 
 
-def diagnose(bundle: Bundle, runbooks: RunbookSet | None = None) -> Diagnosis:
-    """Findings for ``bundle``, most likely first; an empty list means healthy."""
+def diagnose(bundle: Bundle, runbooks: RunbookSet | None = None, previous: Bundle | None = None) -> Diagnosis:
+    """Findings for ``bundle``, most likely first; an empty list means healthy. ``previous``: an earlier
+    probe of the same roles (a second look), whose systemd state gives ``unit.restarts_moved``."""
     rs = runbooks if runbooks is not None else default_runbooks()
-    return evaluate(bundle_facts(bundle, rs.patterns, rs.metric_facts), rs, bundle.id)
+    return evaluate(bundle_facts(bundle, rs.patterns, rs.metric_facts, rs.exceptions, previous), rs, bundle.id)
+
+
+def _decide(findings: list[Finding], undetermined: list[Undetermined], by_id: dict[str, Runbook],
+            contexts: dict[str, tuple[cel.Context, dict[str, Any]]]) -> None:
+    """Say what would tell a finding apart from a close class that is also found, undetermined on its
+    roles, or whose ``when`` holds."""
+    present = {f.incident for f in findings} | {u.incident for u in undetermined}
+    for f in findings:
+        rb = by_id[f.incident]
+        context, scope = contexts[f.roles[0]]
+        for d, cond in zip(rb.spec.decide, rb.decide_conditions):
+            holds = d.vs in present or (cond is not None and cond.evaluate(context, scope).value is True)
+            if holds and d.text not in f.decide:
+                f.decide.append(d.text)
+                f.second_look = f.second_look or d.second_look
 
 
 def evaluate(facts: BundleFacts, rs: RunbookSet, bundle_id: str) -> Diagnosis:
     """Run every runbook over fact maps already built from a bundle."""
     findings: list[Finding] = []
     undetermined: list[Undetermined] = []
+    contexts: dict[str, tuple[cel.Context, dict[str, Any]]] = {}
     for key, scope in facts.scopes.items():
         kind = facts.kinds[key]
         books = [rb for rb in rs.runbooks if kind in rb.spec.roles]
         roots = {path.split(".", 1)[0] for rb in books for path in rb.condition.facts}
+        roots |= {path.split(".", 1)[0] for rb in books for c in (*rb.decide_conditions, *rb.remedy_conditions) if c
+                  for path in c.facts}
         context = cel.Context(variables={k: v for k, v in scope.items() if k in roots})  # convert only what CEL reads
+        contexts[key] = (context, scope)
         for rb in books:
             out = rb.condition.evaluate(context, scope, tuple(rb.spec.needs))
             if out.value is True:
-                findings.append(_finding(rb, key, scope, facts.kinds, out.used, out.missing))
+                findings.append(_finding(rb, key, scope, facts.kinds, out.used, out.missing, context))
             elif out.value is None:
                 undetermined.append(Undetermined(incident=rb.id, role=key, missing_facts=list(out.missing), error=out.error))
     problems = [str(p) for p in rs.problems] + facts.problems
     by_id = {rb.id: rb for rb in rs.runbooks}
-    return Diagnosis(bundle=bundle_id, findings=_merge(_order(findings, by_id)), undetermined=undetermined, problems=problems)
+    nodes = {key: scope.get("node", "") for key, scope in facts.scopes.items()}
+    ordered = _merge(_order(findings, by_id, nodes))
+    _decide(ordered, undetermined, by_id, contexts)
+    return Diagnosis(bundle=bundle_id, findings=ordered, undetermined=undetermined, problems=problems)

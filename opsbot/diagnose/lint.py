@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from opsbot.diagnose.exception_table import EXCEPTIONS_FILE, example_problems
 from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
 from opsbot.diagnose.runbook import PATTERNS_FILE, PatternFile, load_patterns, load_runbooks
 from opsbot.yamlsource import ConfigError, ConfigProblem, read_yaml
@@ -36,6 +37,7 @@ def lint(directory: Path) -> list[ConfigProblem]:
         problems += _example_problems(directory / PATTERNS_FILE)
     else:
         problems.append(ConfigProblem(str(directory / PATTERNS_FILE), None, "", "missing: runbooks read log patterns from it"))
+    problems += example_problems(directory / EXCEPTIONS_FILE)
     for rb in rs.runbooks:
         for other in rs.runbooks:
             if rb.id < other.id and rb.explains(other.id, True) and other.explains(rb.id, True):

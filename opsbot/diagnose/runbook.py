@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from opsbot.contracts.states import Severity
 from opsbot.diagnose.conditions import Condition, ConditionError
+from opsbot.diagnose.exception_table import EXCEPTIONS_FILE, ExceptionTable, load_exception_table
 from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
-from opsbot.parse.facts import unknown_fact
+from opsbot.parse.facts import PROGRESS_SOURCES, ROUTING_ERROR_COUNTERS, ROUTING_GAUGES, TRANSFER_QUEUES, unknown_fact
 from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
 
 RoleKind = Literal["prefill", "decode", "router"]
@@ -38,12 +39,29 @@ class RemedySpec(_Strict):
     role: RoleKind | None = Field(None, description="the role it acts on; default: the role the runbook matched")
     approval: Literal["required", "none"] = "none"
     text: str
+    when: str | None = Field(None, description="CEL: offer this remedy only when it holds (e.g. not while systemd restarts it)")
 
     @model_validator(mode="after")
     def _restart_needs_approval(self) -> RemedySpec:
         if self.kind == "restart" and self.approval != "required":
             raise ValueError("a restart always needs approval: write approval: required")
         return self
+
+
+class DecideSpec(_Strict):
+    """What would tell this class apart from another one that may also hold."""
+
+    vs: str = Field(description="the other incident id")
+    when: str | None = Field(None, description="CEL: also say it when this holds (else only when vs is found too)")
+    text: str = Field(description="the evidence that decides, e.g. 'a second probe in 60 s: NRestarts moving means crash loop'")
+    second_look: bool = Field(False, description="a second probe decides it: `opsbot ask --second-look` takes it")
+
+    @field_validator("vs")
+    @classmethod
+    def _known_vs(cls, v: str) -> str:
+        if v not in INCIDENT_IDS:
+            raise ValueError(f"{v!r} is not an incident id of spec/incidents.md")
+        return v
 
 
 class RunbookSpec(_Strict):
@@ -63,6 +81,7 @@ class RunbookSpec(_Strict):
         description="incident ids this one accounts for on a role it shares; 'id@any' on any role of the bundle",
     )
     confidence: float = Field(0.9, gt=0.0, le=1.0)
+    decide: list[DecideSpec] = Field(default_factory=list, description="evidence that tells it apart from close classes")
 
     @field_validator("id")
     @classmethod
@@ -76,7 +95,7 @@ class RunbookSpec(_Strict):
     @field_validator("explains")
     @classmethod
     def _known_explained(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if x.removesuffix("@any") not in INCIDENT_IDS]
+        bad = [x for x in v if x.removesuffix("@any").removesuffix("@node") not in INCIDENT_IDS]
         if bad:
             raise ValueError(f"unknown incident id(s) {bad}; use ids of spec/incidents.md")
         return v
@@ -85,6 +104,10 @@ class RunbookSpec(_Strict):
 class PatternSpec(_Strict):
     regex: str
     unless: str | None = Field(None, description="a line that also matches this is not counted")
+    words: list[str] = Field(
+        default_factory=list,
+        description="plain text of which a line must hold one before the regex runs (speed: a substring test is cheap)",
+    )
     source: str = Field(description="where the string comes from (SGLang file and versions)")
     examples: list[str] = Field(default_factory=list, description="real lines it must match")
 
@@ -106,8 +129,11 @@ class Pattern:
     name: str
     regex: re.Pattern[str]
     unless: re.Pattern[str] | None
+    words: tuple[str, ...] = ()
 
     def matches(self, line: str) -> bool:
+        if self.words and not any(w in line for w in self.words):
+            return False
         return self.regex.search(line) is not None and (self.unless is None or self.unless.search(line) is None)
 
 
@@ -166,9 +192,14 @@ class Runbook:
     def id(self) -> str:
         return self.spec.id
 
-    def explains(self, incident: str, shared_role: bool) -> bool:
-        """Whether a finding of ``incident`` is accounted for by this runbook's finding."""
-        return f"{incident}@any" in self.spec.explains or (shared_role and incident in self.spec.explains)
+    decide_conditions: tuple[Condition | None, ...] = ()
+    remedy_conditions: tuple[Condition | None, ...] = ()
+
+    def explains(self, incident: str, shared_role: bool, shared_node: bool = False) -> bool:
+        """Whether a finding of ``incident`` is accounted for by this runbook's finding: ``id`` on a role
+        they share, ``id@node`` on a role of the same node, ``id@any`` on any role."""
+        ex = self.spec.explains
+        return f"{incident}@any" in ex or (shared_role and incident in ex) or ((shared_role or shared_node) and f"{incident}@node" in ex)
 
 
 @dataclass
@@ -176,6 +207,7 @@ class RunbookSet:
     runbooks: list[Runbook] = field(default_factory=list)
     patterns: list[Pattern] = field(default_factory=list)
     problems: list[ConfigProblem] = field(default_factory=list)
+    exceptions: ExceptionTable = field(default_factory=ExceptionTable)
 
     def ids(self) -> list[str]:
         return [r.id for r in self.runbooks]
@@ -200,14 +232,18 @@ class RunbookSet:
                     if not parts:
                         wanted.update(dict.fromkeys(kinds))
                         continue
-                if parts[0] not in ("metrics", "delta", "rate"):
+                if parts[0] == "progress":  # the best source; older ones are FALLBACK_METRICS, read when it is absent
+                    parts = ["metrics", *(srcs[0][1] for srcs in PROGRESS_SOURCES.values()), *TRANSFER_QUEUES]
+                elif parts[0] == "routing":
+                    parts = ["metrics", *ROUTING_ERROR_COUNTERS, *ROUTING_GAUGES]
+                elif parts[0] not in ("metrics", "delta", "rate"):
                     continue
                 for kind in kinds:
                     names = wanted[kind]
                     if len(parts) < 2:
                         wanted[kind] = None
                     elif names is not None:
-                        names.add(parts[1])
+                        names.update(parts[1:])
         return {kind: None if names is None else frozenset(names) for kind, names in wanted.items()}
 
 
@@ -223,7 +259,7 @@ def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:
     out, problems = [], []
     for name, p in spec.patterns.items():
         try:
-            out.append(Pattern(name, re.compile(p.regex), re.compile(p.unless) if p.unless else None))
+            out.append(Pattern(name, re.compile(p.regex), re.compile(p.unless) if p.unless else None, tuple(p.words)))
         except re.error as exc:
             problems.append(ConfigProblem(str(path), lines.line_of(("patterns", name)), f"patterns.{name}", f"bad regex: {exc}"))
     return out, problems
@@ -262,10 +298,32 @@ def compile_runbook(path: Path, pattern_names: set[str]) -> Runbook:
                 loc = (key,) if key == "summary" else (key, i)
                 problems.append(ConfigProblem(str(path), lines.line_of(loc), ".".join(map(str, loc)), f"template: {exc.message}"))
         templates.append(tuple(compiled))
+    remedy_conds: list[Condition | None] = []
+    for i, r in enumerate(spec.remedies):
+        try:
+            remedy_conds.append(Condition(r.when) if r.when else None)
+        except ConditionError as exc:
+            problems.append(ConfigProblem(str(path), lines.line_of(("remedies", i, "when")), f"remedies.{i}.when", str(exc)))
+            continue
+        for fact in remedy_conds[-1].facts if remedy_conds[-1] else ():
+            why = unknown_fact(fact, pattern_names)
+            if why:
+                problems.append(ConfigProblem(str(path), lines.line_of(("remedies", i, "when")), f"remedies.{i}.when", why))
+    decides: list[Condition | None] = []
+    for i, d in enumerate(spec.decide):
+        try:
+            decides.append(Condition(d.when) if d.when else None)
+        except ConditionError as exc:
+            problems.append(ConfigProblem(str(path), lines.line_of(("decide", i, "when")), f"decide.{i}.when", str(exc)))
+            continue
+        for fact in decides[-1].facts if decides[-1] else ():
+            why = unknown_fact(fact, pattern_names)
+            if why:
+                problems.append(ConfigProblem(str(path), lines.line_of(("decide", i, "when")), f"decide.{i}.when", why))
     if problems:
         raise ConfigError(problems)
     assert condition is not None
-    return Runbook(spec, path, condition, templates[0][0], templates[1], templates[2])
+    return Runbook(spec, path, condition, templates[0][0], templates[1], templates[2], tuple(decides), tuple(remedy_conds))
 
 
 def load_runbooks(directory: Path = Path("runbooks")) -> RunbookSet:
@@ -277,10 +335,12 @@ def load_runbooks(directory: Path = Path("runbooks")) -> RunbookSet:
     patterns_path = directory / PATTERNS_FILE
     if patterns_path.exists():
         rs.patterns, rs.problems = load_patterns(patterns_path)
+    rs.exceptions, table_problems = load_exception_table(directory / EXCEPTIONS_FILE)
+    rs.problems += table_problems
     names = {p.name for p in rs.patterns}
     seen: dict[str, Path] = {}
     for path in sorted(directory.glob("*.yaml")):
-        if path.name == PATTERNS_FILE:
+        if path.name in (PATTERNS_FILE, EXCEPTIONS_FILE):
             continue
         try:
             rb = compile_runbook(path, names)

@@ -9,32 +9,90 @@ default: conditions that need it come out unknown. runbooks/README.md documents 
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
 from opsbot.parse.gpu import parse_gpu_csv
+from opsbot.parse.exceptions import RaisedException, crash_frames, parse_exceptions
+from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import parse_xid
-from opsbot.parse.logs import parse_log_lines
+from opsbot.parse.logs import LogEntry, parse_log_lines
 from opsbot.parse.metrics import parse_samples
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
 
 if TYPE_CHECKING:
+    from opsbot.diagnose.exception_table import ExceptionTable
     from opsbot.diagnose.runbook import Pattern
 
 UNIT_FACTS = frozenset(
     "id load_state active_state sub_state result n_restarts exec_main_status exec_main_code main_pid memory_current".split()
 )
+# read from the unit's state machine and systemd's own journal lines, not from SGLang's text
+UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exit_signal restarts_moved".split())
+EXCEPTION_FACTS = frozenset("count startup serving unknown incidents startup_incident type message stage writer".split())
+ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
+PROGRESS_FACTS = frozenset(
+    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting".split()
+)
+# Requests parked between prefill and decode, waiting for their KV cache to move (SGLang 0.4.6.post5 to
+# 0.5.23 metrics: decode's prealloc and transfer queues, prefill's inflight queue).
+TRANSFER_QUEUES = ("num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs", "num_prefill_inflight_queue_reqs")
+ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded".split())
+# The router's counters of failed routing, by error_type (sglang-router 0.2.1 sgl_router_*; sglang-router 0.3.2
+# and smg 1.13.0 smg_router_request_errors_total): the types that mean "no worker to send it to" start with
+# "no_" (no_workers, no_available_workers, no_healthy_worker_pair, no_prefill_servers, ...) or are a failed
+# server selection (sglang-router 0.2.1 handle_server_selection_error: "server_selection").
+ROUTING_ERROR_COUNTERS = ("smg_router_request_errors", "sgl_router_request_errors", "sgl_router_pd_errors")
+ROUTING_GAUGES = ("smg_worker_cb_state", "smg_worker_stalled", "smg_workers_overloaded")
+# Where token progress comes from, best first (SGLang 0.5.x late: realtime_tokens_total; 0.4.6.post5 and
+# 0.5.0rc2 metrics/collector.py: generation_tokens_total / prompt_tokens_total, counted as requests
+# finish, and the gen_throughput gauge, last set by the periodic Decode batch line).
+PROGRESS_SOURCES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "decode": (("delta", "realtime_tokens_decode", 'realtime_tokens_total{mode="decode"}'),
+               ("delta", "generation_tokens", "generation_tokens_total (moves as requests finish)"),
+               ("metrics", "gen_throughput", "gen_throughput gauge (last Decode batch line)")),
+    "prefill": (("delta", "realtime_tokens_prefill_compute", 'realtime_tokens_total{mode="prefill_compute"}'),
+                ("delta", "prompt_tokens", "prompt_tokens_total (moves as requests finish)")),
+}
+# Older names of the same figures → the names runbooks read (SGLang 0.4.6.post5 / 0.5.0rc2
+# metrics/collector.py; sglang-router 0.2.1 sgl_router_*, SMG/sglang-router >= 0.3 smg_*).
+METRIC_ALIASES = {
+    "num_prefill_infight_queue_reqs": "num_prefill_inflight_queue_reqs",
+    "num_prefill_prealloc_queue_reqs": "num_prefill_bootstrap_queue_reqs",
+    "total_retracted_reqs": "num_retracted_reqs",
+    "sgl_router_worker_health": "smg_worker_health",
+    "sgl_router_cb_state": "smg_worker_cb_state",
+    "sgl_router_running_requests": "smg_worker_requests_active",
+}
+# Families read only when the current names are absent (an older SGLang or router): parsed in a second
+# pass, so a current server pays nothing for them.
+FALLBACK_METRICS = frozenset(
+    {name for sources in PROGRESS_SOURCES.values() for _group, name, _label in sources[1:]} | set(METRIC_ALIASES)
+)
+
+
+def _current_names(deltas: dict[str, float], gauges: dict[str, float]) -> bool:
+    """Whether the role exports the current names (SGLang's realtime_tokens_total, the router's smg_*)."""
+    return any(k.startswith(("realtime_tokens", "smg_")) for k in (*deltas, *gauges))
 HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
 GPU_FACTS = frozenset(
-    "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes".split()
+    "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes"
+    " hardware_xid idle busy".split()
 )
-ROLE_ROOTS = frozenset("unit metrics delta rate health logs logs_window gpu failed role name node".split())
-TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "recall", "canary"}  # recall, canary: probe-wide
+# Xids an application causes (NVIDIA's Xid catalog, docs.nvidia.com/deploy/xid-errors: 13 graphics engine
+# exception, 31 GPU memory page fault, 43 GPU stopped processing, 45 preemptive cleanup): a software fault
+# such as an illegal memory access in a kernel, not a bad GPU. Every other code counts as hardware.
+APPLICATION_XIDS = frozenset({13, 31, 43, 45})
+ROLE_ROOTS = frozenset(
+    "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing".split()
+)
+TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors", "recall", "canary"}  # the last two: probe-wide
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
 # Metric names without the sglang:/sglang_ prefix (reference/sglang.md §1.4, §1.6).
@@ -50,7 +108,9 @@ GAUGES = frozenset(
     spec_accept_rate http_requests_active hicache_host_used_tokens hicache_host_total_tokens
     max_running_requests_under_SLO num_unique_running_routing_keys
     smg_worker_pool_size smg_worker_health smg_worker_connections_active smg_worker_requests_active
-    smg_worker_cb_state smg_worker_cb_consecutive_failures smg_http_connections_active""".split()
+    smg_worker_cb_state smg_worker_cb_consecutive_failures smg_http_connections_active
+    smg_worker_stalled smg_workers_overloaded smg_pd_prefill_admission_queued smg_pd_prefill_admission_inflight
+    sgl_router_active_workers sgl_router_worker_load""".split()
 )
 COUNTERS = frozenset(
     """realtime_tokens prompt_tokens generation_tokens num_requests num_aborted_requests cached_tokens
@@ -63,7 +123,11 @@ COUNTERS = frozenset(
     per_stage_req_latency_seconds
     smg_http_requests smg_http_responses smg_router_requests smg_router_request_errors smg_router_upstream_responses
     smg_worker_health_checks smg_worker_errors smg_worker_retries smg_worker_retries_exhausted
-    smg_worker_selection smg_worker_cb_transitions smg_worker_cb_outcomes""".split()
+    smg_worker_selection smg_worker_cb_transitions smg_worker_cb_outcomes smg_worker_stall_transitions
+    smg_pd_bootstrap_failures smg_pd_kv_transfer_failures smg_pd_rendezvous_failures smg_pd_prefill_admission_rejections
+    smg_pd_admission_sheds smg_worker_overload_shed
+    sgl_router_request_errors sgl_router_pd_errors sgl_router_pd_prefill_errors sgl_router_pd_decode_errors
+    sgl_router_retries_exhausted sgl_router_cb_state_transitions""".split()
 )
 
 
@@ -79,7 +143,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
     elif parts[0] not in TOP_ROOTS:
         return f"{path}: no fact group {parts[0]!r}; known: {', '.join(sorted(TOP_ROOTS))}"
     root, rest = parts[0], parts[1:]
-    if root in ("window_s", "failed", "role", "name", "node"):
+    if root in ("window_s", "failed", "role", "name", "node", "router_blocked", "routed_errors"):
         return f"{path}: {root} has no fields" if rest else None
     if not rest:
         return None  # the whole map, e.g. `"x" in logs`
@@ -87,12 +151,16 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
     if len(rest) > 1:
         return f"{path}: {root}.{leaf} has no fields"
     known = {
-        "unit": UNIT_FACTS,
+        "unit": UNIT_FACTS | UNIT_DERIVED,
+        "exception": EXCEPTION_FACTS,
+        "engine": ENGINE_FACTS,
+        "progress": PROGRESS_FACTS,
+        "routing": ROUTING_FACTS,
         "health": HEALTH_FACTS,
         "gpu": GPU_FACTS,
         "logs": pattern_names,
         "logs_window": pattern_names,
-        "metrics": GAUGES,
+        "metrics": GAUGES | set(METRIC_ALIASES.values()),
         "recall": RECALL_FACTS,
         "canary": CANARY_FACTS,
     }.get(root)
@@ -132,7 +200,31 @@ def _unit(ev: RoleEvidence, failed: list[str], problems: list[str]) -> tuple[dic
     started = None
     if u.active_state == "active":
         started = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
-    return _clean({k: getattr(u, k, None) for k in UNIT_FACTS}), started
+    facts = _clean({k: getattr(u, k, None) for k in UNIT_FACTS})
+    facts["restarting"] = u.sub_state == "auto-restart" or (u.active_state == "activating" and (u.n_restarts or 0) > 0)
+    if u.exec_main_code == 1 and u.exec_main_status is not None:
+        facts["exit_code"] = u.exec_main_status  # CLD_EXITED
+    elif u.exec_main_code in (2, 3) and u.exec_main_status:
+        facts["exit_signal"] = _signal_name(u.exec_main_status)  # CLD_KILLED, CLD_DUMPED
+    return facts, started
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _crash_looping(unit: dict[str, Any], restarts_logged: int | None) -> bool:
+    """systemd restarts it again and again: waiting to restart, or gave up after restarts, or (not active
+    now) its own journal shows two restarts or more in the window. A unit running again is not."""
+    restarts = unit.get("n_restarts") or 0
+    return bool(
+        unit.get("restarting")
+        or (unit.get("active_state") in ("failed", "activating") and restarts >= 1)
+        or ((restarts_logged or 0) >= 2 and unit.get("active_state") != "active")
+    )
 
 
 _SYSTEMD_TIME = re.compile(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? (UTC|GMT|Z|[+-]\d{2}:?\d{2})$")
@@ -179,7 +271,10 @@ def _metrics(
         failed.append("metrics")
         return {}, {}, {}, None
     try:
-        m = parse_samples(_unread_dropped(ev.metrics.samples), wanted)
+        samples = _unread_dropped(ev.metrics.samples)
+        m = parse_samples(samples, wanted)
+        if wanted is not None and not _current_names(m.deltas, m.gauges):
+            m = parse_samples(samples, wanted | FALLBACK_METRICS)
     except ValueError as exc:
         failed.append("metrics")
         problems.append(f"{ev.key}: metrics: {exc}")
@@ -205,7 +300,9 @@ _NOT_ALTERNABLE = re.compile(r"\\[1-9]|\(\?P=|\(\?[aiLmsux]")
 
 @lru_cache(maxsize=8)
 def _any_pattern(patterns: tuple[Pattern, ...]) -> re.Pattern[str] | None:
-    """One regex that matches where any pattern does (most lines match none), or None if unsafe."""
+    """One regex that matches where any pattern without ``words`` does (most lines match none), or None
+    if unsafe. Patterns with ``words`` are tried on their own, after their cheap substring test."""
+    patterns = tuple(p for p in patterns if not p.words)
     if any(_NOT_ALTERNABLE.search(p.regex.pattern) or p.regex.flags != re.UNICODE for p in patterns):
         return None  # a backreference or inline flag would change meaning inside an alternation
     try:
@@ -214,28 +311,127 @@ def _any_pattern(patterns: tuple[Pattern, ...]) -> re.Pattern[str] | None:
         return None
 
 
+@dataclass
+class _LogRead:
+    """What one pass over a role's journal gives: pattern counts, exceptions, engine lines, restarts."""
+
+    current: dict[str, Any] = field(default_factory=dict)
+    window: dict[str, Any] = field(default_factory=dict)
+    raised: list[RaisedException] = field(default_factory=list)
+    engine: dict[str, Any] = field(default_factory=dict)
+    restarts_logged: int | None = None
+    batch_lines: int = 0
+    current_batch_lines: int | None = None
+    error_line: LogEntry | None = None  # the application's last error line, when no line names a class
+
+
+# Lines that name their own class (a runbook reads them); a start-up error line is one of the others.
+_SPECIFIC_KINDS = frozenset({"oom", "nccl", "native", "kv-transfer", "watchdog", "xid", "health", "retract"})
+_ERROR_KINDS = frozenset({"crash", "traceback", "error"})
+_RESTART = re.compile(r"Scheduled restart job, restart counter is at (\d+)")
+_GLOG_START = re.compile(r"^\s*(?:\[rank\d+\]:)?\[?[IWEF]\d{4}")
+
+
+def _recent(entry: LogEntry, started: datetime | None) -> bool:
+    at = _line_time(entry.ts) if started else None
+    return started is None or at is None or at >= started
+
+
 def _logs(
-    ev: RoleEvidence, patterns: list[Pattern], started: datetime | None, failed: list[str]
-) -> tuple[dict[str, Any], dict[str, Any]]:
+    ev: RoleEvidence, patterns: list[Pattern], started: datetime | None, failed: list[str], table: ExceptionTable | None
+) -> _LogRead:
     """Pattern counts since the unit's current run started (``logs``) and over the whole journal window
-    (``logs_window``). Without a known start (unit not active, timestamp unreadable) both are the window;
-    a line whose time is unknown counts in both."""
+    (``logs_window``); exceptions over the window (``exception``); C++ components' error lines of the
+    current run (``engine``); systemd's restart lines. Without a known start (unit not active, timestamp
+    unreadable) the current run is the window; a line whose time is unknown counts in both."""
     if not ev.logs.ok:
         failed.append("logs")
-        return {}, {}
+        return _LogRead()
     window = dict.fromkeys((p.name for p in patterns), 0)
     current = dict(window)
     anything = _any_pattern(tuple(patterns))
-    for entry in parse_log_lines(ev.logs.raw):
-        if anything is not None and anything.search(entry.message) is None:
+    worded = [p for p in patterns if p.words]
+    entries = parse_log_lines(ev.logs.raw)
+    engine: dict[str, Any] = {"errors": 0, "transfer": 0, "nccl": 0, "components": []}
+    restarts = batches = current_batches = 0
+    error_line, specific = None, False
+    for entry in entries:
+        message = entry.message
+        if entry.process != "systemd":
+            specific = specific or entry.kind in _SPECIFIC_KINDS
+            if entry.kind in _ERROR_KINDS:
+                error_line = entry
+        if entry.kind == "batch":  # the heartbeat: no pattern is about it, and most lines are batch lines
+            batches += 1
+            current_batches += _recent(entry, started)
             continue
-        at = _line_time(entry.ts) if started else None
-        recent = started is None or at is None or at >= started
-        for p in patterns:
-            if p.matches(entry.message):
+        if _GLOG_START.match(message):
+            _engine_line(message, entry, started, table, engine)
+        elif entry.process == "systemd" and _RESTART.search(message):
+            restarts += 1
+        plain = anything is None or anything.search(message) is not None
+        recent = _recent(entry, started)
+        for p in patterns if plain else worded:
+            if p.matches(message):
                 window[p.name] += 1
                 current[p.name] += int(recent)
-    return current, window
+    raised = parse_exceptions((e.message, e.ts) for e in entries)
+    recent = (e.message for e in entries if _recent(e, started))  # a crash before the current run is history
+    crashed = table.crash_component(crash_frames(recent)) if table is not None else None
+    if crashed:
+        engine["crash"], engine["crash_incident"] = crashed
+    return _LogRead(current, window, raised, engine, restarts, batches, current_batches, None if specific else error_line)
+
+
+def _engine_line(message: str, entry: LogEntry, started: datetime | None, table: ExceptionTable | None, out: dict) -> None:
+    line = parse_glog(message)
+    if line is None or not line.is_error or not _recent(entry, started):
+        return
+    out["errors"] += 1
+    found = table.component(line.file) if table is not None else None
+    if found is None:
+        return
+    name, incident = found
+    if name not in out["components"]:
+        out["components"].append(name)
+    if incident == "kv-transfer-failure":
+        out["transfer"] += 1
+    elif incident == "nccl-failure":
+        out["nccl"] += 1
+
+
+def _exception_facts(
+    raised: list[RaisedException], table: ExceptionTable | None, served: bool, error_line: LogEntry | None = None
+) -> dict[str, Any]:
+    """``exception.*``: counts per stage, the classes the table gives, and the last one's type and text.
+
+    An exception whose frames do not say (none printed, or only a wrapper such as ``run_scheduler_process``)
+    in a role that never served in the window (no batch line, no /metrics) is placed at start-up: nothing
+    ran after start-up to raise it.
+    """
+    if not served:
+        raised = [replace(x, stage="startup") if x.stage == "unknown" else x for x in raised]
+        if error_line is not None and not any(x.stage == "startup" for x in raised):
+            # no exception printed as such: the application's last error line is the start-up error
+            raised.append(RaisedException("ErrorLine", error_line.message[:500], None, (), "startup", 10**9, error_line.ts))
+    if not raised:
+        return {"count": 0, "startup": 0, "serving": 0, "unknown": 0, "incidents": []}
+    classes = [table.incident(x) if table is not None else None for x in raised]
+    out: dict[str, Any] = {
+        "count": len(raised),
+        "startup": sum(x.stage == "startup" for x in raised),
+        "serving": sum(x.stage == "serving" for x in raised),
+        "unknown": sum(x.stage == "unknown" for x in raised),
+        "incidents": sorted({c for c in classes if c}),
+    }
+    startup = [(x, c) for x, c in zip(raised, classes) if x.stage == "startup"]
+    if startup and startup[-1][1]:
+        out["startup_incident"] = startup[-1][1]
+    last = (startup or list(zip(raised, classes)))[-1][0]  # the start-up error is the cause of a crash loop
+    out.update(type=last.type, message=last.message[:200], stage=last.stage)
+    if last.writer:
+        out["writer"] = last.writer
+    return out
 
 
 _GPU_LOST = ("Unable to determine the device handle", "GPU is lost", "No devices were found", "Unknown Error")
@@ -253,6 +449,7 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
         if node.kernel_log.ok:
             codes = [x.xid for x in parse_xid(node.kernel_log.raw)]
             out["xid"], out["xid_codes"] = len(codes), sorted(set(codes))
+            out["hardware_xid"] = sum(c not in APPLICATION_XIDS for c in codes)
         else:
             failed.append("kernel_log")
     raw = node.gpu.raw or ""
@@ -273,6 +470,9 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
     used = [r.memory_used_mib for r in rows if r.memory_used_mib is not None]
     if used:
         out["memory_used_mib"], out["memory_used_mib_sum"] = max(used), sum(used)
+    mine = [r.utilization_pct for r in rows if r.utilization_pct is not None and (not indices or r.index in indices)]
+    if mine:  # the role's GPUs at 0 % and above: one rank idle while the others work is a stalled rank
+        out["idle"], out["busy"] = sum(u == 0 for u in mine), sum(u > 0 for u in mine)
     for name in ("memory_total_mib", "utilization_pct", "temperature_c"):
         vals = [getattr(r, name) for r in rows if getattr(r, name) is not None]
         if vals:
@@ -280,8 +480,73 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
     return out
 
 
+def _aliased(gauges: dict[str, float], deltas: dict[str, float]) -> None:
+    """Older names of a figure also give it under the name runbooks read (when the new name is absent)."""
+    for old, new in METRIC_ALIASES.items():
+        for group in (gauges, deltas):
+            if old in group and new not in group:
+                group[new] = group[old]
+
+
+def _progress(gauges: dict[str, float], deltas: dict[str, float], window: float | None) -> dict[str, Any]:
+    """Token progress per phase from the best source the role's SGLang exports, naming the source."""
+    out: dict[str, Any] = {}
+    groups = {"delta": deltas, "metrics": gauges}
+    for phase, sources in PROGRESS_SOURCES.items():
+        for group, name, label in sources:
+            if name in groups[group]:
+                value = groups[group][name]
+                out[f"{phase}_tokens"] = value * window if group == "metrics" and window else value
+                out[f"{phase}_source"] = label
+                break
+    # "stalled" needs a proof: the per-token counter did not move, or (older SGLang) no request finished
+    # and the last Decode batch line's throughput was 0. A finish counter alone at 0 proves nothing.
+    if "realtime_tokens_decode" in deltas:
+        out["decode_stalled"] = deltas["realtime_tokens_decode"] == 0
+    elif "generation_tokens" in deltas and "gen_throughput" in gauges:
+        out["decode_stalled"] = deltas["generation_tokens"] == 0 and gauges["gen_throughput"] == 0
+    if "realtime_tokens_prefill_compute" in deltas:
+        out["prefill_stalled"] = deltas["realtime_tokens_prefill_compute"] == 0
+    waiting = [gauges[q] for q in TRANSFER_QUEUES if q in gauges]
+    if waiting:
+        out["transfer_waiting"] = sum(waiting)
+    return out
+
+
+def _with_journal_xids(gpu: dict[str, Any], ev: RoleEvidence) -> dict[str, Any]:
+    """Xid lines in the role's own journal count too (``hardware_xid``), by the same code rule."""
+    if ev.logs.ok and "Xid" in ev.logs.raw:
+        codes = [x.xid for x in parse_xid(ev.logs.raw)]
+        gpu["hardware_xid"] = gpu.get("hardware_xid", 0) + sum(c not in APPLICATION_XIDS for c in codes)
+        gpu["xid_codes"] = sorted(set(gpu.get("xid_codes", [])) | set(codes))
+    if ev.logs.ok:
+        gpu.setdefault("hardware_xid", 0)
+    return gpu
+
+
+def _routing(gauges: dict[str, float], deltas: dict[str, float]) -> dict[str, Any]:
+    """The router's own view: routing failures for want of a worker, breakers open, stalled/overloaded workers."""
+    if not any(k.startswith(("smg_", "sgl_router_")) for k in (*gauges, *deltas)):
+        return {}
+    errors = 0.0
+    for key, value in deltas.items():
+        for base in ROUTING_ERROR_COUNTERS:
+            kind = key[len(base) + 1:] if key.startswith(base + "_") else ""
+            if kind.startswith("no_") or kind == "server_selection":
+                errors += value
+    out: dict[str, Any] = {"no_worker_errors": errors}
+    if "smg_worker_cb_state" in gauges:
+        out["breaker_open"] = gauges["smg_worker_cb_state"] > 0  # 0 closed, 1 open, 2 half-open
+    if "smg_worker_stalled" in gauges:
+        out["stalled"] = gauges["smg_worker_stalled"]
+    if "smg_workers_overloaded" in gauges:
+        out["overloaded"] = gauges["smg_workers_overloaded"]
+    return out
+
+
 def role_facts(
-    bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str], metrics: frozenset[str] | None = None
+    bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str], metrics: frozenset[str] | None = None,
+    table: ExceptionTable | None = None,
 ) -> dict[str, Any]:
     """The facts of one role instance, without the cross-role ``roles`` map.
 
@@ -290,8 +555,17 @@ def role_facts(
     """
     failed: list[str] = []
     gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
+    _aliased(gauges, deltas)
     unit, started = _unit(ev, failed, problems)
-    logs, logs_window = _logs(ev, patterns, started, failed)
+    read = _logs(ev, patterns, started, failed, table)
+    logs, logs_window = read.current, read.window
+    if unit:
+        if read.restarts_logged is not None:
+            unit["restarts_logged"] = read.restarts_logged
+        unit["crash_looping"] = _crash_looping(unit, read.restarts_logged)
+    gpu = _with_journal_xids(_gpu(bundle.node(ev.node), ev.gpus, failed, problems), ev)
+    # a role that stopped (or restarts) without an Xid on its node: its last error line may be the start-up error
+    stopped = unit.get("active_state") in ("failed", "activating") or unit.get("n_restarts") or read.restarts_logged
     facts: dict[str, Any] = {
         "role": ev.role,
         "name": ev.key,
@@ -303,7 +577,16 @@ def role_facts(
         "health": _health(ev, failed),
         "logs": logs,
         "logs_window": logs_window,
-        "gpu": _gpu(bundle.node(ev.node), ev.gpus, failed, problems),
+        "gpu": gpu,
+        "exception": _exception_facts(
+            read.raised, table, bool(gauges) or read.batch_lines > 0,
+            read.error_line if stopped and not gpu.get("xid_codes") else None,
+        ) if ev.logs.ok else {},
+        "engine": read.engine,
+        "progress": _progress(gauges, deltas, window) | (
+            {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
+        ),
+        "routing": _routing(gauges, deltas),
     }
     facts["failed"] = failed
     if window is not None:
@@ -311,24 +594,54 @@ def role_facts(
     return facts
 
 
+def _restarts_moved(own: dict[str, dict[str, Any]], previous: Bundle) -> None:
+    """``unit.restarts_moved``: how far NRestarts moved since an earlier probe of the same role."""
+    for ev in previous.roles:
+        unit = own.get(ev.key, {}).get("unit")
+        if not unit or "n_restarts" not in unit or not ev.systemd.ok:
+            continue
+        try:
+            before = parse_unit(ev.systemd.raw).n_restarts
+        except ValueError:
+            continue
+        if before is not None:
+            unit["restarts_moved"] = unit["n_restarts"] - before
+            unit["crash_looping"] = unit["crash_looping"] or unit["restarts_moved"] > 0
+
+
+def _router_blocked(router: dict[str, Any]) -> bool:
+    """The router says it cannot route to a worker (its lines, its error counters, an open breaker)."""
+    routing = router.get("routing", {})
+    return bool(
+        router.get("logs", {}).get("router_no_workers") or routing.get("no_worker_errors") or routing.get("breaker_open")
+    )
+
+
 def bundle_facts(
-    bundle: Bundle, patterns: list[Pattern], metrics: Mapping[str, frozenset[str] | None] | None = None
+    bundle: Bundle, patterns: list[Pattern], metrics: Mapping[str, frozenset[str] | None] | None = None,
+    table: ExceptionTable | None = None, previous: Bundle | None = None,
 ) -> BundleFacts:
     """Fact maps for every role in the bundle, each with ``roles`` pointing at the others.
 
     ``metrics``: per role kind, the metric facts wanted (``RunbookSet.metric_facts``); a kind
     it does not name, or no mapping, gets every family parsed.
     """
-    out = BundleFacts()
-    out.problems.extend(getattr(bundle, "section_problems", None) or [])
+    out = BundleFacts(problems=[f"bundle: {p}" for p in bundle.problems])
     probe_wide = {"recall": recall_facts(bundle.recall), "canary": canary_facts(bundle.canary)}
     wanted = metrics or {}
-    own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role)) for ev in bundle.roles}
+    own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role), table) for ev in bundle.roles}
+    if previous is not None:
+        _restarts_moved(own, previous)
     peers: dict[str, dict[str, Any]] = {}
     for ev in bundle.roles:
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind
         peers[ev.key] = own[ev.key]
+    routers = [own[ev.key] for ev in bundle.roles if ev.role == "router"]
+    blocked = any(_router_blocked(r) for r in routers)
     for ev in bundle.roles:
-        out.scopes[ev.key] = {**own[ev.key], **probe_wide, "roles": peers}
+        # the 5xx answers the router logged from workers of this role's kind (SMG/sgl-router pd_router lines)
+        routed = sum(r.get("logs", {}).get(f"{ev.role}_error_status", 0) for r in routers)
+        out.scopes[ev.key] = {**own[ev.key], **probe_wide, "roles": peers, "router_blocked": blocked,
+                              "routed_errors": routed}
         out.kinds[ev.key] = ev.role
     return out

@@ -20,7 +20,9 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
         "kv-transfer",
         r"KVTransferError|(Decode|Prefill) (transfer|bootstrap|handshake) failed|(Lost|Losing) connection with"
         r" prefill|Failed to send kv chunk|Could not fetch prefill|timed out when bootstrapping|fail to receive"
-        r" KV Cache transfer|Failed to get kvcache|Transfer thread failed|Mooncake memory registration failed",
+        r" KV Cache transfer|Failed to get kvcache|Transfer thread failed|Mooncake memory registration failed"
+        r"|retry counter exceeded|Work Request Flushed|Failed to modify QP|Error fetching prefill|segment descriptor"
+        r"|[Mm]ooncake|NIXL|nixl|UCX|RDMA|ibv_",
     ),
     ("watchdog", r"watchdog timeout|Watchdog timeout"),
     ("retract", r"KV cache pool is full\. Retract requests|retract_decode"),
@@ -39,10 +41,20 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
     ),
     ("health", r"Health check failed"),
     # the router's worker-health strings (reference/sglang.md §6.2), logged at WARN as often as ERROR
-    ("router-workers", r"No healthy worker|no_healthy_worker|insufficient healthy workers"),
+    (
+        "router-workers",
+        r"No healthy worker|no_healthy_worker|insufficient healthy workers|No available (prefill |decode |encode )?workers"
+        r"|Failed to select PD pair|No available servers|circuits open|circuit breaker open|Circuit breaker state transition",
+    ),
+    # glog E/F lines of the C++ libraries (Mooncake, NIXL, c10d) and native crash dumps (faulthandler, UCX)
+    (
+        "native",
+        r"^(\[rank[0-9]+\]:)?\[?[EF][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}|Fatal Python error|Caught signal [0-9]+|==== backtrace"
+        r"|^\s*[0-9]+\s+/\S+.*\[0x[0-9a-f]+\]\s*$",
+    ),
     ("queue-full", r"The request queue is full\.|Request (waiting|running) timeout reached"),
     ("traceback", r"Traceback \(most recent call last\)|^\s+File \"|^[A-Za-z_.]*(Error|Exception)\b"),
-    ("batch", r"(Prefill|Decode) batch[ ,\[]"),
+    ("batch", r"(Prefill|Decode) batch[ ,.\[]"),  # 0.4.x writes "Decode batch. #running-req: ..."
     ("error", r"ERROR|CRITICAL|FATAL|Error|error|Exception|exception|abort"),
 )
 
@@ -105,7 +117,7 @@ def parse_log_lines(raw: str) -> list[LogEntry]:
     return [parse_log_line(line) for line in raw.splitlines() if line.strip() and line.strip() != "-- No entries --"]
 
 
-_BATCH = re.compile(r"^(?P<phase>Prefill|Decode) batch(?: \[\d+\])?, (?P<rest>.*)$")
+_BATCH = re.compile(r"^(?P<phase>Prefill|Decode) batch(?: \[\d+\])?[.,] (?P<rest>.*)$")
 _FIELD = re.compile(r"(#?[A-Za-z][\w ()/-]*?): (-?\d+(?:\.\d+)?)(?=,|$)")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from opsbot.inventory import NAME_RE
 
@@ -20,6 +20,21 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+# FNV-1a 64 over the sorted label names and values, each followed by the byte 255: what
+# Alertmanager's alerts carry as their fingerprint (prometheus/common v0.70 model/signature.go
+# labelSetToFingerprint, model/fnv.go, model/fingerprinting.go prints it as %016x).
+_FNV_OFFSET64, _FNV_PRIME64, _SEPARATOR = 14695981039346656037, 1099511628211, 255
+
+
+def label_fingerprint(labels: dict[str, str]) -> str:
+    """The fingerprint Alertmanager computes from an alert's labels (``LabelSet.Fingerprint()``)."""
+    h = _FNV_OFFSET64
+    for name in sorted(labels):
+        for byte in (*name.encode(), _SEPARATOR, *labels[name].encode(), _SEPARATOR):
+            h = ((h ^ byte) * _FNV_PRIME64) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
 class Alert(_Open):
     status: Literal["firing", "resolved"]
     labels: dict[str, str] = Field(default_factory=dict)
@@ -27,7 +42,17 @@ class Alert(_Open):
     startsAt: datetime
     endsAt: datetime | None = None
     generatorURL: str = ""
-    fingerprint: str = Field(min_length=1, max_length=64)
+    fingerprint: str = Field(min_length=1, max_length=64, description="absent before Alertmanager 0.19: computed from the labels")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fingerprint_from_labels(cls, data: object) -> object:
+        """Version-4 webhooks of Alertmanager before 0.19 carry no fingerprint: compute it as it does."""
+        if isinstance(data, dict) and data.get("fingerprint") is None:
+            labels = data.get("labels") or {}
+            if isinstance(labels, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+                return {**data, "fingerprint": label_fingerprint(labels)}
+        return data
 
     @field_validator("labels")
     @classmethod

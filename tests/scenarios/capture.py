@@ -3,7 +3,7 @@ state, run a real probe, label the bundle with the class it must be diagnosed as
 
     python -m tests.scenarios.capture [--sglang-version 0.5.12] [NAME ...]   # root, systemd-nspawn, lab rootfs
 
-Writes ``tests/scenarios/lab/<name>.json`` (``<name>-0.5.12.json`` when the emulator imitates
+Writes ``tests/scenarios/dev/<name>.json`` (lab bundles are the lab's, not the field's: always dev/) (``<name>-0.5.12.json`` when the emulator imitates
 0.5.12's labels and wording); the lab is torn down at the end.
 """
 
@@ -25,8 +25,9 @@ from opsbot.collect.probe import probe
 from opsbot.collect.recall import RecallPlan, recall_bundle
 from opsbot.diagnose import diagnose
 from opsbot.lab.nodes import Lab, isolated_settings
+from tests.scenarios.split import DEV
 
-OUT = Path(__file__).parent / "lab"
+OUT = DEV
 console = Console(stderr=True)
 
 

@@ -43,36 +43,56 @@ class RoleSpec:
     logs_error: str | None = None
     gpus: tuple[int, ...] | None = None  # default: 0-3 for prefill/decode, none for the router
     started: datetime = T0 - timedelta(minutes=20)  # ExecMainStartTimestamp; journal lines are T0-60s on
+    # What older versions, other tools and refused requests give (see probe-bundle-v1.md):
+    labels: dict[str, str] | None = None  # the version's scheduler labels (None: 0.5.12+ labels)
+    prefix: str = "sglang:"  # "sglang_" for scrapes through the router's /engine_metrics
+    nulls: bool = False  # values that could not be collected are null, not empty strings
+    drop: tuple[str, ...] = ()  # evidence sections absent from the bundle (e.g. "metrics", "logs")
+    main_code: int | None = None  # systemd ExecMainCode: 1 exited, 2 killed, 3 dumped
+    health_body: str | None = None  # the /health body when it is not the default one
+    proc: str = "python3"  # the journal's process name
+    history: list[str] = field(default_factory=list)  # lines from T0-14min: before a recent restart, in the window
 
 
-def _labels(role: str, extra: dict[str, str] | None = None) -> str:
+def _labels(role: str, extra: dict[str, str] | None = None, version: dict[str, str] | None = None) -> str:
     if role == "router":
         base: dict[str, str] = {}
+    elif version is not None:
+        base = dict(version)
     else:
         base = {"engine_type": role, "model_name": MODEL, "moe_ep_rank": "0", "pp_rank": "0", "tp_rank": "0"}
     base.update(extra or {})
     return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(base.items())) + "}" if base else ""
 
 
-def _metric_name(role: str, name: str) -> str:
-    return name if name.startswith("smg_") else f"sglang:{name}"
+def _metric_name(spec: RoleSpec, name: str) -> str:
+    return name if name.startswith(("smg_", "sgl_router_")) else f"{spec.prefix}{name}"
+
+
+def _split(key: str) -> tuple[str, dict[str, str] | None]:
+    """``name{a=1,b=2}`` → ("name", {"a": "1", "b": "2"}); label values hold no comma."""
+    name, _, label = key.partition("{")
+    return name, dict(pair.split("=", 1) for pair in label.rstrip("}").split(",")) if label else None
 
 
 def exposition(spec: RoleSpec, second: bool) -> str:
-    """The /metrics body; counter names may carry one label as ``name{label=value}``."""
+    """The /metrics body; metric names may carry labels as ``name{label=value,other=value}``."""
     lines: list[str] = []
-    for name, value in spec.gauges.items():
-        full = _metric_name(spec.role, name)
-        lines += [f"# TYPE {full} gauge", f"{full}{_labels(spec.role)} {float(value)}"]
     typed: set[str] = set()
+    for key, value in spec.gauges.items():
+        name, extra = _split(key)
+        full = _metric_name(spec, name)
+        if full not in typed:
+            lines.append(f"# TYPE {full} gauge")
+            typed.add(full)
+        lines.append(f"{full}{_labels(spec.role, extra, spec.labels)} {float(value)}")
     for key, (first, delta) in spec.counters.items():
-        name, _, label = key.partition("{")
-        extra = dict([label.rstrip("}").split("=", 1)]) if label else None
-        full = _metric_name(spec.role, name)
+        name, extra = _split(key)
+        full = _metric_name(spec, name)
         if full not in typed:
             lines.append(f"# TYPE {full} counter")
             typed.add(full)
-        lines.append(f"{full}_total{_labels(spec.role, extra)} {float(first + (delta if second else 0))}")
+        lines.append(f"{full}_total{_labels(spec.role, extra, spec.labels)} {float(first + (delta if second else 0))}")
     return "\n".join(lines) + "\n"
 
 
@@ -87,7 +107,7 @@ def systemd_raw(spec: RoleSpec) -> str:
             f"Result={spec.result}",
             f"NRestarts={spec.restarts}",
             f"ExecMainStatus={spec.exit_status}",
-            f"ExecMainCode={1 if running else 2}",
+            f"ExecMainCode={spec.main_code if spec.main_code is not None else (1 if running else 2)}",
             f"ExecMainStartTimestamp={spec.started.strftime('%a %Y-%m-%d %H:%M:%S')} UTC",
             f"ActiveEnterTimestamp={(spec.started + timedelta(seconds=1)).strftime('%a %Y-%m-%d %H:%M:%S')} UTC",
             f"StateChangeTimestamp={(spec.started + timedelta(seconds=1)).strftime('%a %Y-%m-%d %H:%M:%S')} UTC",
@@ -98,14 +118,22 @@ def systemd_raw(spec: RoleSpec) -> str:
 
 
 def journal(spec: RoleSpec) -> str:
+    """The journal window: ``systemd:`` lines come from systemd, ``raw:`` lines are printed as the
+    process wrote them (C++ glog lines, the router's lines, a thread's own stamps), the rest get
+    SGLang's ``[time TP0]`` prefix. ``history`` lines are one second apart from T0-14min, ``logs``
+    lines one second apart from T0-60s (closer when many)."""
     out = []
-    for i, line in enumerate(spec.logs):
-        t = T0 - timedelta(seconds=60 - i)
+    step = min(1.0, 58.0 / max(len(spec.logs), 1))
+    stamped = [(T0 - timedelta(minutes=14, seconds=-i), 4100, line) for i, line in enumerate(spec.history)]  # the run before
+    stamped += [(T0 - timedelta(seconds=60 - i * step), 4242, line) for i, line in enumerate(spec.logs)]
+    for t, pid, line in stamped:
         if line.startswith("systemd:"):
             out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}+0000 {NODES[spec.role]} systemd[1]: {line[8:].strip()}")
+        elif line.startswith("raw:"):
+            out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}+0000 {NODES[spec.role]} {spec.proc}[{pid}]: {line[4:]}")
         else:
             stamp = t.strftime("%Y-%m-%d %H:%M:%S")
-            out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}+0000 {NODES[spec.role]} python3[4242]: [{stamp} TP0] {line}")
+            out.append(f"{t.strftime('%Y-%m-%dT%H:%M:%S')}+0000 {NODES[spec.role]} {spec.proc}[{pid}]: [{stamp} TP0] {line}")
     return "\n".join(out) + ("\n" if out else "")
 
 
@@ -114,22 +142,32 @@ def env(ok_error: str | None, **fields: Any) -> dict[str, Any]:
 
 
 def role_evidence(spec: RoleSpec, window_s: float = 3.0) -> dict[str, Any]:
-    samples = [] if spec.metrics_error else [
+    none = None if spec.nulls else ""  # what an uncollected text is written as
+    samples = ([] if not spec.nulls else None) if spec.metrics_error else [
         {"at": iso(T0), "raw": exposition(spec, second=False)},
         {"at": iso(T0 + timedelta(seconds=window_s)), "raw": exposition(spec, second=True)},
     ]
-    health = env(spec.health_error, endpoint="/health", status=spec.health,
-                 body="" if spec.health is None else ("OK" if spec.health == 200 else "Service Unavailable"))
-    return {
+    body = spec.health_body if spec.health_body is not None else (
+        none if spec.health is None else ("OK" if spec.health == 200 else "Service Unavailable"))
+    health = env(spec.health_error, endpoint="/health", status=spec.health, body=body)
+    evidence = {
         "role": spec.role,
         "node": NODES[spec.role],
         "unit": UNITS[spec.role],
         "gpus": list(spec.gpus if spec.gpus is not None else (() if spec.role == "router" else (0, 1, 2, 3))),
-        "systemd": env(spec.systemd_error, raw="" if spec.systemd_error else systemd_raw(spec)),
+        "systemd": env(spec.systemd_error, raw=none if spec.systemd_error else systemd_raw(spec)),
         "metrics": env(spec.metrics_error, samples=samples),
         "health": health,
-        "logs": env(spec.logs_error, since=iso(T0 - timedelta(minutes=15)), raw="" if spec.logs_error else journal(spec), truncated=False),
+        "logs": env(spec.logs_error, since=iso(T0 - timedelta(minutes=15)), raw=none if spec.logs_error else journal(spec),
+                    truncated=None if spec.nulls and spec.logs_error else False),
     }
+    if spec.nulls:
+        for key in ("systemd", "metrics", "health", "logs"):
+            if evidence[key]["error"] is not None:
+                evidence[key]["elapsed_ms"] = None
+    for key in spec.drop:
+        evidence.pop(key, None)
+    return evidence
 
 
 def gpu_csv(n: int, used_mib: float = 120000.0, lost: tuple[int, ...] = ()) -> str:

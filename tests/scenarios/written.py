@@ -3,19 +3,18 @@
 Each bundle carries a ``label``: the class it must be diagnosed as (``healthy`` = no finding),
 classes that may also be reported, classes that must not be, and the thread it comes from.
 Log lines follow the wording quoted in the thread (or SGLang's source where the thread
-paraphrases). Run ``python -m tests.scenarios.written`` to rewrite ``tests/scenarios/written/``.
+paraphrases). Run ``python -m tests.scenarios.written`` to rewrite them into ``dev/`` and ``test/``
+(the part chosen by the source, see ``split.py``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 
 from tests.scenarios.compose import T0, RoleSpec, compose, gpu_csv, healthy_roles
+from tests.scenarios.split import write
 
-OUT = Path(__file__).parent / "written"
 SCENARIOS: dict[str, Callable[[], dict]] = {}
 
 ABORT = ("Decode transfer failed for request rank=0 decode_req.req.rid='{rid}' decode_req.req.bootstrap_room={room} "
@@ -390,16 +389,6 @@ def _router_ok():
     return list(_roles()), {}
 
 
-def write(out: Path = OUT) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, build in SCENARIOS.items():
-        path = out / f"{name}.json"
-        path.write_text(json.dumps(build(), indent=1) + "\n", encoding="utf-8")
-        paths.append(path)
-    return paths
-
-
 if __name__ == "__main__":
-    for p in write():
+    for p in write(SCENARIOS):
         print(p)

@@ -1,0 +1,155 @@
+"""Exceptions as structure: Python tracebacks (SGLang's ``X hit an exception: Traceback ...`` blocks
+included) and argparse refusals → ``RaisedException`` with its type, message, writer and stage.
+
+The stage is read from the frames, not from the message: an exception raised under an event loop
+(``run_event_loop``, ``event_loop_*``, ``handle_loop``) happened while serving; one raised under a
+constructor, a loader or the launcher (``__init__``, ``load_model``, ``init_*``, ``launch_server``,
+module import) happened at start-up. Frame names are those of SGLang 0.4.6.post5 and 0.5.23
+(managers/scheduler.py ``run_scheduler_process``: ``Scheduler(...)`` then ``run_event_loop()``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+Stage = Literal["startup", "serving", "unknown"]
+
+_TRACEBACK = re.compile(r"(?:(?P<writer>[A-Z]\w*) hit an exception: )?Traceback \(most recent call last\):")
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<func>[\w<>.]+)')
+# an exception line: a dotted identifier (a type), then ": message" or nothing; never indented
+_RAISED = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$")
+_ARGPARSE = re.compile(r"^(?P<prog>[\w.-]+(?:\.py)?): error: (?P<msg>.+)$")
+# SGLang's launcher's own verdict on a failed start (entrypoints/http_server.py _wait_and_warmup,
+# 0.4.6.post5 and 0.5.23: "Initialization failed. warmup error: {traceback}"; engine.py 0.5.23:
+# "Initialization failed. Please see the error messages above.")
+_INIT_FAILED = re.compile(r"Initialization failed\. (?P<msg>.*)$")
+# torch.distributed prefixes every line a rank prints ("[rank0]: ValueError: ..."); so do multiprocessing
+# workers written as "(pid=123)" by some launchers
+_RANK_PREFIX = re.compile(r"^(?:\[rank\d+\]:\s?|\((?:\w+ )?pid=\d+\)\s)")
+_NAMES_A_TYPE = re.compile(r"Error|Exception|Exit|Interrupt")  # a cheap test before _RAISED
+_CHAINED = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
+
+_SERVING = re.compile(r"^(?:run_event_loop|event_loop\w*|handle_loop|process_input_requests|run_batch|process_batch_result\w*)$")
+_STARTUP = re.compile(
+    r"^(?:__init__|__post_init__|<module>|load_model|load_weights|initialize|init_\w+|_init_\w+|launch_server|launch_engine"
+    r"|_launch_subprocesses|from_cli_args|parse_args|check_server_args|_handle_\w+|from_pretrained|get_config|capture\w*"
+    r"|configure_scheduler_process|_set_envs_and_config|profile_max_num_token)$"
+)
+_STARTUP_TYPES = re.compile(r"(?:^|\.)(?:ImportError|ModuleNotFoundError|ArgumentError|SyntaxError)$")
+
+
+@dataclass(frozen=True)
+class RaisedException:
+    """One exception the log shows: ``type`` as printed (``torch.OutOfMemoryError``), its message,
+    the process part that wrote it (``Scheduler``, ``TokenizerManager``; None when not said), the
+    frames' function names outermost first, and the stage those frames place it in."""
+
+    type: str
+    message: str
+    writer: str | None = None
+    frames: tuple[str, ...] = ()
+    stage: Stage = "unknown"
+    index: int = 0
+    ts: str | None = None
+
+    @property
+    def short_type(self) -> str:
+        return self.type.rsplit(".", 1)[-1]
+
+
+def stage_of(frames: Iterable[str], type_: str) -> Stage:
+    """``serving`` when any frame is an event loop, else ``startup`` when a frame (or the type) is one
+    of start-up's, else ``unknown`` (e.g. only ``run_scheduler_process``, which wraps both)."""
+    funcs = tuple(frames)
+    if any(_SERVING.match(f) for f in funcs):
+        return "serving"
+    if any(_STARTUP.match(f) for f in funcs) or _STARTUP_TYPES.search(type_):
+        return "startup"
+    return "unknown"
+
+
+@dataclass
+class _Open:
+    writer: str | None
+    start: int
+    ts: str | None
+    frames: list[str] = field(default_factory=list)
+
+
+def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedException]:
+    """Exceptions in log messages (each ``(message, timestamp)``, prefixes already stripped), in order.
+
+    A traceback ends at its exception line; a chained traceback (``During handling of ...``) keeps
+    the writer of the first. An exception line outside a traceback (a logged ``ValueError: ...``)
+    counts too, without frames; so does an argparse ``prog: error: ...`` refusal (a start-up error).
+    Garbage never raises: a traceback that never ends is dropped.
+    """
+    out: list[RaisedException] = []
+    open_: _Open | None = None
+    for i, (message, ts) in enumerate(messages):
+        text = _RANK_PREFIX.sub("", message.rstrip(), count=1) if message.startswith(("[rank", "(")) else message.rstrip()
+        init = _INIT_FAILED.search(text) if "Initialization failed" in text else None
+        if init:  # the launcher's verdict; the traceback it may carry is parsed as well
+            out.append(RaisedException("InitializationFailed", init["msg"][:500], "launcher", (), "startup", i, ts))
+        tb = _TRACEBACK.search(text) if "Traceback (most recent" in text else None
+        if tb:
+            open_ = _Open(tb["writer"] or (open_.writer if open_ else None), i, ts)
+            continue
+        if open_ is not None:
+            frame = _FRAME.match(text)
+            if frame:
+                open_.frames.append(frame["func"])
+                continue
+            raised = _RAISED.match(text)
+            if raised:
+                out.append(_raised(raised["type"], raised["msg"] or "", open_.writer, tuple(open_.frames), open_.start, open_.ts))
+                open_ = None
+                continue
+            if text.startswith((" ", "\t")) or not text or set(text) <= set("^~ "):
+                continue  # source lines and carets under a frame
+            if i - open_.start > 200:
+                open_ = None
+            continue
+        if _CHAINED.match(text):
+            continue
+        raised = _RAISED.match(text) if _NAMES_A_TYPE.search(text) else None
+        if raised:
+            out.append(_raised(raised["type"], raised["msg"] or "", None, (), i, ts))
+            continue
+        if init:
+            continue
+        argp = _ARGPARSE.match(text) if ": error: " in text else None
+        if argp:
+            out.append(RaisedException("ArgumentError", argp["msg"], argp["prog"], (), "startup", i, ts))
+    return out
+
+
+# A native crash: Python's faulthandler ("Fatal Python error: Segmentation fault", then
+# 'File "...", line 75 in transfer_sync') or UCX/glibc backtraces (' 5  /path/libuct.so(sym+0x8a) [0x..]').
+_CRASH = re.compile(r"Fatal Python error: |Caught signal \d+ \(|\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS)|==== backtrace")
+_CRASH_FRAME = re.compile(r'^\s*(?:File "(?P<file>[^"]+)", line \d+ in (?P<func>\S+)|\d+\s+(?P<lib>/\S+?)(?:\((?P<sym>[^)+]*)[^)]*\))?\s*\[0x[0-9a-f]+\])\s*$')
+
+
+def crash_frames(messages: Iterable[str]) -> list[str]:
+    """The files and libraries (with the function, ``path:func``) of native crash dumps in the log."""
+    out: list[str] = []
+    inside = False
+    for message in messages:
+        if ("rror" in message or "ignal" in message or "===" in message) and _CRASH.search(message):
+            inside = True
+            continue
+        if not inside:
+            continue
+        m = _CRASH_FRAME.match(message)
+        if m:
+            out.append(f"{m['file'] or m['lib']}:{m['func'] or m['sym'] or ''}")
+        elif message.strip() and not message.lstrip().startswith(("Thread ", "Current thread", "Stack (most recent", "Extension modules")):
+            inside = False
+    return out
+
+
+def _raised(type_: str, msg: str, writer: str | None, frames: tuple[str, ...], index: int, ts: str | None) -> RaisedException:
+    return RaisedException(type_, msg.strip()[:500], writer, frames, stage_of(frames, type_), index, ts)

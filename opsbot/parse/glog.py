@@ -1,0 +1,38 @@
+"""glog-style lines of the C++ libraries under SGLang → ``GlogLine`` (severity, file, line, message).
+
+``E0603 20:16:59.104586 27322 worker_pool.cpp:271] Worker: Process failed for slice ...`` is how
+Mooncake's transfer engine (glog ``LOG(ERROR)``), NIXL and PyTorch's c10d
+(``[rank1]:[E1129 10:00:01.000000000 ProcessGroupNCCL.cpp:616] ...``) write. The file names the
+component that wrote the line (the table in runbooks/exceptions.yaml), which says more than the text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# glog: Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg; c10d puts it in brackets after "[rankN]:"
+_GLOG = re.compile(
+    r"^(?:\[rank\d+\]:)?\[?(?P<sev>[IWEF])(?P<date>\d{4}|\d{8}) (?P<time>\d{2}:\d{2}:\d{2}\.\d+)\s+(?:(?P<thread>\d+) )?"
+    r"(?P<file>[\w./+-]+\.(?:cpp|cc|cxx|c|h|hpp|rs|py)):(?P<line>\d+)\]\s?(?P<msg>.*)$"
+)
+
+
+@dataclass(frozen=True)
+class GlogLine:
+    severity: str  # I, W, E or F
+    file: str  # the base name, e.g. worker_pool.cpp
+    line: int
+    message: str
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity in ("E", "F")
+
+
+def parse_glog(message: str) -> GlogLine | None:
+    """The glog line in ``message`` (journald/SGLang prefixes already stripped), or None."""
+    m = _GLOG.match(message.strip())
+    if not m:
+        return None
+    return GlogLine(m["sev"], m["file"].rsplit("/", 1)[-1], int(m["line"]), m["msg"])

@@ -1,0 +1,1355 @@
+"""Write the field corpus: bundles a probe would have collected during incidents reported in
+public threads (SGLang, Mooncake, NIXL, NCCL, the router in its sgl-router and SMG forms).
+
+Each scenario cites its thread in ``label.source`` and keeps the thread's log lines verbatim.
+What the thread does not quote (unit state, metrics, /health) is written the way the thread's
+SGLang version, router and systemd would show that failure: a crash loop is ``activating
+(auto-restart)`` with ``NRestarts`` climbing; a refused /health has a null status and body; an
+old version exposes its own metric names and batch lines (read in that version's wheel, see
+``deployments.py``). Run ``python -m tests.scenarios.field`` to rewrite them into ``dev/`` and ``test/``
+(the part chosen by the thread, see ``split.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from tests.scenarios.compose import T0, RoleSpec, compose, gpu_csv
+from tests.scenarios.deployments import crashloop, died, failed, raw, recovered, roles
+from tests.scenarios.split import write
+
+SCENARIOS: dict[str, Callable[[], dict]] = {}
+RAW: dict[str, tuple[Callable[[], tuple[list[RoleSpec], dict]], str]] = {}  # name -> (roles function, source)
+
+
+def scenario(name: str, expected: str, source: str, note: str, also: tuple[str, ...] = (), must_not: tuple[str, ...] = ()):
+    def wrap(fn: Callable[[], tuple[list[RoleSpec], dict]]) -> Callable[[], dict]:
+        def build() -> dict:
+            roles, kw = fn()
+            data = compose(roles, bundle_id=f"field-{name}", **kw)
+            data["label"] = {"expected": expected, "also": list(also), "must_not": list(must_not), "source": source, "note": note}
+            return data
+
+        if name in SCENARIOS:
+            raise ValueError(f"two field scenarios named {name}")
+        SCENARIOS[name], RAW[name] = build, (fn, source)
+        return build
+
+    return wrap
+
+
+
+def _abort(rid: str, room: int, side: str = "Decode transfer") -> str:
+    """SGLang's own line for a request aborted by its client (disaggregation/decode.py)."""
+    req = "decode_req.req" if side.startswith("Decode") else "req"
+    return (f"{side} failed for request rank=0 {req}.rid='{rid}' {req}.bootstrap_room={room} "
+            f"with exception KVTransferError(bootstrap_room={room}): Aborted by AbortReq.")
+
+
+def canary(status: int | None, body: str | None, error: str | None = None) -> dict:
+    """One short completion through the router, as the probe records it."""
+    return {"extra": {"canary": {"ok": error is None and status == 200, "error": error, "elapsed_ms": 40.0,
+                       "endpoint": "http://node1:8000/v1/chat/completions", "model": "qwen3-8b", "status": status,
+                       "ttft_ms": None, "total_ms": 40.0, "tokens": 0, "body": body}}}
+
+
+# === KV transfer: Mooncake, NIXL, bootstrap =====================================================
+
+@scenario("mooncake-transfer-sync-segfault", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/7338",
+          "0.4.7 + Mooncake without RDMA: the prefill's transfer thread segfaults in transfer_sync (fixed by mooncake 0.3.6)",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom"))
+def _mooncake_segv():
+    p, d, r = roles("0.4.6", "mini_lb")
+    died(p, raw(["Fatal Python error: Segmentation fault", "",
+                 "Thread 0x00007fb209fff640 (most recent call first):",
+                 '  File "/home/sglang_0.4.7_dea8aa7/python/sglang/srt/disaggregation/mooncake/transfer_engine.py", line 75 in transfer_sync',
+                 '  File "/home/sglang_0.4.7_dea8aa7/python/sglang/srt/disaggregation/mooncake/conn.py", line 259 in process_layer',
+                 '  File "/usr/lib/python3.10/concurrent/futures/thread.py", line 58 in run',
+                 '  File "/usr/lib/python3.10/concurrent/futures/thread.py", line 83 in _worker']),
+         status="11/SEGV", code="dumped")
+    return [p, d, r], {}
+
+
+@scenario("mooncake-segment-descriptor", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/26008",
+          "sglang 0.5.10 with mooncake transfer-engine 0.3.11: 'Local segment descriptor not found' and requests fail; "
+          "0.3.9 works", must_not=("healthy", "prefill-queue-saturation"))
+def _segment_descriptor():
+    p, d, r = roles()
+    p.logs += raw(["E0521 16:22:21.694042   162 transfer_metadata.cpp:877] Local segment descriptor not found",
+                   "I0521 16:41:10.810740  4097 transfer_metadata_dump.cpp:51] Failed to get segment descriptor for segment "
+                   "10.112.116.43:16917 address 0x715448048300--0x71544804a400"])
+    p.counters["num_transfer_failed_reqs"] = (4, 3)
+    return [p, d, r], {}
+
+
+@scenario("nixl-ucx-segfault", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/6694",
+          "NIXL backend over UCX/TCP on L40S: the prefill segfaults in uct_tcp_ep_am_bcopy right after the decode's bootstrap /route",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop",))
+def _nixl_segv():
+    p, d, r = roles("0.4.6", "mini_lb")
+    died(p, raw([
+        '[2025-05-28 09:43:43] 127.0.0.1 [28/May/2025:09:43:43 +0000] "GET /route?engine_rank=0 HTTP/1.1" 200 262 "-" "python-requests/2.32.3"',
+        "[ubuntu-GPU-L40S-4802111:12796:1:13303] Caught signal 11 (Segmentation fault: invalid permissions for mapped object at address 0x7fbd60001400)",
+        "==== backtrace (tid:  13303) ====",
+        " 0  /usr/local/lib/python3.10/dist-packages/.nixl.mesonpy.libs/plugins/../../nixl.libs/libucs-97f10f8d.so.0.0.0(ucs_handle_error+0x294) [0x7fbec008fba4]",
+        " 1  /usr/local/lib/python3.10/dist-packages/.nixl.mesonpy.libs/plugins/../../nixl.libs/libucs-97f10f8d.so.0.0.0(+0x38d65) [0x7fbec008fd65]",
+        " 3  /usr/lib/x86_64-linux-gnu/libc.so.6(+0x1a07cd) [0x7fc0957437cd]",
+        " 5  /usr/local/lib/python3.10/dist-packages/.nixl.mesonpy.libs/plugins/../../nixl.libs/libuct-b36f5a30.so.0.0.0(uct_tcp_ep_am_bcopy+0x8a) [0x7fbeb852804a]",
+    ]), status="11/SEGV", code="dumped")
+    return [p, d, r], {}
+
+
+# === router ======================================================================================
+
+@scenario("router-breaker-fake-dead-prefill", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/issues/31206",
+          "sgl-router 0.2.4 (sgl_model_gateway) PD: the prefill's circuit breaker opened after client timeouts and never closed; "
+          "requests still go to decode, which logs 'Aborted by AbortReq' while waiting for KV that never comes; prefill is idle",
+          must_not=("kv-transfer-failure", "prefill-wedged", "decode-wedged"))
+def _breaker():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (1_200_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=0, num_decode_prealloc_queue_reqs=6)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 0)
+    d.logs = [_abort(f"{i:032x}", 7_300_000_000_000_000_000 + i) for i in range(4)]
+    d.counters["num_transfer_failed_reqs"] = (12, 4)
+    r.gauges.update({"smg_worker_cb_state{worker=http://10.0.0.1:30000}": 1, "smg_worker_cb_state{worker=http://10.0.0.2:30001}": 0})
+    r.logs = raw(["Circuit breaker state transition: open -> half_open"])  # as quoted in the thread, without its prefix
+    return [p, d, r], {}
+
+
+@scenario("router-all-circuits-open-at-start", "router-no-healthy-workers", "https://github.com/SemiAnalysisAI/InferenceX/pull/2255",
+          "DeepSeek V4 2P1D: a 500-request eval fired at the router before prefill served tripped both prefill breakers; every "
+          "request gets 503 'No available prefill workers (all circuits open or unhealthy)' and the circuits never reclose",
+          must_not=("role-down", "prefill-wedged"))
+def _all_open():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (0, 0)
+    d.gauges.update(num_running_reqs=0)
+    d.counters["realtime_tokens{mode=decode}"] = (0, 0)
+    r.gauges.update({"smg_worker_cb_state{worker=http://10.0.0.1:30000}": 1, "smg_worker_cb_state{worker=http://10.0.0.3:30000}": 1})
+    r.counters["smg_router_request_errors{error_type=no_workers}"] = (500, 41)
+    r.logs = []
+    return [p, d, r], canary(503, "No available prefill workers (all circuits open or unhealthy)")
+
+
+# === configuration at start-up ===================================================================
+
+USAGE_043 = ("usage: launch_server.py [-h] --model-path MODEL_PATH [--tokenizer-path TOKENIZER_PATH] [--host HOST] [--port PORT] "
+             "[--tokenizer-mode {auto,slow}] [--skip-tokenizer-init]")
+
+
+@scenario("argparse-enable-reasoning", "config-crashloop", "https://github.com/sgl-project/sglang/issues/4116",
+          "0.4.3: --enable-reasoning is not a flag of this version; argparse exits 2 at every start",
+          also=("router-no-healthy-workers",), must_not=("role-down", "cuda-oom", "nccl-failure"))
+def _enable_reasoning():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(p, raw(["INFO 03-06 10:05:08 __init__.py:190] Automatically detected platform cuda.", USAGE_043,
+                      "launch_server.py: error: unrecognized arguments: --enable-reasoning"]), status="2/INVALIDARGUMENT", restarts=9)
+    return [p, d, r], {}
+
+
+@scenario("argparse-enable-metrics-underscore", "config-crashloop", "https://github.com/sgl-project/sglang/issues/5032",
+          "0.4.4: --enable_metrics (underscore) is refused by argparse; the decode unit restarts without end",
+          also=("router-no-healthy-workers",), must_not=("role-down",))
+def _enable_metrics():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(d, raw(["INFO 04-03 17:50:56 __init__.py:190] Automatically detected platform cuda.", USAGE_043,
+                      "launch_server.py: error: unrecognized arguments: --enable_metrics"]), status="2/INVALIDARGUMENT", restarts=4)
+    return [p, d, r], {}
+
+
+@scenario("argparse-reasoning-parser-underscore", "config-crashloop", "https://github.com/sgl-project/sglang/issues/12818",
+          "0.5.5 Kimi-K2: --reasoning_parser kimi_k2 (underscore) is an unrecognized argument; use --reasoning-parser",
+          also=("router-no-healthy-workers",), must_not=("role-down",))
+def _reasoning_parser():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(p, raw(["launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2"]), status="2/INVALIDARGUMENT", restarts=12)
+    return [p, d, r], {}
+
+
+# === watchdog and NCCL ===========================================================================
+
+@scenario("watchdog-pyspy-missing", "scheduler-watchdog", "https://github.com/sgl-project/sglang/issues/7783",
+          "a batch of 109 requests hangs for 300 s; the watchdog fires, py-spy is missing so no dump, and the server exits",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "kv-cache-exhausted"))
+def _watchdog_pyspy():
+    p, d, r = roles("0.5.3", "sgl-router")
+    died(d, raw([
+        '[2025-08-02 19:24:26] INFO:     172.16.19.148:37398 - "POST /v1/completions HTTP/1.1" 200 OK',
+        "[2025-08-02 19:24:30 TP3] Watchdog timeout (self.watchdog_timeout=300)",
+        "[2025-08-02 19:24:30 TP3] self.cur_batch.batch_size()=109, self.cur_batch.reqs=[Req(rid=185ef8b8d25943c8aaa7f4b2630be2e0, "
+        "input_ids=[128000, 128000, 128006, 9125, 128007, 198, 2675, 527, 279, 1",
+        "[2025-08-02 06:06:21 TP2] Pyspy failed to dump PID 171. Error: /bin/dash: 1: py-spy: not found",
+    ]), status="9/KILL", code="killed")
+    return [p, d, r], {}
+
+
+@scenario("nccl-allgather-timeout-2xh100", "nccl-failure", "https://github.com/sgl-project/sglang/issues/3424",
+          "DeepSeek R1 over two H100 nodes crashes occasionally: an _ALLGATHER_BASE times out after 600 s and the watchdog aborts",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "scheduler-watchdog"))
+def _nccl_allgather():
+    p, d, r = roles("0.4.3", "mini_lb")
+    died(d, raw([
+        "frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233 (0x7effaa1d3bb3 in /home/miniconda3/envs/sglang/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so)",
+        "frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x14d (0x7effaa1d561d in /home/miniconda3/envs/sglang/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so)",
+        "[rank1]:[E210 02:06:33.347835395 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated "
+        "with exception: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1522789, OpType=_ALLGATHER_BASE, "
+        "NumelIn=298960, NumelOut=4783360, Timeout(ms)=600000) ran for 600003 milliseconds before timing out.",
+        "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 (most recent call first):",
+    ]), status="6/ABRT", code="dumped", restarts=2)
+    return [p, d, r], {}
+
+
+@scenario("nccl-allreduce-timeout-after-idle", "nccl-failure", "https://github.com/sgl-project/sglang/issues/3836",
+          "DeepSeek-R1 on two H100x8 nodes: after an idle period the first prefill hangs, then an ALLREDUCE times out at 600 s",
+          also=("role-down", "scheduler-watchdog", "prefill-wedged", "router-no-healthy-workers"), must_not=("config-crashloop",))
+def _nccl_idle():
+    p, d, r = roles("0.4.3", "mini_lb")
+    died(p, raw([
+        "deepseek-yanfa:190:3197 [2] NCCL INFO ncclCommSplit comm 0x5601dc4ed8b0 rank 2 nranks 16 cudaDev 2 nvmlDev 2 busId 41000 "
+        "parent 0x5601b34852c0 color 1197013201 key 2 commId 0x44d8628a425864f9 - Init COMPLETE",
+        "[rank4]:[E226 11:16:37.104512039 ProcessGroupNCCL.cpp:616] [Rank 4] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5653, OpType=ALLREDUCE, NumelIn=58720256, NumelOut=58720256, Timeout(ms)=600000) ran for 600011 milliseconds before timing out.",
+    ]), status="6/ABRT", code="dumped")
+    return [p, d, r], {}
+
+
+@scenario("nccl-startup-allreduce-timeout", "nccl-failure", "https://github.com/sgl-project/sglang/issues/3368",
+          "two-node DeepSeek-V3: right after loading weights the first ALLREDUCE (SeqNum=2) times out; every restart does the same",
+          also=("router-no-healthy-workers",), must_not=("config-crashloop", "role-down"))
+def _nccl_startup():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(p, raw([
+        "[2025-02-07 01:19:40 TP0] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=38.13 GB",
+        "[rank6]:[E207 01:29:36.730311765 ProcessGroupNCCL.cpp:616] [Rank 6] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600050 milliseconds before timing out.",
+        "[rank6]:[E207 01:29:36.730815661 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 6] Exception (either an "
+        "error or timeout) detected by watchdog at work: 2, last enqueued NCCL work: 2, last completed NCCL work: 1.",
+    ]), status="6/ABRT", code="dumped", restarts=3)
+    p.started = T0 - timedelta(minutes=11)  # one start: load (2 min) then the 10-minute collective timeout
+    return [p, d, r], {}
+
+
+@scenario("nccl-timeout-under-perf-test", "nccl-failure", "https://github.com/sgl-project/sglang/issues/3932",
+          "DeepSeek R1 on 2x8 H100: after 1-2 h of performance testing an _ALLGATHER_BASE times out and the server dies",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop",))
+def _nccl_perf():
+    p, d, r = roles("0.4.3", "mini_lb")
+    died(d, raw([
+        "[rank4]:[E304 12:54:52.122900428 ProcessGroupNCCL.cpp:616] [Rank 4] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=151721, OpType=_ALLGATHER_BASE, NumelIn=8080, NumelOut=129280, Timeout(ms)=600000) ran for 600049 milliseconds before timing out.",
+        "[rank4]:[E304 12:54:52.123659968 ProcessGroupNCCL.cpp:1785] [PG ID 2 PG GUID 3 Rank 4] Exception (either an error or timeout) "
+        "detected by watchdog at work: 151721, last enqueued NCCL work: 151721, last completed NCCL work: 151720.",
+        "[rank4]:[E304 12:54:52.123690744 ProcessGroupNCCL.cpp:1834] [PG ID 2 PG GUID 3 Rank 4] Timeout at NCCL work: 151721, "
+        "last enqueued NCCL work: 151721, last completed NCCL work: 151720.",
+    ]), status="6/ABRT", code="dumped")
+    return [p, d, r], {}
+
+
+# === healthy and near misses =====================================================================
+
+@scenario("healthy-old-decode-slowing", "healthy", "https://github.com/sgl-project/sglang/issues/3909",
+          "0.4.3: throughput eases from 186.6 to 184.4 token/s as sequences grow; requests finish, nothing is wrong",
+          must_not=("decode-wedged", "kv-cache-exhausted"))
+def _old_slowing():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw([
+        "[2025-02-27 04:46:39 TP0] Decode batch. #running-req: 8, #token: 62531, token usage: 0.12, gen throughput (token/s): 186.64, #queue-req: 0",
+        "[2025-02-27 04:46:41 TP0] Decode batch. #running-req: 8, #token: 62851, token usage: 0.13, gen throughput (token/s): 185.93, #queue-req: 0",
+        "[2025-02-27 04:46:43 TP0] Decode batch. #running-req: 8, #token: 63171, token usage: 0.13, gen throughput (token/s): 186.99, #queue-req: 0",
+        "[2025-02-27 04:46:53 TP0] Decode batch. #running-req: 8, #token: 65091, token usage: 0.13, gen throughput (token/s): 184.38, #queue-req: 0",
+    ])
+    d.gauges.update(num_running_reqs=8, token_usage=0.13, gen_throughput=184.38)
+    d.counters["generation_tokens"] = (2_000_000, 0)  # nothing finished in the window: only gen_throughput shows progress
+    return [p, d, r], {}
+
+
+@scenario("healthy-dp-attention-h20", "healthy", "https://github.com/sgl-project/sglang/pull/11854",
+          "DeepSeek-R1 on H20-96G with DP attention at batch 32 per rank: busy and fine (0.5.3-era batch lines)",
+          must_not=("decode-wedged", "kv-cache-exhausted", "prefill-queue-saturation"))
+def _h20():
+    p, d, r = roles("0.5.3", "sgl-router")
+    d.logs = raw([
+        "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 scheduler_metrics_mixin.py:222] Decode batch. #running-req: 32, #token: 157952, "
+        "token usage: 0.21, accept len: 1.93, pre-allocated usage: 0.00, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 693.45, #queue-req: 0",
+        "2025-10-20 03:02:22 INFO 31225 [DP5 TP5 EP5 scheduler_metrics_mixin.py:222] Decode batch. #running-req: 32, #token: 164224, "
+        "token usage: 0.22, accept len: 1.92, pre-allocated usage: 0.00, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 674.19, #queue-req: 1",
+        "2025-10-20 03:02:22 INFO 31222 [DP2 TP2 EP2 scheduler_metrics_mixin.py:222] Decode batch. #running-req: 32, #token: 162112, "
+        "token usage: 0.22, accept len: 1.90, pre-allocated usage: 0.00, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 655.17, #queue-req: 1",
+    ])
+    d.gauges.update(num_running_reqs=32, token_usage=0.22, gen_throughput=674.19)
+    return [p, d, r], {}
+
+
+# --- batch 2 ---------------------------------------------------------------------------------------
+
+@scenario("mooncake-register-memory-einval", "config-crashloop", "https://github.com/sgl-project/sglang/issues/6894",
+          "0.4.6 PD with Mooncake: ibv memory registration fails (Invalid argument) while the scheduler starts; every start dies",
+          also=("kv-transfer-failure", "router-no-healthy-workers"), must_not=("role-down", "cuda-oom"))
+def _register_memory():
+    p, d, r = roles("0.4.6", "mini_lb")
+    crashloop(d, raw([
+        "I0605 10:48:27.542429 10134 rdma_context.cpp:125] RDMA device: mlx5_0, LID: 1698, GID: (GID_Index 0) fe:80:00:00:00:00:00:00:00:15:5d:ff:fd:34:02:2b",
+        "E0605 10:48:27.885119 10136 rdma_context.cpp:203] Failed to register memory 0x7b375b400000: Invalid argument [22]",
+        "[2025-06-05 10:48:27 TP7] Mooncake memory registration failed.",
+        "[2025-06-05 10:48:27 TP7] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2297, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, pp_rank, dp_rank)",
+    ]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("mooncake-qp-rtr-timeout", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/6548",
+          "PD over RoCE: the Mooncake RDMA handshake cannot bring queue pairs to RTR (connection timed out); transfers fail",
+          must_not=("healthy", "prefill-queue-saturation", "role-down"))
+def _qp_rtr():
+    p, d, r = roles("0.4.6", "mini_lb")
+    line = ("E0523 06:18:19.101030  {tid} rdma_endpoint.cpp:408] [Handshake] Failed to modify QP to RTR, check mtu, gid, "
+            "peer lid, peer qp num: Connection timed out [110]")
+    p.logs += raw([line.format(tid=t) for t in (2659, 2658, 2663, 2657)])
+    p.counters["num_transfer_failed_reqs"] = (3, 4)
+    return [p, d, r], {}
+
+
+@scenario("bootstrap-parallel-info-no-gdr", "kv-transfer-failure", "https://github.com/kvcache-ai/Mooncake/issues/1207",
+          "Kubernetes PD without RDMA devices (no GDR): the server says it is ready, but every request fails with "
+          "'Could not fetch prefill parallel info from bootstrap_addr'", must_not=("healthy", "role-down"))
+def _no_gdr():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.logs += raw(["[2025-12-12 12:06:32] The server is fired up and ready to roll!"])
+    d.logs += raw(["KVTransferError(bootstrap_room=6677116944225248479): Could not fetch prefill parallel info from "
+                   "bootstrap_addr: sglang-prefill-svc:30000"])
+    d.counters["num_bootstrap_failed_reqs"] = (1, 1)
+    return [p, d, r], {}
+
+
+@scenario("router-failed-select-pd-pair", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/issues/8557",
+          "sgl-router 0.1.x with Kubernetes discovery adds both workers, then answers 'Failed to select PD pair'",
+          must_not=("role-down", "kv-transfer-failure"))
+def _select_pair():
+    p, d, r = roles("0.4.6", "sgl-router")
+    r.logs = raw([
+        "2025-07-30 00:09:38  INFO sglang_router_rs::routers::pd_router: src/routers/pd_router.rs:105: Added decode server: http://192.168.0.179:30000",
+        "2025-07-30 00:09:38  INFO sglang_router_rs::service_discovery: src/service_discovery.rs:413: Successfully added worker: "
+        "Successfully added decode server: http://192.168.0.179:30000",
+        "2025-07-30 00:09:38  INFO sglang_router_rs::routers::router: src/routers/router.rs:156: All workers are healthy",
+    ])
+    r.counters["sgl_router_pd_errors{error_type=server_selection}"] = (2, 3)
+    return [p, d, r], canary(500, "Failed to select PD pair: Failed to select worker pair P/D")
+
+
+@scenario("router-no-prefill-worker-cache-aware", "router-no-healthy-workers", "https://github.com/vllm-project/aibrix/issues/1351",
+          "sglang-router 0.1.7 in PD mode answers 'No available servers: Failed to select prefill worker' although the pods run",
+          must_not=("role-down", "prefill-wedged"))
+def _no_prefill_worker():
+    p, d, r = roles("0.4.6", "sgl-router")
+    r.logs = raw([
+        "2025-07-31 21:42:47  INFO http_request{method=GET uri=/v1/models version=HTTP/1.1}:http_request{method=GET uri=/v1/models "
+        "version=HTTP/1.1 request_id=req-HtJYjwQPvsuGoOFcxjmrQz83 status=200 OK latency=1.489607ms}: sglang_router_rs::response: "
+        "src/middleware.rs:169: finished processing request",
+    ])
+    r.counters["sgl_router_pd_errors{error_type=no_prefill_server}"] = (0, 4)
+    return [p, d, r], canary(503, "No available servers: Failed to select prefill worker")
+
+
+@scenario("arch-qwen2-not-supported", "config-crashloop", "https://github.com/sgl-project/sglang/issues/2356",
+          "an old SGLang started on Qwen2: 'Model architectures [...] are not supported for now' at scheduler start",
+          also=("router-no-healthy-workers",), must_not=("role-down",))
+def _qwen2():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(p, raw([
+        "[2024-12-05 11:18:19 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 1489, in run_scheduler_process',
+        "ValueError: Model architectures ['Qwen2ForCausalLM'] are not supported for now. Supported architectures: "
+        "dict_keys(['CohereForCausalLM', 'DbrxForCausalLM', 'GPT2LMHeadModel', 'GPTBigCodeForCausa",
+    ]))
+    return [p, d, r], {}
+
+
+@scenario("arch-glm4-not-supported", "config-crashloop", "https://github.com/sgl-project/sglang/issues/5441",
+          "0.4.5 with GLM-4-0414: Glm4ForCausalLM is not a supported architecture yet; the decode unit restarts forever",
+          also=("router-no-healthy-workers",), must_not=("role-down",))
+def _glm4():
+    p, d, r = roles("0.4.6", "mini_lb")
+    crashloop(d, ["ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now. Supported architectures: "
+                  "dict_keys(['BaichuanForCausalLM', 'ChatGLMModel', 'CLIPModel', 'CohereForCausalLM', 'Cohere2ForCausalLM', "
+                  "'DbrxForCausalLM', 'DeepseekForCausalLM', 'MultiModalityCausalLM', 'DeepseekV3ForCausalLMNextN', "
+                  "'DeepseekV2ForCausalLM', 'DeepseekV3ForCausalLM', 'DeepseekVL2ForCausalLM', 'ExaoneForCausalLM', "
+                  "'GemmaForCausalLM', 'Gemma2ForCausalLM', 'Gemma2ForSequenceClassification', 'Gemma3ForCausalLM', "
+                  "'Gemma3ForConditionalGeneration', 'GPT2LMHeadMode"], restarts=14)
+    return [p, d, r], {}
+
+
+@scenario("sgl-kernel-undefined-symbol-rtx5080", "config-crashloop", "https://github.com/sgl-project/sglang/issues/8373",
+          "0.4.9.post2 with a torch nightly: sgl_kernel's common_ops cannot load (undefined symbol) and the server never starts",
+          also=("router-no-healthy-workers",), must_not=("role-down", "gpu-fault"))
+def _undefined_symbol():
+    p, d, r = roles("0.4.6", "sgl-router")
+    crashloop(p, raw(["ImportError: /home/devuser/.local/lib/python3.10/site-packages/sgl_kernel/common_ops.abi3.so: "
+                      "undefined symbol: _ZN3c104cuda9SetDeviceEa"]), restarts=8)
+    return [p, d, r], {}
+
+
+@scenario("sgl-kernel-undefined-symbol-listtype", "config-crashloop", "https://github.com/Alibaba-NLP/DeepResearch/issues/83",
+          "sglang 0.4.10.post2 with sgl-kernel 0.2.5 built against another torch: ImportError at launch, every time",
+          also=("router-no-healthy-workers",), must_not=("role-down",))
+def _listtype():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(d, raw(["ImportError: /home/miniconda3/envs/webdancer/lib/python3.12/site-packages/sgl_kernel/common_ops.abi3.so: "
+                      "undefined symbol: _ZN3c108ListType3getERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEENS_4Type24"
+                      "SingletonOrSharedTypePtrIS9_EE"]), restarts=3)
+    return [p, d, r], {}
+
+
+@scenario("sgl-kernel-no-common-ops", "config-crashloop", "https://github.com/sgl-project/sglang/pull/13948",
+          "an sm100-only sgl_kernel wheel on an SM86 GPU: 'Could not load any common_ops library!' at import",
+          also=("router-no-healthy-workers",), must_not=("role-down", "gpu-fault"))
+def _no_common_ops():
+    p, d, r = roles()
+    crashloop(d, raw([
+        "ImportError: ",
+        "[sgl_kernel] CRITICAL: Could not load any common_ops library!",
+        "Attempted locations:",
+        "1. Architecture-specific pattern: /usr/local/lib/python3.10/dist-packages/sgl_kernel/sm100/common_ops.* - found files: "
+        "['/usr/local/lib/python3.10/dist-packages/sgl_kernel/sm100/common_ops.abi3.so']",
+        "- Compute capability: 86",
+        "- ImportError: /usr/local/lib/python3.10/dist-packages/sgl_kernel/sm100/common_ops.abi3.so: undefined symbol: _ZNK3c106SymInt6sym_neERKS0_",
+    ]), restarts=21)
+    return [p, d, r], {}
+
+
+@scenario("not-enough-memory-mem-fraction", "cuda-oom", "https://github.com/sgl-project/sglang/issues/4330",
+          "0.4.3.post2 with speculative decoding on one L40S: 0.85 gives CUDA OOM, 0.84 'Not enough memory. Please try to "
+          "increase --mem-fraction-static'; the unit never serves", also=("config-crashloop", "router-no-healthy-workers"),
+          must_not=("role-down",))
+def _not_enough_memory():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(d, ["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."], restarts=6)
+    return [p, d, r], {}
+
+
+@scenario("retract-no-space-long-context", "kv-cache-exhausted", "https://github.com/sgl-project/sglang/pull/14948",
+          "PD decode with a 128K-token request: pre-allocated and transferring requests hold the pool, the one running request "
+          "exhausts it and retraction is impossible: AssertionError 'No space left for only one request'",
+          also=("role-down", "router-no-healthy-workers"), must_not=("cuda-oom", "config-crashloop"))
+def _no_space():
+    p, d, r = roles()
+    died(d, [
+        "Decode batch, #running-req: 1, #full token: 131072, full token usage: 0.99, #swa token: 2048, swa token usage: 0.02, "
+        "pre-allocated usage: 0.61, #prealloc-req: 3, #transfer-req: 2, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 38.10, #queue-req: 0",
+        "raw:AssertionError: No space left for only one request, self.token_to_kv_pool_allocator.available_size()=0",
+        'raw:  File "/sgl-workspace/sglang/python/sglang/srt/managers/schedule_batch.py", line 1627, in retract_decode',
+    ])
+    return [p, d, r], {}
+
+
+@scenario("near-xid31-operator-bug", "role-down", "https://github.com/sgl-project/sglang/issues/29160",
+          "GLM-5.2: an MoE kernel bug makes an illegal memory access; dmesg has Xid 31 (MMU fault) from python3, the "
+          "scheduler dies and the unit stays down: a software fault, not a bad GPU", must_not=("gpu-fault",))
+def _xid31():
+    p, d, r = roles()
+    failed(d, ["Scheduler hit an exception: Traceback (most recent call last):",
+               "raw:scheduler.py:4076  run_scheduler_process", "raw:    scheduler.py:3039  run_batch"])
+    kernel = ("2026-11-29T09:59:10+0000 node2 kernel: NVRM: Xid (PCI:0000:70:00): 31, pid=684430, name=python3, channel 0x00000002, "
+              "intr 00000000. MMU Fault: ENGINE GRAPHICS GPC1 UNRECOGNIZED_CLIENT faulted @ 0x1827f9_000b4bc0. Fault is of type "
+              "UNRECOGNIZED_FAULT UNRECOGNIZED_ACCESS_TYPE\n")
+    return [p, d, r], {"kernel": {"node2": kernel}}
+
+
+@scenario("healthy-low-load-0.5.1", "healthy", "https://github.com/sgl-project/sglang/issues/10053",
+          "one user chatting: short prefills with cache hits and decode at ~80 token/s; the first interval's 1.06 token/s "
+          "is the idle gap, not a stall", must_not=("decode-wedged", "prefill-wedged"))
+def _low_load():
+    p, d, r = roles("0.5.3", "sgl-router")
+    d.logs = raw([
+        "[2025-09-03 18:33:18 TP0] Prefill batch. #new-seq: 1, #new-token: 103, #cached-token: 1, token usage: 0.00, #running-req: 0, #queue-req: 0, ",
+        "[2025-09-03 18:33:19 TP0] Decode batch. #running-req: 1, #token: 137, token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.06, #queue-req: 0, ",
+        "[2025-09-03 18:33:19 TP0] Decode batch. #running-req: 1, #token: 177, token usage: 0.00, cuda graph: True, gen throughput (token/s): 84.20, #queue-req: 0, ",
+        '[2025-09-03 18:33:31] INFO:     192.168.30.81:35262 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        "[2025-09-03 18:33:32 TP0] Decode batch. #running-req: 1, #token: 274, token usage: 0.00, cuda graph: True, gen throughput (token/s): 81.97, #queue-req: 0, ",
+    ])
+    d.gauges.update(num_running_reqs=1, token_usage=0.0, gen_throughput=81.97)
+    d.counters["generation_tokens"] = (40_000, 240)
+    return [p, d, r], {}
+
+
+# --- batch 3 ---------------------------------------------------------------------------------------
+
+@scenario("prefill-queue-growing-chunked", "prefill-queue-saturation", "https://github.com/sgl-project/sglang/issues/6901",
+          "1024 requests of 5000 tokens: each prefill batch takes 3 requests (15000 tokens) and the queue grows 40 -> 56 -> ...",
+          must_not=("prefill-wedged", "kv-transfer-failure"))
+def _queue_growing():
+    p, d, r = roles("0.4.6", "sgl-router")
+    p.logs = raw([
+        "sglang  | [2025-06-05 15:08:56 TP0] Prefill batch. #new-seq: 3, #new-token: 15000, #cached-token: 0, token usage: 0.06, #running-req: 7, #queue-req: 40",
+        "sglang  | [2025-06-05 15:08:57 TP0] Prefill batch. #new-seq: 3, #new-token: 15000, #cached-token: 0, token usage: 0.09, #running-req: 10, #queue-req: 56",
+    ])
+    p.gauges.update(num_queue_reqs=56, num_running_reqs=10, token_usage=0.09)
+    p.counters["prompt_tokens"] = (5_000_000, 0)  # prompt_tokens counts finished requests only
+    return [p, d, r], {}
+
+
+@scenario("detokenizer-health-check-exit", "scheduler-watchdog", "https://github.com/sgl-project/sglang/issues/10856",
+          "the HTTP server's health check got no answer from the detokenizer for 20 s, marked itself unhealthy and exited "
+          "(also seen in PD with 0.5.11 and sglang-router 0.3.2)", also=("role-down", "router-no-healthy-workers"),
+          must_not=("config-crashloop",))
+def _detok_health():
+    p, d, r = roles("0.5.3", "sgl-router")
+    died(d, ["Health check failed. Server couldn't get a response from detokenizer for last 20 seconds. tic start time: 05:49:14. "
+             "last_heartbeat time: 05:42:53"], status="9/KILL", code="killed", restarts=3)
+    return [p, d, r], {}
+
+
+@scenario("detokenizer-health-glm5-pd-decode", "scheduler-watchdog", "https://github.com/sgl-project/sglang/issues/22511",
+          "GLM-5.1 PD decode (H20, TP16 DP16) serves normally, then after a few hours the detokenizer health check fails and "
+          "the decode exits, with or without traffic", also=("role-down", "router-no-healthy-workers"),
+          must_not=("config-crashloop", "decode-wedged"))
+def _detok_glm5():
+    p, d, r = roles()
+    died(d, raw([
+        "[2026-05-16 12:44:55 DP2 TP2] Decode batch, #running-req: 1, #token: 31936, token usage: 0.22, accept len: 2.10, accept rate: 0.37, "
+        "pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 0.39, #queue-req: 0",
+        "[2026-05-16 12:44:57 DP2 TP2] Decode batch, #running-req: 1, #token: 32000, token usage: 0.22, accept len: 2.60, accept rate: 0.53, "
+        "pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 43.98, #queue-req: 0",
+    ]) + ["Health check failed. Server couldn't get a response from detokenizer for last 20 seconds."],  # SGLang's wording of the title
+         status="9/KILL", code="killed")
+    return [p, d, r], {}
+
+
+@scenario("detokenizer-health-glm5-two-node", "scheduler-watchdog", "https://github.com/zai-org/GLM-5/issues/52",
+          "sglang 0.5.10 GLM-5-FP8 over two nodes (RoCE): after a while the master reports the detokenizer health check "
+          "failure and the sglang process exits", also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop",))
+def _detok_glm5_two_node():
+    p, d, r = roles()
+    died(p, ["Health check failed. Server couldn't get a response from detokenizer for last 20 seconds."],
+         status="9/KILL", code="killed", restarts=2)
+    return [p, d, r], {}
+
+
+@scenario("nccl-init-unhandled-system-error", "nccl-failure", "https://github.com/sgl-project/sglang/issues/4289",
+          "0.4.3 TP start-up: ncclCommInitRank fails with 'unhandled system error'; the parent gets SIGQUIT and exits; "
+          "systemd restarts it into the same error", also=("router-no-healthy-workers",), must_not=("config-crashloop", "role-down"))
+def _nccl_init():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(d, raw([
+        '  File "/home/clouduser/miniconda3/envs/sglang/lib/python3.10/site-packages/sglang/srt/distributed/device_communicators/pynccl.py", line 108, in __init__',
+        "    self.comm: ncclComm_t = self.nccl.ncclCommInitRank(",
+        '  File "/home/clouduser/miniconda3/envs/sglang/lib/python3.10/site-packages/sglang/srt/distributed/device_communicators/pynccl_wrapper.py", line 329, in NCCL_CHECK',
+        '    raise RuntimeError(f"NCCL error: {error_str}")',
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        "",
+        "[2025-03-11 15:02:53] Received sigquit from a child process. It usually means the child failed.",
+    ]), restarts=7)
+    return [p, d, r], {}
+
+
+@scenario("nccl-init-system-error-docker", "nccl-failure", "https://github.com/sgl-project/sglang/issues/3460",
+          "in the sglang image the scheduler's model runner cannot start NCCL: 'RuntimeError: NCCL error: unhandled system error'",
+          also=("router-no-healthy-workers",), must_not=("config-crashloop", "role-down"))
+def _nccl_init_docker():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(p, raw([
+        'File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1787, in run_scheduler_process',
+        "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+        'File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 178, in init',
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+    ]), restarts=4)
+    return [p, d, r], {}
+
+
+# --- batch 4 ---------------------------------------------------------------------------------------
+
+@scenario("mooncake-retry-counter-exceeded", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/6854",
+          "PD over RDMA: Mooncake's worker pool fails slices with 'transport retry counter exceeded' towards one decode NIC",
+          must_not=("healthy", "prefill-queue-saturation", "role-down"))
+def _retry_counter():
+    p, d, r = roles("0.4.6", "sgl-router")
+    p.logs += raw([
+        "E0603 20:16:59.104586 27322 worker_pool.cpp:271] Worker: Process failed for slice (opcode: 1, source_addr: 0x7f20fe0f1680, "
+        "length: 65536, dest_addr: 0x7f3d820f3a80, local_nic: mlx5_7, peer_nic: 10.93.81.13:15729@mlx5_0, dest_rkey: 2116517, "
+        "retry_cnt: 0): transport retry counter exceeded",
+        "E0603 20:16:59.104656 27522 worker_pool.cpp:271] Worker: Process failed for slice (opcode: 1, source_addr: 0x7f9b1c011680, "
+        "length: 65536, dest_addr: 0x7f5b30013a80, local_nic: mlx5_7, peer_nic: 10.93.81.13:15695@mlx5_0, dest_rkey: 2123199, "
+        "retry_cnt: 0): transport retry counter exceeded",
+        "E0603 20:16:59.145802 27418 worker_pool.cpp:271] Worker: Process failed for slice (opcode: 1, source_addr: 0x7f7250181680, "
+        "length: 65536, dest_addr: 0x7f9bb4183a80, local_nic: mlx5_2, peer_nic: 10.93.81.13:16842@mlx5_0, dest_rkey: 2115489, "
+        "retry_cnt: 0): transport retry counter exceeded",
+    ])
+    p.counters["num_transfer_failed_reqs"] = (12, 9)
+    return [p, d, r], {}
+
+
+@scenario("mooncake-retry-counter-intermittent", "kv-transfer-failure", "https://github.com/kvcache-ai/Mooncake/issues/1450",
+          "the transfer engine used by SGLang fails slices intermittently with 'transport retry counter exceeded' (RDMA, mlx5)",
+          must_not=("healthy", "role-down"))
+def _retry_counter_intermittent():
+    p, d, r = roles()
+    p.logs += raw(["Worker: Process failed for slice (opcode: 1, source_addr: 0x14c97801f040, length: 65536, dest_addr: 0x1474af020000, "
+                   "local_nic: mlx5_7, peer_nic: 172.16.37.132:14127@mlx5_4, dest_rkey: 2359727, retry_cnt: 0): transport retry counter exceeded."])
+    p.counters["num_transfer_failed_reqs"] = (40, 1)
+    d.counters["num_transfer_failed_reqs"] = (40, 1)
+    return [p, d, r], {}
+
+
+@scenario("mooncake-metadata-404", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/4880",
+          "early PD with Mooncake (April 2025): the decode's segment metadata is not found on the bootstrap server (404), "
+          "so the prefill cannot retrieve the segment descriptor and the transfer returns an error", must_not=("healthy",))
+def _metadata_404():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.logs = raw([
+        "[2025-04-14 03:56:38 TP0] Prefill batch. #new-seq: 1, #new-token: 10, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, ",
+        '[2025-04-14 03:56:41] 10.6.131.5 [14/Apr/2025:03:56:41 +0000] "GET /metadata?key=mooncake%2Fram%2F10.6.131.6_58f33e4e-7c3e-443f-97b8-ec267c066c4f HTTP/1.1" 404 185 "-" "-"',
+        "E0414 03:56:41.856248 77969 transfer_metadata_plugin.cpp:173] Unexpected code in http response, GET "
+        "http://10.6.131.5:8998/metadata?key=mooncake%2Fram%2F10.6.131.6_58f33e4e-7c3e-443f-97b8-ec267c066c4f response code: 404 "
+        "response body: metadata not found",
+        "W0414 03:56:41.856264 77969 transfer_metadata.cpp:153] Failed to retrieve segment descriptor, name 10.6.131.6_58f33e4e-7c3e-443f-97b8-ec267c066c4f",
+    ])
+    return [p, d, r], {}
+
+
+@scenario("hicache-mooncake-store-startup", "config-crashloop", "https://github.com/kvcache-ai/Mooncake/issues/1088",
+          "HiCache with a Mooncake store: the store warmup's transfers time out after 60 s and the scheduler dies while building "
+          "HiRadixCache; the unit restarts into the same failure", also=("router-no-healthy-workers",),
+          must_not=("role-down", "cuda-oom"))
+def _hicache_store():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(p, raw([
+        "[ TP0] Mooncake store warmup successfully.  ",
+        "E1120 11:10:27.133715 203020 transfer_task.cpp:305] Failed to complete transfers after 60 seconds for batch 2586731328  ",
+        "[ TP2] An error occurred while loading the configuration:   ",
+        "[ TP2] Scheduler hit an exception: Traceback (most recent call last):  ",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 736, in init_memory_pool_and_cache  ',
+        "    self.tree_cache = HiRadixCache(",
+    ]), restarts=4)
+    return [p, d, r], {}
+
+
+@scenario("pp-prefill-warmup-hang-watchdog", "scheduler-watchdog", "https://github.com/sgl-project/sglang/issues/12121",
+          "DeepSeek-V2-Lite on H20 with TP+DP+EP+PP+DP-attention: the PD prefill hangs in warmup in a PP send; the watchdog "
+          "fires and dumps the stack, then the prefill exits", also=("prefill-wedged", "role-down", "router-no-healthy-workers"),
+          must_not=("config-crashloop", "nccl-failure"))
+def _pp_hang():
+    p, d, r = roles("0.5.3", "sgl-router")
+    died(p, raw([
+        "Process 3438121: sglang::scheduler_DP1_TP1_EP1_PP0",
+        "Python v3.12.11 (/usr/bin/python3.12)",
+        'Thread 3438121 (idle): "MainThread"',
+        "    send (torch/distributed/distributed_c10d.py:2487)",
+        "    send_tensor_dict (distributed/parallel_state.py:1050)",
+        "    event_loop_pp_disagg_prefill (prefill.py:819)",
+        "    run_scheduler_process (scheduler.py:2618)",
+    ]) + ["Watchdog timeout (self.watchdog_timeout=300)"], status="9/KILL", code="killed")
+    p.started = T0 - timedelta(minutes=7)
+    return [p, d, r], {}
+
+
+@scenario("deepep-decode-combine-hang", "decode-wedged", "https://github.com/deepseek-ai/DeepEP/issues/398",
+          "2 H800 prefill + 4 H800 decode: decode occasionally hangs inside DeepEP's low-latency combine kernel; GPUs busy, "
+          "no token comes out", also=("scheduler-watchdog",), must_not=("healthy", "kv-transfer-failure"))
+def _deepep_hang():
+    p, d, r = roles("0.5.3", "sgl-router")
+    d.gauges.update(num_running_reqs=48, token_usage=0.31, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (7_200_000, 0)
+    d.logs = []
+    d.health, d.health_error = None, "timeout after 5.0 s"
+    return [p, d, r], {"gpus": {"node2": gpu_csv(4)}}
+
+
+@scenario("ep-prefill-rank-idle-stuck", "prefill-wedged", "https://github.com/sgl-project/sglang/issues/9787",
+          "DeepSeek V3 with PD and large-scale EP (4P6D): under load one prefill rank's GPU utilisation drops to zero and the "
+          "prefill stops making progress (later all its processes crash)", also=("scheduler-watchdog",),
+          must_not=("healthy", "prefill-queue-saturation"))
+def _ep_prefill_stuck():
+    p, d, r = roles("0.4.6", "sgl-router")
+    p.gauges.update(num_queue_reqs=37, num_running_reqs=6, num_prefill_prealloc_queue_reqs=12)
+    p.counters["prompt_tokens"] = (9_000_000, 0)
+    p.logs = []
+    rows = gpu_csv(4).splitlines()
+    rows[3] = "3, GPU-00003-aaaa, NVIDIA H200, 120000, 143771, 0, 41, 118.2"
+    return [p, d, r], {"gpus": {"node1": "\n".join(rows) + "\n"}}
+
+
+@scenario("prefill-oom-large-page", "cuda-oom", "https://github.com/sgl-project/sglang/issues/7353",
+          "PD prefill with a large page size: ~1000 requests transferring, token usage 0.95, then 'Prefill out of memory'",
+          also=("role-down", "router-no-healthy-workers"), must_not=("prefill-queue-saturation", "config-crashloop"))
+def _prefill_oom_page():
+    p, d, r = roles("0.4.6", "sgl-router")
+    died(p, raw([
+        "[2025-06-18 18:11:03] Prefill batch. #new-seq: 14, #new-token: 8192, #cached-token: 0, token usage: 0.92, #unbootstrapped-req: 0, "
+        "#queue-req: 105, #transferring-req: 990, input throughput (token/s): 96875.08 ",
+        "[2025-06-18 18:11:03] Prefill batch. #new-seq: 13, #new-token: 8192, #cached-token: 0, token usage: 0.95, #unbootstrapped-req: 0, "
+        "#queue-req: 76, #transferring-req: 1015, input throughput (token/s): 85849.56 ",
+    ]) + ["Prefill out of memory. Try to lower your batch size."])
+    return [p, d, r], {}
+
+
+# --- batch 5 ---------------------------------------------------------------------------------------
+
+@scenario("router-startup-timeout-torch-compile", "config-crashloop", "https://github.com/sgl-project/sglang/issues/4208",
+          "router co-launched with workers using torch.compile: workers need more than the router's 300 s start-up timeout, "
+          "so the router exits before they are healthy, at every start", also=("router-no-healthy-workers",),
+          must_not=("role-down", "prefill-wedged", "decode-wedged"))
+def _router_startup_timeout():
+    p, d, r = roles("0.4.3", "sgl-router")
+    for w in (p, d):  # still compiling: not answering yet
+        w.started = T0 - timedelta(minutes=4)
+        w.health, w.health_error, w.nulls = None, "connection refused", True
+        w.metrics_error = "connection refused"
+        w.logs = ["raw:SingleProcess AUTOTUNE benchmarking takes 1.3427 seconds and 8.8429 seconds precompiling"]
+    crashloop(r, raw([
+        "[Router (Rust)] 2025-03-08 02:33:09 - INFO - Worker http://0.0.0.0:31000 health check is pending with error: error sending "
+        "request for url (http://0.0.0.0:31000/health)",
+        "[Router (Rust)] 2025-03-08 02:33:09 - INFO - Worker http://0.0.0.0:31778 health check is pending with error: error sending "
+        "request for url (http://0.0.0.0:31778/health)",
+    ]), restarts=3)
+    r.started = T0 - timedelta(minutes=5)
+    return [p, d, r], {}
+
+
+@scenario("router-grpc-worker-as-http", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/issues/12630",
+          "a gRPC worker registered with the router is detected as HTTP; its /health check fails with BadScheme and the "
+          "worker is never healthy, although it runs fine", must_not=("role-down", "decode-wedged"))
+def _grpc_as_http():
+    p, d, r = roles("0.5.3", "sgl-router")
+    r.logs = raw(['WARN sglang_router_rs::core::worker: src/core/worker.rs:615: HTTP health check failed for grpc://192.168.1.200:31001: '
+                  'reqwest::Error { kind: Builder, url: "grpc://192.168.1.200:31001/health", source: BadScheme }'] * 3)
+    r.gauges["sgl_router_worker_health{worker=http://10.0.0.2:30001}"] = 0
+    r.gauges["sgl_router_active_workers"] = 1
+    r.counters["sgl_router_pd_errors{error_type=no_decode_server}"] = (10, 6)
+    d.gauges.update(num_running_reqs=0)
+    return [p, d, r], {}
+
+
+@scenario("smg-failed-worker-never-reprobed", "router-no-healthy-workers", "https://github.com/smg-project/smg/pull/2468",
+          "a decode worker stopped, went Ready -> NotReady -> Failed in the gateway, was restarted and is healthy on its port, "
+          "but the gateway never probes a Failed worker again: no decode in rotation until the gateway restarts",
+          must_not=("role-down", "decode-wedged", "kv-transfer-failure"))
+def _never_reprobed():
+    p, d, r = roles()
+    d.restarts, d.started = 1, T0 - timedelta(minutes=8)
+    d.gauges.update(num_running_reqs=0)
+    d.counters["realtime_tokens{mode=decode}"] = (1_000, 0)
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (9_000_000, 0)
+    r.gauges.update({"smg_worker_health": 0, "smg_worker_pool_size": 1})
+    r.counters["smg_router_request_errors{error_type=no_workers}"] = (120, 30)
+    return [p, d, r], {}
+
+
+@scenario("ecc-uncorrectable-a100", "gpu-fault", "https://github.com/sgl-project/sglang/issues/3204",
+          "DeepSeek on A100s: 'CUDA error: uncorrectable ECC error encountered'; the role dies and restarts fail the same way "
+          "until the GPU is reset", also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom"))
+def _ecc():
+    p, d, r = roles("0.4.3", "mini_lb")
+    died(d, raw([
+        "[2025-01-29 08:52:44 TP3] Using default MoE config. Performance might be sub-optimal! Config file not found at "
+        "/home/ubuntu/.local/lib/python3.10/site-packages/sglang/srt/layers/moe/fused_moe_triton/configs/E=160,N=192,device_name=NVIDIA_A100-SXM4-80GB.json",
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+    ]), restarts=3)
+    return [p, d, r], {}
+
+
+@scenario("ecc-uncorrectable-hicache-2p2d", "gpu-fault", "https://github.com/sgl-project/sglang/issues/9151",
+          "2P2D with HiCache at 512 concurrent requests: 'CUDA error: uncorrectable ECC error encountered' blocks the GPU; the "
+          "node has to be restarted", also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom"))
+def _ecc_hicache():
+    p, d, r = roles("0.4.6", "sgl-router")
+    died(p, raw([
+        "[2025-08-13 02:01:54 TP0] Prefill batch. #new-seq: 3, #new-token: 8192, #cached-token: 32, token usage: 0.03, "
+        "#unbootstrapped-req: 155, #queue-req: 10",
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+    ]), status="6/ABRT", code="dumped")
+    return [p, d, r], {}
+
+
+@scenario("retract-overlap-alloc-fail", "kv-cache-exhausted", "https://github.com/sgl-project/sglang/issues/14972",
+          "token usage 0.94 with 5 queued: retraction under the overlap scheduler fails to allocate and decode stops producing",
+          also=("role-down",), must_not=("cuda-oom", "decode-wedged"))
+def _retract_overlap():
+    p, d, r = roles()
+    d.gauges.update(token_usage=0.94, num_running_reqs=6, num_queue_reqs=5, num_retracted_reqs=1)
+    d.counters["num_retracted_requests"] = (30, 3)
+    d.counters["realtime_tokens{mode=decode}"] = (3_000_000, 40)
+    d.logs = raw(["[2025-12-12 08:43:59 TP0] Decode batch, #running-req: 6, #token: 1920, token usage: 0.94, cuda graph: True, "
+                  "gen throughput (token/s): 446.45, #queue-req: 5,"] * 3)
+    return [p, d, r], {}
+
+
+# --- batch 6 ---------------------------------------------------------------------------------------
+
+@scenario("smg-decode-500-metadata-collision", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/22716",
+          "PD under high concurrency: a metadata buffer index collision corrupts the context on decode; SMG logs the decode "
+          "answering 500 while other requests finish", must_not=("healthy", "router-no-healthy-workers", "decode-wedged"))
+def _metadata_collision():
+    p, d, r = roles()
+    r.logs = raw([
+        '2026-04-13 16:12:39 ERROR http_request{method=POST uri=/generate version=HTTP/1.1 module="smg" request_id="gnt-TqJna3sWKf0DntoKbIWZriY9"}: '
+        "smg::routers::http::pd_router: /home/runner/work/sglang/sglang/src/routers/http/pd_router.rs:590: Decode server returned error "
+        "status decode_url=http://127.0.0.1:30000 status=500 Internal Server Error",
+        '2026-04-13 16:12:39  INFO http_request{method=POST uri=/generate version=HTTP/1.1 module="smg" request_id="gnt-1HFv8hcEUqESnJs9FNprtMET" '
+        "status_code=200 latency=2207784}: smg::response: /home/runner/work/sglang/sglang/src/middleware.rs:359: finished processing request",
+    ])
+    r.counters["smg_router_request_errors{error_type=backend_error}"] = (30, 7)
+    return [p, d, r], {}
+
+
+@scenario("nixl-ucx-wrong-nic-transfer-hang", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/28737",
+          "NIXL ignores --disaggregation-ib-device: without UCX_NET_DEVICES pinned, every KV transfer hangs until the 300 s "
+          "timeout; decode holds requests in its transfer queue while prefill is idle", must_not=("healthy", "decode-wedged",
+          "prefill-queue-saturation"))
+def _nixl_wrong_nic():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (2_000_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=8)
+    d.counters["realtime_tokens{mode=decode}"] = (400_000, 0)
+    d.counters["num_transfer_failed_reqs"] = (16, 2)
+    d.logs = []
+    return [p, d, r], {}
+
+
+@scenario("healthy-pd-no-gain-h200", "healthy", "https://github.com/sgl-project/sglang/issues/24488",
+          "GLM-5.1 PD on H200 at 32k input / 512 output gives no throughput gain over one node: a tuning question, "
+          "every role busy and progressing", must_not=("prefill-queue-saturation", "decode-wedged", "kv-transfer-failure"))
+def _pd_no_gain():
+    p, d, r = roles()
+    p.gauges.update(num_queue_reqs=6, num_running_reqs=2, token_usage=0.41)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (40_000_000, 180_000)
+    d.gauges.update(num_running_reqs=32, token_usage=0.38)
+    return [p, d, r], {}
+
+
+@scenario("router-no-prefill-high-rate-ep", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/issues/12355",
+          "2P+6D large-scale EP benchmark with 12288 requests: the router fails PD pair selection with 'No available prefill "
+          "workers (all circuits open or unhealthy)' while the prefills are busy", also=("prefill-queue-saturation",),
+          must_not=("role-down", "kv-transfer-failure"))
+def _router_high_rate():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.gauges.update(num_queue_reqs=48, num_running_reqs=16, num_prefill_prealloc_queue_reqs=96)
+    r.logs = raw(['2025-10-29 21:49:19 ERROR http_request{method=POST uri=/generate version=HTTP/1.1 request_id="gnt-T1DkMPsWX1SOfuePNC4g04oV"}: '
+                  "sglang_router_rs::routers::http::pd_router: src/routers/http/pd_router.rs:142: Failed to select PD pair "
+                  "error=No available prefill workers (all circuits open or unhealthy)"] * 3)
+    r.gauges.update({"sgl_router_cb_state{worker=http://10.0.0.1:30000}": 1, "sgl_router_cb_state{worker=http://10.0.0.3:30000}": 1})
+    return [p, d, r], {}
+
+
+@scenario("mooncake-receivers-stuck-transferring", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/31800",
+          "DeepSeek-V4 PD (8 prefill / 16 decode): receivers stuck in KVPoll.Transferring never time out and leak decode "
+          "slots; #transfer-req frozen, #running-req ~1, KV usage ~0.04, throughput collapses",
+          must_not=("kv-cache-exhausted", "decode-wedged", "healthy"))
+def _stuck_transferring():
+    p, d, r = roles()
+    d.gauges.update(num_running_reqs=1, token_usage=0.04, num_decode_transfer_queue_reqs=127)
+    d.counters["realtime_tokens{mode=decode}"] = (9_100_000, 120)
+    d.logs = ["Decode batch, #running-req: 1, #full token: 4800, full token usage: 0.04, #swa token: 1200, swa token usage: 0.01, "
+              "pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 127, #retracted-req: 0, cuda graph: True, "
+              "gen throughput (token/s): 41.20, #queue-req: 0"] * 2
+    return [p, d, r], {}
+
+
+@scenario("decode-waiting-timeout-600s", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/11648",
+          "DeepSeek R1 PD on 6x8 H20 at concurrency 128: decode requests never get the transfer-done signal and time out "
+          "after 600 s in KVPoll.WaitingForInput", must_not=("healthy", "role-down"))
+def _waiting_timeout():
+    p, d, r = roles("0.5.3", "sgl-router")
+    d.logs = raw([
+        "[2025-10-15 11:03:35 DP6 TP6 EP6] Some requests fail to receive KV Cache transfer done signal after bootstrapping. If a greater "
+        "mean TTFT is acceptable, you can 'export SGLANG_DISAGGREGATION_WAITING_TIMEOUT=600' (10 minutes) to relax the timeout condition. ",
+        "[2025-10-15 11:03:35 DP6 TP6 EP6] Decode transfer failed for request rank=6 decode_req.req.rid='cd00baf7d2fc4dcf8535c3a25f0288a3' "
+        "decode_req.req.bootstrap_room=8360203925601259718 with exception KVTransferError(bootstrap_room=8360203925601259718): Request "
+        "8360203925601259718 timed out after 600.0s in KVPoll.WaitingForInput",
+        "[2025-10-15 11:03:35 DP6 TP6 EP6] Decode transfer failed for request rank=6 decode_req.req.rid='de2b8335632d474fb24b2eed0658e1e7' "
+        "decode_req.req.bootstrap_room=4699239566385471430 with exception KVTransferError(bootstrap_room=4699239566385471430): Request "
+        "4699239566385471430 timed out after 600.0s in KVPoll.WaitingForInput",
+    ])
+    d.counters["num_transfer_failed_reqs"] = (20, 14)
+    return [p, d, r], {}
+
+
+@scenario("c10d-store-timeout-dsv32-prefill", "nccl-failure", "https://github.com/sgl-project/sglang/issues/21292",
+          "DeepSeek-V3.2 PD with DeepEP on v0.5.8: a prefill rank's c10d store socket times out after 600000 ms and the "
+          "scheduler dies", also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop",))
+def _c10d_timeout():
+    p, d, r = roles()
+    died(p, raw([
+        "[rank1]:[W324 12:06:11.712348372 socket.cpp:472] [c10d] waitForInput: poll for socket SocketImpl(fd=149, "
+        "addr=[ds32-prefill-sgl059-efza-sysv1-inbi-head-0]:45532, remote=[ds32-prefill-sgl059-efza-sysv1-inbi-head-0]:6379) returned 0, likely a timeout",
+        "[rank1]:[W324 12:06:11.712424651 socket.cpp:497] [c10d] waitForInput: socket SocketImpl(fd=149, "
+        "addr=[ds32-prefill-sgl059-efza-sysv1-inbi-head-0]:45532, remote=[ds32-prefill-sgl059-efza-sysv1-inbi-head-0]:6379) timed out after 600000ms",
+        "[2026-03-24 12:06:11 DP1 TP1 EP1] Scheduler hit an exception: Traceback (most recent call last):",
+    ]))
+    return [p, d, r], {}
+
+
+@scenario("bootstrap-unreachable-under-load", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/9266",
+          "GLM-4.5 PD behind sgl-router at high concurrency: decode cannot reach the prefill's bootstrap server "
+          "('Error fetching prefill parallel info from bootstrap ... ConnectTimeoutError') and many transfers fail",
+          also=("prefill-queue-saturation", "scheduler-watchdog"), must_not=("healthy", "role-down"))
+def _bootstrap_unreachable():
+    p, d, r = roles("0.5.3", "sgl-router")
+    d.logs = raw([
+        "[2025-08-29 11:56:28] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds. tic start time: "
+        "11:56:08. last_heartbeat time: 11:54:35",
+        "[2025-08-29 11:56:51 TP0 EP0] Error fetching prefill parallel info from bootstrap: HTTPConnectionPool(host='sglang-deploy-glm-4-5-prefill', "
+        "port=30089): Max retries exceeded with url: /route?engine_rank=-1&target_dp_group=-1&target_pp_rank=-1 (Caused by "
+        "ConnectTimeoutError(<urllib3.connection.HTTPConnection object at 0x79c38b357230>, 'Connection to sglang-deploy-glm-4-5-prefill "
+        "timed out. (connect timeout=None)'))",
+    ])
+    d.counters["num_bootstrap_failed_reqs"] = (40, 12)
+    return [p, d, r], {}
+
+
+# --- batch 7 ---------------------------------------------------------------------------------------
+
+@scenario("prefill-kv-pool-exhaustion-sigquit", "cuda-oom", "https://github.com/sgl-project/sglang/issues/26265",
+          "a transient exhaustion of the prefill KV pool raises in alloc_paged_token_slots_extend; the scheduler dies and "
+          "the server exits on SIGQUIT instead of waiting for memory", also=("role-down", "kv-cache-exhausted",
+          "router-no-healthy-workers"), must_not=("config-crashloop",))
+def _prefill_pool_sigquit():
+    p, d, r = roles()
+    died(p, raw([
+        "[TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File ".../sglang/srt/managers/scheduler.py", line 3249, in _get_new_batch_prefill_raw',
+        "    new_batch.prepare_for_extend()",
+        '  File ".../sglang/srt/mem_cache/common.py", line 486, in alloc_for_extend',
+        "    out_cache_loc = alloc_paged_token_slots_extend(...)",
+        '  File ".../sglang/srt/mem_cache/common.py", line 412, in alloc_paged_token_slots_extend',
+    ]) + ["Prefill out of memory. Try to lower your batch size.", "SIGQUIT received. signum=None, frame=None. It usually means one child failed."])
+    return [p, d, r], {}
+
+
+@scenario("speculative-with-hicache-startup", "config-crashloop", "https://github.com/sgl-project/sglang/issues/12076",
+          "--speculative-algorithm together with --enable-hierarchical-cache: a child fails at start, the server gets SIGQUIT "
+          "from each rank and exits; the container restarts into the same error", also=("router-no-healthy-workers",),
+          must_not=("role-down", "scheduler-watchdog"))
+def _spec_hicache():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(d, raw([
+        "sglang-1  | [2025-10-29 11:26:03] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+        "sglang-1  | [2025-10-29 11:26:04] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+        "sglang-1  | [2025-10-29 11:26:04] ERROR:    Traceback (most recent call last):",
+        'sglang-1  |   File "/usr/lib/python3.12/asyncio/runners.py", line 195, in run',
+        "sglang-1  |     return runner.run(main)",
+    ]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("warmup-403-through-proxy", "config-crashloop", "https://github.com/sgl-project/sglang/issues/3623",
+          "the warmup request goes through an HTTP proxy from the environment and gets 403: 'Initialization failed. warmup "
+          "error', then the server kills itself; every restart does the same", also=("router-no-healthy-workers",),
+          must_not=("role-down",))
+def _warmup_403():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(p, raw([
+        "2025-02-17 11:56:43] Initialization failed. warmup error: Traceback (most recent call last):",
+        '  File "xxx/python3.11/site-packages/sglang/srt/entrypoints/http_server.py", line 548, in _wait_and_warmup',
+        '    assert res.status_code == 200, f"{res=}, {res.text=}"',
+        "AssertionError: res=<Response [403]>, res.text='<html>\\n<head><title>403 Forbidden</title></head>\\n<body>\\n<div "
+        "style=\"text-align: center;\"><h1>403 Forbidden</h1></div>\\n</body>\\n</html>'",
+        "Killed",
+    ]), status="9/KILL", code="killed", restarts=4)
+    return [p, d, r], {}
+
+
+@scenario("healthy-decode-draining", "healthy", "https://github.com/sgl-project/sglang/pull/13023",
+          "end of a benchmark: running requests drain 46 -> 11 and gen throughput falls with them; nothing is stuck",
+          must_not=("decode-wedged", "kv-cache-exhausted"))
+def _draining():
+    p, d, r = roles("0.5.3", "sgl-router")
+    d.logs = raw([
+        "[2025-11-11 04:06:27] Decode batch, #running-req: 46, #token: 34901, token usage: 0.19, cuda graph: False, gen throughput (token/s): 1447.08, #queue-req: 0, ",
+        "[2025-11-11 04:06:29] Decode batch, #running-req: 36, #token: 28419, token usage: 0.16, cuda graph: False, gen throughput (token/s): 1262.64, #queue-req: 0, ",
+        "[2025-11-11 04:06:31] Decode batch, #running-req: 22, #token: 20033, token usage: 0.11, cuda graph: True, gen throughput (token/s): 895.36, #queue-req: 0, ",
+        "[2025-11-11 04:06:35] Decode batch, #running-req: 11, #token: 13642, token usage: 0.07, cuda graph: True, gen throughput (token/s): 475.19, #queue-req: 0, ",
+    ])
+    d.gauges.update(num_running_reqs=11, token_usage=0.07, gen_throughput=475.19)
+    d.counters["generation_tokens"] = (3_000_000, 9_000)
+    return [p, d, r], {}
+
+
+@scenario("healthy-mixed-prefill-decode-2026", "healthy", "https://github.com/sgl-project/sglang/pull/22166",
+          "a benchmark run after a sampling change: prefill and decode batches interleave, 32 running, ~1600 token/s",
+          must_not=("decode-wedged", "prefill-queue-saturation"))
+def _mixed():
+    p, d, r = roles()
+    d.logs = raw([
+        "[2026-04-05 20:02:51] Decode batch, #running-req: 32, #token: 11179, token usage: 0.08, cuda graph: True, gen throughput (token/s): 1635.11, #queue-req: 0",
+        '[2026-04-05 20:02:51] INFO:     127.0.0.1:40052 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    ])
+    p.logs = raw([
+        "[2026-04-05 20:02:51] Prefill batch, #new-seq: 1, #new-token: 158, #cached-token: 0, token usage: 0.08, #running-req: 31, #queue-req: 0, "
+        "cuda graph: True, input throughput (token/s): 559.53",
+        "[2026-04-05 20:02:52] Prefill batch, #new-seq: 1, #new-token: 290, #cached-token: 0, token usage: 0.08, #running-req: 31, #queue-req: 0, "
+        "cuda graph: True, input throughput (token/s): 1670.03",
+    ])
+    return [p, d, r], {}
+
+
+@scenario("near-hisparse-flat-token-count", "healthy", "https://github.com/sgl-project/sglang/pull/22331",
+          "HiSparse decode logs '#token: 20800, token usage: 0.29' on every line while 5 requests decode at ~140 token/s: "
+          "a flat token count is a logging artefact, not a stall", must_not=("decode-wedged", "kv-cache-exhausted"))
+def _hisparse_flat():
+    p, d, r = roles()
+    d.logs = raw([
+        "[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 144.95, #queue-req: 0",
+        "[2026-04-08 14:05:22 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 140.27, #queue-req: 0",
+        "[2026-04-08 14:05:24 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 136.39, #queue-req: 0",
+        "[2026-04-08 14:05:25 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 139.89, #queue-req: 0",
+    ])
+    d.gauges.update(num_running_reqs=5, token_usage=0.29)
+    d.counters["realtime_tokens{mode=decode}"] = (7_000_000, 420)
+    return [p, d, r], {}
+
+
+# --- batch 8 ---------------------------------------------------------------------------------------
+
+@scenario("dsv3-long-output-decode-oom-retract", "kv-cache-exhausted", "https://github.com/sgl-project/sglang/issues/2746",
+          "DeepSeek-V3 with very long outputs: token usage 1.00, ~11 token/s, then 'Decode out of memory happened' retracts "
+          "requests on every rank", must_not=("cuda-oom", "decode-wedged", "role-down"))
+def _dsv3_long_output():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw([
+        "[2025-01-06 02:58:11 TP0] Decode batch. #running-req: 2, #token: 307481, token usage: 1.00, gen throughput (token/s): 10.92, #queue-req: 0",
+        "[2025-01-06 02:58:19 TP0] Decode batch. #running-req: 2, #token: 307561, token usage: 1.00, gen throughput (token/s): 10.92, #queue-req: 0",
+        "[2025-01-06 02:58:41 TP0] Decode batch. #running-req: 2, #token: 307801, token usage: 1.00, gen throughput (token/s): 10.93, #queue-req: 0",
+        "[2025-01-06 02:58:44 TP0] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.9446",
+        "[2025-01-06 02:58:44 TP5] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.9446",
+        "[2025-01-06 02:58:44 TP7] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.9446",
+    ])
+    d.gauges.update(num_running_reqs=1, num_queue_reqs=1, token_usage=1.0, gen_throughput=10.93)
+    return [p, d, r], {}
+
+
+@scenario("dsv3-stops-after-few-requests", "decode-wedged", "https://github.com/sgl-project/sglang/issues/2741",
+          "DeepSeek V3 with 99 running requests stops without any error: GPUs at 100% but low power, as if in an infinite "
+          "loop; nothing comes back", also=("prefill-wedged",), must_not=("healthy", "kv-cache-exhausted"))
+def _dsv3_stops():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw(["[2025-01-05 19:17:01 TP0] Prefill batch. #new-seq: 1, #new-token: 105, #cached-token: 112, cache hit rate: 12.33%, "
+                  "token usage: 0.32, #running-req: 99, #queue-req:"])
+    d.gauges.update(num_running_reqs=99, token_usage=0.32, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (1_500_000, 0)
+    d.health, d.health_error = None, "timeout after 5.0 s"
+    return [p, d, r], {}
+
+
+@scenario("healthy-bench-draining-largest-len", "healthy", "https://github.com/sgl-project/sglang/issues/4407",
+          "0.4.4: the benchmark client fails on a JSON decode error while the server drains 509 -> 151 running requests at "
+          "~5-9k token/s; the server is fine", must_not=("decode-wedged", "kv-cache-exhausted"))
+def _largest_len():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw([
+        "[2025-03-14 02:16:14 TP0] Decode batch. #running-req: 509, #token: 180776, token usage: 0.43, gen throughput (token/s): 7897.87, largest-len: 0, #queue-req: 0, ",
+        "[2025-03-14 02:16:18 TP0] Decode batch. #running-req: 397, #token: 171204, token usage: 0.41, gen throughput (token/s): 7980.04, largest-len: 0, #queue-req: 0, ",
+        "[2025-03-14 02:16:24 TP0] Decode batch. #running-req: 235, #token: 135338, token usage: 0.32, gen throughput (token/s): 5805.50, largest-len: 0, #queue-req: 0, ",
+        "[2025-03-14 02:16:27 TP0] Decode batch. #running-req: 151, #token: 100226, token usage: 0.24, gen throughput (token/s): 4726.37, largest-len: 0, #queue-req: 0, ",
+    ])
+    d.gauges.update(num_running_reqs=151, token_usage=0.24, gen_throughput=4726.37)
+    d.counters["generation_tokens"] = (9_000_000, 15_000)
+    return [p, d, r], {}
+
+
+@scenario("near-running-pinned-below-max", "healthy", "https://github.com/sgl-project/sglang/issues/30294",
+          "GLM-5-FP8 with DP attention: every rank holds at 15 running requests (max 16) with one request queued; a "
+          "scheduling inefficiency, while tokens flow", must_not=("prefill-queue-saturation", "decode-wedged", "kv-cache-exhausted"))
+def _pinned():
+    p, d, r = roles()
+    d.gauges.update(num_running_reqs=15, num_queue_reqs=1, token_usage=0.45)
+    return [p, d, r], {}
+
+
+@scenario("after-sigkill-restart-silent-hang", "decode-wedged", "https://github.com/sgl-project/sglang/issues/22779",
+          "the server was SIGKILLed and relaunched on the same port: /health answers 200, about a hundred requests complete, "
+          "then every request hangs with zero tokens", must_not=("healthy", "role-down"))
+def _sigkill_restart():
+    p, d, r = roles()
+    d.restarts, d.started = 1, T0 - timedelta(minutes=3)
+    d.gauges.update(num_running_reqs=18, token_usage=0.05)
+    d.counters["realtime_tokens{mode=decode}"] = (60_000, 0)
+    d.history = ["systemd: sglang-dsv4-decode.service: Main process exited, code=killed, status=9/KILL",
+                 "systemd: sglang-dsv4-decode.service: Scheduled restart job, restart counter is at 1."]
+    d.logs = []
+    return [p, d, r], {}
+
+
+@scenario("warmup-503-killed", "config-crashloop", "https://github.com/sgl-project/sglang/issues/4094",
+          "Qwen2.5-7B with --api-key: the warmup request is answered 503 and the process is killed about two minutes after "
+          "every start", also=("router-no-healthy-workers",), must_not=("role-down", "cuda-oom"))
+def _warmup_503():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(d, ["AssertionError: res=<Response [503]>", "raw:Killed"], status="9/KILL", code="killed", restarts=6)
+    d.started = T0 - timedelta(minutes=2)
+    return [p, d, r], {}
+
+
+# --- batch 9 ---------------------------------------------------------------------------------------
+
+@scenario("mooncake-tcp-unreachable-address-rocm", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/23342",
+          "PD on MI300x with Mooncake over TCP: chat completions hang forever, all processes alive with GPU at 0%; Mooncake "
+          "advertised an address the other side cannot reach (the bootstrap port alone answers)",
+          also=("decode-wedged",), must_not=("healthy", "prefill-queue-saturation"))
+def _tcp_unreachable():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0, num_prefill_inflight_queue_reqs=3)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (30_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=3)
+    d.counters["realtime_tokens{mode=decode}"] = (200, 0)
+    return [p, d, r], {"gpus": {"node1": gpu_csv(4).replace(", 87, ", ", 0, "), "node2": gpu_csv(4).replace(", 87, ", ", 0, ")}}
+
+
+@scenario("bootstrap-wrong-prefill-ip-decode-freeze", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/19900",
+          "PD with a wrong prefill address: decode retries the bootstrap's parallel info for every pending request and its "
+          "engine freezes; requests pile up in the prealloc queue", also=("decode-wedged",),
+          must_not=("healthy", "role-down"))
+def _wrong_prefill_ip():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (10_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_prealloc_queue_reqs=24)
+    d.counters["realtime_tokens{mode=decode}"] = (90_000, 0)
+    d.counters["num_bootstrap_failed_reqs"] = (0, 0)
+    return [p, d, r], {}
+
+
+@scenario("nccl-socket-connect-abort-init", "nccl-failure", "https://github.com/sgl-project/sglang/issues/5594",
+          "two H100 nodes: NCCL's bootstrap cannot connect to the peer ('Software caused connection abort') while the "
+          "scheduler initializes; every start fails the same way", also=("router-no-healthy-workers",),
+          must_not=("config-crashloop", "role-down"))
+def _nccl_connect_abort():
+    p, d, r = roles("0.4.6", "mini_lb")
+    crashloop(p, raw([
+        "h100-15:139:1092 [7] socket.c:485 NCCL WARN socketStartConnect: Connect to 10.0.0.82<38455> failed : Software caused connection abort",
+        "h100-15:139:1092 [7] NCCL INFO transport/net.cc:687 -> 2",
+        "h100-15:132:132 [0] NCCL INFO init.cc:1837 -> 2",
+        "[2025-04-21 07:28:41 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1714, in run_scheduler_process',
+    ]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("nccl-no-route-to-host-init", "nccl-failure", "https://github.com/sgl-project/sglang/issues/3820",
+          "multi-node start-up: NCCL cannot reach 10.0.0.4 ('No route to host') and TP14's scheduler dies in its constructor",
+          also=("router-no-healthy-workers",), must_not=("config-crashloop", "role-down"))
+def _nccl_no_route():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(d, raw([
+        "node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.0.0.4<56849> returned 113(No route to host) "
+        "errno 115(Operation now in progress)",
+        "node5:240:240 [6] NCCL INFO bootstrap.cc:285 -> 2",
+        "node5:240:240 [6] NCCL INFO init.cc:1837 -> 2",
+        "[2025-02-24 14:09:34 TP14] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1816, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+    ]), restarts=8)
+    return [p, d, r], {}
+
+
+# --- batch 10: NIXL and Mooncake transfer failures ----------------------------------------------
+
+@scenario("nixl-efa-remote-disconnect-new-decode", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/1983",
+          "SGLang PD over NIXL/UCX SRD (EFA) on B200: a prefill's first connection to a freshly started decode fails with "
+          "NIXL_ERR_REMOTE_DISCONNECT, the remote agent is deregistered and every later transfer to that decode fails",
+          must_not=("healthy", "role-down", "decode-wedged"))
+def _nixl_efa():
+    p, d, r = roles()
+    d.restarts, d.started = 1, T0 - timedelta(minutes=6)
+    p.counters["num_transfer_failed_reqs"] = (0, 9)
+    d.counters["num_transfer_failed_reqs"] = (0, 9)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=9)
+    d.counters["realtime_tokens{mode=decode}"] = (3_000, 0)
+    return [p, d, r], {}
+
+
+@scenario("nixl-backend-error-first-request", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/492",
+          "sglang 0.4.7.post1 PD on one H200 with NIXL from pip: the first request raises "
+          "nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND on the prefill (UCX of the wheel conflicts with the system's)",
+          must_not=("healthy", "config-crashloop"))
+def _nixl_backend_first():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.logs += ["nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND"]
+    p.counters["num_transfer_failed_reqs"] = (0, 1)
+    return [p, d, r], {}
+
+
+@scenario("nixl-backend-error-decode-qwen3", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/503",
+          "SGLang PD with the NIXL backend: the servers warm up (fake transfers), then the decode side fails real "
+          "transfers with NIXL_ERR_BACKEND", must_not=("healthy", "config-crashloop"))
+def _nixl_backend_decode():
+    p, d, r = roles("0.4.6", "mini_lb")
+    d.logs = raw([
+        "[2025-06-26 02:04:08] max_total_num_tokens=510299, chunked_prefill_size=16384, max_prefill_tokens=16384, max_running_requests=4096, "
+        "context_len=40960, available_gpu_mem=8.59 GB",
+        "[2025-06-26 02:04:09] Start of prefill warmup ...",
+        "[2025-06-26 02:04:09] Prefill batch. #new-seq: 1, #new-token: 4, #cached-token: 0, token usage: 0.00, #running-req: 0, "
+        "#unbootstrapped-req: 0, #queue-req: 0, #transferring-req: 0, time: 1.70",
+    ]) + ["nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND"]
+    d.counters["num_transfer_failed_reqs"] = (0, 2)
+    return [p, d, r], {}
+
+
+@scenario("nixl-source-build-transfer-blocked", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/5709",
+          "NIXL built from source against the system UCX: no more NIXL_ERR_BACKEND, but the KV transmission blocks; "
+          "requests wait in the prefill's transferring queue and decode never gets them", also=("prefill-wedged",),
+          must_not=("healthy", "prefill-queue-saturation"))
+def _nixl_blocked():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.logs = raw(["Cuda graph is disabled for prefill server"])
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0, num_prefill_infight_queue_reqs=4)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=4)
+    d.counters["generation_tokens"] = (0, 0)
+    d.gauges["gen_throughput"] = 0.0
+    return [p, d, r], {}
+
+
+@scenario("nixl-remote-disconnect-stale-peer", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/40108",
+          "after a NIXL remote disconnect the peer's memory metadata is invalid while SGLang still treats it as "
+          "registered: transfers fail indefinitely although both engines stay up", must_not=("healthy", "role-down"))
+def _nixl_stale_peer():
+    p, d, r = roles()
+    p.counters["num_transfer_failed_reqs"] = (200, 14)
+    d.counters["num_transfer_failed_reqs"] = (200, 14)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 300)
+    return [p, d, r], {}
+
+
+@scenario("mooncake-failed-to-send-kv-chunk", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/7118",
+          "the simplest 1P1D with Mooncake fails every request with 'Failed to send kv chunk'; fixed by a newer Mooncake",
+          must_not=("healthy", "prefill-queue-saturation"))
+def _send_kv_chunk():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.counters["num_transfer_failed_reqs"] = (5, 6)
+    d.counters["num_transfer_failed_reqs"] = (5, 6)
+    return [p, d, r], {}
+
+
+@scenario("oom-not-crashing-k8s", "cuda-oom", "https://github.com/sgl-project/sglang/issues/4730",
+          "0.4.1.post7 serving DeepSeek-R1-Distill-Qwen-7B at 1800 concurrent requests: torch.OutOfMemoryError early in "
+          "the run, and the process stays up without serving instead of crashing", also=("decode-wedged",),
+          must_not=("config-crashloop", "role-down", "kv-cache-exhausted"))
+def _oom_alive():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 616.00 MiB. GPU 0 has a total capaci"]
+    d.gauges.update(num_running_reqs=0, num_queue_reqs=640, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (40_000, 0)
+    d.health, d.health_error = None, "timeout after 5.0 s"
+    return [p, d, r], {}
+
+
+@scenario("warmup-403-api-key-proxy", "config-crashloop", "https://github.com/NVlabs/DiffusionNFT/issues/21",
+          "an SGLang reward server with --api-key never comes up: its own warmup request gets 403 Forbidden through the "
+          "environment's proxy and start-up fails, every time", also=("router-no-healthy-workers",), must_not=("role-down",))
+def _warmup_403_api_key():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(d, raw([
+        "[2025-10-22 10:27:27] INFO:     Uvicorn running on http://127.0.0.1:9316 (Press CTRL+C to quit)",
+        "[2025-10-22 10:29:28] Initialization failed. warmup error: Traceback (most recent call last):",
+        '  File "/home/donkey/.local/lib/python3.11/site-packages/sglang/srt/entrypoints/http_server.py", line 1407, in _execute_server_warmup',
+        '    assert res.status_code == 200, f"{res=}, {res.text=}"',
+        "AssertionError: res=<Response [403]>, res.text='<html>\\n<head><title>403 Forbidden</title></head>\\n<body>\\n<div "
+        "style=\"text-align: center;\"><h1>403 Forbidden</h1></div>\\n</body>\\n</html>'",
+    ]), restarts=3)
+    d.started = T0 - timedelta(minutes=2, seconds=5)
+    return [p, d, r], {}
+
+
+@scenario("healthy-first-request-jit-gap", "healthy", "https://github.com/sgl-project/sglang/pull/3699",
+          "0.4.3 serving a first multimodal request: flashinfer JIT-compiles its cascade ops for 20 s between the prefill "
+          "and the first decode batch; a one-off warm-up gap, then decoding proceeds", must_not=("decode-wedged", "prefill-wedged"))
+def _jit_gap():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw([
+        "[2025-02-26 15:44:36 TP0] Prefill batch. #new-seq: 1, #new-token: 11, #cached-token: 24, cache hit rate: 26.67%, token usage: 0.00, "
+        "#running-req: 0, #queue-req: 0",
+        "2025-02-26 15:44:36,973 - INFO - flashinfer.jit: Loading JIT ops: cascade",
+        "2025-02-26 15:44:57,375 - INFO - flashinfer.jit: Finished loading JIT ops: cascade",
+        "[2025-02-26 15:44:57 TP0] Decode batch. #running-req: 1,",
+    ])
+    d.gauges.update(num_running_reqs=1, token_usage=0.0, gen_throughput=38.5)
+    d.counters["generation_tokens"] = (0, 40)
+    return [p, d, r], {}
+
+
+# --- the same crash loops once systemd gave up (StartLimitBurst hit): failed, no restart pending ----
+
+def start_limit(base: str, role: str) -> None:
+    """Register ``<base>-start-limit``: the crash loop of ``base`` after systemd stopped restarting."""
+    fn, source = RAW[base]
+    lab = SCENARIOS[base]()["label"]
+
+    @scenario(f"{base}-start-limit", lab["expected"], source,
+              lab["note"] + "; systemd hit its start limit and left the unit failed",
+              also=tuple(lab["also"]) + ("role-down",),  # down for good now, which the crash loop explains
+              must_not=tuple(c for c in lab["must_not"] if c != "role-down"))
+    def _limited():
+        specs, kw = fn()
+        for spec in specs:
+            if spec.role == role:
+                spec.active, spec.sub, spec.restarts = "failed", "failed", 5
+                unit = spec.logs[-1].split(":")[1].strip()
+                spec.logs = spec.logs[:-1] + [f"systemd: {unit}: Start request repeated too quickly.",
+                                              f"systemd: {unit}: Failed with result '{spec.result}'.",
+                                              f"systemd: Failed to start {unit}."]
+        return specs, kw
+
+
+# --- the same threads after the fix: the failure's lines precede the current run -----------------
+
+def after_fix(base: str, role: str, note: str, must_not: tuple[str, ...]) -> None:
+    """Register ``<base>-after-fix``: the incident of ``base`` with ``role`` fixed and restarted."""
+    fn, source = RAW[base]
+
+    @scenario(f"{base}-after-fix", "healthy", source, note, must_not=must_not)
+    def _fixed():
+        specs, kw = fn()
+        for spec in specs:
+            if spec.role == role:
+                recovered(spec)
+            elif spec.active != "active":  # co-failing roles came back too
+                recovered(spec)
+        return specs, {k: v for k, v in kw.items() if k != "extra"}
+
+
+CRASH = ("config-crashloop", "role-down")
+after_fix("argparse-enable-reasoning", "prefill", "the flag was removed from the unit file; the argparse error of the "
+          "previous runs is still in the window, before the current run's start", CRASH)
+after_fix("argparse-reasoning-parser-underscore", "prefill", "fixed to --reasoning-parser; old argparse lines remain in "
+          "the journal window", CRASH)
+after_fix("arch-glm4-not-supported", "decode", "upgraded to a release that knows Glm4ForCausalLM; the ValueError lines "
+          "are from the runs before", CRASH)
+after_fix("sgl-kernel-no-common-ops", "decode", "the matching sgl_kernel wheel was installed; the ImportError is history",
+          CRASH + ("gpu-fault",))
+after_fix("sgl-kernel-undefined-symbol-rtx5080", "prefill", "torch and sgl-kernel versions aligned; it serves again",
+          CRASH)
+after_fix("mooncake-register-memory-einval", "decode", "nvidia_peermem loaded and the unit restarted: registration "
+          "works; the failed registrations precede this run", CRASH + ("kv-transfer-failure",))
+after_fix("hicache-mooncake-store-startup", "prefill", "the Mooncake store came back; the start-up failures are "
+          "history", CRASH + ("kv-transfer-failure",))
+after_fix("not-enough-memory-mem-fraction", "decode", "speculative decoding turned off; the memory error of the earlier "
+          "starts stays in the window", CRASH + ("cuda-oom",))
+after_fix("nccl-init-unhandled-system-error", "decode", "NCCL_SOCKET_IFNAME fixed; the NCCL init error is from the "
+          "previous runs", CRASH + ("nccl-failure",))
+after_fix("watchdog-pyspy-missing", "decode", "systemd restarted the decode after the watchdog kill; it serves again "
+          "and the watchdog lines precede the current run", CRASH + ("scheduler-watchdog", "decode-wedged"))
+after_fix("detokenizer-health-check-exit", "decode", "restarted after the detokenizer health-check exit; serving "
+          "normally since", CRASH + ("scheduler-watchdog",))
+after_fix("nccl-timeout-under-perf-test", "decode", "restarted with --dist-timeout 3600 after the NCCL timeout; "
+          "serving since", CRASH + ("nccl-failure",))
+after_fix("prefill-oom-large-page", "prefill", "restarted with a smaller page size; the out-of-memory lines belong "
+          "to the run before", CRASH + ("cuda-oom",))
+after_fix("nixl-ucx-segfault", "prefill", "switched the transfer backend and restarted; the UCX segfault is history",
+          CRASH + ("kv-transfer-failure",))
+
+
+start_limit("argparse-enable-metrics-underscore", "decode")
+start_limit("sgl-kernel-no-common-ops", "decode")
+start_limit("nccl-no-route-to-host-init", "decode")
+start_limit("warmup-403-through-proxy", "prefill")
+start_limit("hicache-mooncake-store-startup", "prefill")
+
+
+if __name__ == "__main__":
+    for path in write(SCENARIOS):
+        print(path)

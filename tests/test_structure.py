@@ -1,0 +1,193 @@
+"""Structure before strings: exceptions and their stage, glog lines by component, native crash dumps,
+the unit's state machine, progress by source, ordering by cause and what would decide."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from opsbot.bundle import parse_bundle
+from opsbot.cli import app
+from opsbot.diagnose import default_runbooks, diagnose
+from opsbot.diagnose.exception_table import parse_example
+from opsbot.parse.facts import bundle_facts
+from opsbot.diagnose.lint import lint
+from opsbot.datafiles import data_dir
+from opsbot.parse.exceptions import crash_frames, parse_exceptions, stage_of
+from opsbot.parse.glog import parse_glog
+from opsbot.parse.logs import LOG_FILTER, parse_batch
+
+DEV = Path(__file__).parent / "scenarios" / "dev"
+
+# A Scheduler hit an exception block as SGLang 0.5.23 writes it (managers/scheduler.py run_scheduler_process)
+STARTUP_BLOCK = [
+    "Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 6365, in run_scheduler_process',
+    "    scheduler = Scheduler(server_args, port_args)",
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 412, in __init__',
+    '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 301, in load_model',
+    "ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now.",
+]
+SERVING_BLOCK = [
+    "[2026-11-29 10:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 6370, in run_scheduler_process',
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1201, in event_loop_overlap_disagg_decode',
+    '  File "/sgl/python/sglang/srt/managers/schedule_batch.py", line 1380, in retract_decode',
+    "AssertionError: No space left for only one request",
+]
+
+
+def _lines(block: list[str]) -> list[tuple[str, str | None]]:
+    return [(line, None) for line in block]
+
+
+def test_a_traceback_gives_type_message_writer_and_stage_from_its_frames():
+    (startup,) = parse_exceptions(_lines(STARTUP_BLOCK))
+    assert (startup.type, startup.writer, startup.stage) == ("ValueError", "Scheduler", "startup")
+    assert startup.frames == ("run_scheduler_process", "__init__", "load_model")
+    (serving,) = parse_exceptions(_lines(SERVING_BLOCK))
+    assert (serving.short_type, serving.stage) == ("AssertionError", "serving")
+
+
+def test_stage_is_unknown_when_only_the_wrapper_frame_is_printed():
+    assert stage_of(["run_scheduler_process"], "RuntimeError") == "unknown"
+    assert stage_of([], "ModuleNotFoundError") == "startup"
+
+
+def test_argparse_rank_prefixes_chained_tracebacks_and_the_launchers_verdict():
+    found = parse_exceptions(_lines([
+        "launch_server.py: error: unrecognized arguments: --max-queued-request 10",
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/x.py", line 1, in init_distributed_environment',
+        "[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error",
+        "During handling of the above exception, another exception occurred:",
+        "Initialization failed. warmup error: Traceback (most recent call last):",
+    ]))
+    assert [(x.type, x.stage) for x in found] == [
+        ("ArgumentError", "startup"), ("torch.distributed.DistBackendError", "startup"), ("InitializationFailed", "startup"),
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(STARTUP_BLOCK + SERVING_BLOCK), st.text(max_size=80)), max_size=30))
+def test_exception_parsing_never_raises(lines):
+    for x in parse_exceptions((line, None) for line in lines):
+        assert x.stage in ("startup", "serving", "unknown") and x.type
+    crash_frames(lines)
+
+
+def test_glog_lines_of_mooncake_and_c10d():
+    line = parse_glog("E0603 20:16:59.104586 27322 worker_pool.cpp:271] Worker: Process failed for slice: transport retry counter exceeded")
+    assert line is not None and (line.severity, line.file, line.line, line.is_error) == ("E", "worker_pool.cpp", 271, True)
+    c10d = parse_glog("[rank1]:[E1129 10:00:01.000000000 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout")
+    assert c10d is not None and c10d.file == "ProcessGroupNCCL.cpp"
+    assert parse_glog("Decode batch, #running-req: 8") is None
+    assert re.search(LOG_FILTER, "E0603 20:16:59.104586 27322 rdma_endpoint.cpp:408] [Handshake] Failed to modify QP to RTR")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=120))
+def test_glog_parsing_never_raises(text):
+    line = parse_glog(text)
+    assert line is None or line.severity in "IWEF"
+
+
+def test_the_table_maps_components_crash_dumps_and_its_own_examples():
+    rs = default_runbooks()
+    assert rs.exceptions.component("worker_pool.cpp") == ("mooncake-transfer-engine", "kv-transfer-failure")
+    assert rs.exceptions.component("ProcessGroupNCCL.cpp") == ("torch-nccl", "nccl-failure")
+    assert rs.exceptions.component("scheduler.cpp") is None
+    frames = crash_frames([
+        "Fatal Python error: Segmentation fault", "",
+        "Thread 0x00007fb209fff640 (most recent call first):",
+        '  File "/sgl/python/sglang/srt/disaggregation/mooncake/transfer_engine.py", line 75 in transfer_sync',
+    ])
+    assert rs.exceptions.crash_component(frames) == ("mooncake-transfer-engine", "kv-transfer-failure")
+    assert rs.exceptions.incident(parse_example("[startup] ImportError: libcuda.so.1: cannot open shared object file")) == "config-crashloop"
+    assert rs.exceptions.incident(parse_example("[serving] torch.OutOfMemoryError: CUDA out of memory.")) == "cuda-oom"
+    assert rs.exceptions.incident(parse_example("[serving] ValueError: bad request")) is None
+    assert not lint(data_dir("runbooks"))
+
+
+def test_old_sglang_batch_lines_and_metric_names():
+    line = parse_batch("Decode batch. #running-req: 1, #token: 75, token usage: 0.00, gen throughput (token/s): 2.69, #queue-req: 0")
+    assert line is not None and line.fields["gen throughput (token/s)"] == 2.69
+    assert re.search(LOG_FILTER, "Decode batch. #running-req: 1, #token: 75")
+
+
+def _facts(name: str) -> dict:
+    b = parse_bundle((DEV / f"{name}.json").read_text(encoding="utf-8"))
+    rs = default_runbooks()
+    return bundle_facts(b, rs.patterns, rs.metric_facts, rs.exceptions).scopes
+
+
+def test_progress_names_its_source():
+    new = _facts("decode-wedged")["decode"]["progress"]
+    assert new["decode_source"].startswith("realtime_tokens_total") and new["decode_stalled"] is True
+    old = _facts("arch-glm4-not-supported")["prefill"]["progress"]  # 0.4.x names: no realtime_tokens_total
+    assert old["prefill_source"].startswith("prompt_tokens_total") and "prefill_stalled" not in old
+
+
+def test_unit_state_machine_and_start_up_exception():
+    decode = _facts("arch-glm4-not-supported")["decode"]
+    assert decode["unit"]["crash_looping"] and decode["unit"]["restarting"] and decode["unit"]["exit_code"] == 1
+    assert decode["exception"]["startup_incident"] == "config-crashloop"
+    d = diagnose(parse_bundle((DEV / "arch-glm4-not-supported.json").read_text(encoding="utf-8")), default_runbooks())
+    assert d.findings[0].incident == "config-crashloop" and "role-down on decode" in d.findings[0].explains
+
+
+def test_public_json_adds_explains_and_decide_only():
+    d = diagnose(parse_bundle((DEV / "crash-unexplained.json").read_text(encoding="utf-8")), default_runbooks())
+    public = d.public()["findings"][0]
+    assert public["incident"] == "role-down" and "explains" in public
+    assert any("NRestarts moving" in t for t in public["decide"]) and d.findings[0].second_look
+    assert {"incident", "severity", "roles", "evidence", "summary", "remedies", "title", "confidence", "missing_facts"} <= set(public)
+
+
+def test_a_second_look_reads_nrestarts_moving():
+    data = json.loads((DEV / "crash-unexplained.json").read_text(encoding="utf-8"))
+    before = parse_bundle(json.dumps(data))
+    for role in data["roles"]:
+        if role["role"] == "decode":
+            role["systemd"]["raw"] = role["systemd"]["raw"].replace("NRestarts=5", "NRestarts=9")
+    after = parse_bundle(json.dumps(data))
+    rs = default_runbooks()
+    scopes = bundle_facts(after, rs.patterns, rs.metric_facts, rs.exceptions, previous=before).scopes
+    assert scopes["decode"]["unit"]["restarts_moved"] == 4 and scopes["decode"]["unit"]["crash_looping"]
+    assert "restarts_moved" not in bundle_facts(after, rs.patterns).scopes["decode"]["unit"]
+
+
+def test_eval_prints_each_part_and_flags_unsafe_advice(tmp_path):
+    for part, names in {"dev": ["crash-unexplained", "healthy"], "other": ["arch-glm4-not-supported"]}.items():
+        (tmp_path / part).mkdir()
+        for name in names:
+            (tmp_path / part / f"{name}.json").write_text((DEV / f"{name}.json").read_text(encoding="utf-8"), encoding="utf-8")
+    out = CliRunner().invoke(app, ["eval", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    assert "dev/: 2 bundles, top-1 100.0%, top-3 100.0%, unsafe advice 0" in out.output
+    assert "other/: 1 bundles, top-1 100.0%" in out.output and "expected \\ top finding" in out.output
+    # a healthy label on a bundle where a restart is advised is unsafe advice
+    data = json.loads((DEV / "crash-unexplained.json").read_text(encoding="utf-8"))
+    data["label"] = {**data["label"], "expected": "healthy"}
+    (tmp_path / "dev" / "crash-unexplained.json").write_text(json.dumps(data), encoding="utf-8")
+    out = CliRunner().invoke(app, ["eval", str(tmp_path), "--misses"])
+    assert out.exit_code == 1 and "unsafe advice 1" in out.output and "miss: dev/crash-unexplained" in out.output
+    assert CliRunner().invoke(app, ["eval", str(tmp_path / "nothing")]).exit_code == 2
+
+
+def test_no_restart_is_offered_while_systemd_restarts_the_unit():
+    data = json.loads((DEV / "crash-unexplained.json").read_text(encoding="utf-8"))
+    gave_up = diagnose(parse_bundle(json.dumps(data)), default_runbooks()).findings[0]
+    assert gave_up.incident == "role-down" and [r.kind for r in gave_up.remedies][:1] == ["restart"]
+    for role in data["roles"]:
+        if role["role"] == "decode":
+            role["systemd"]["raw"] = role["systemd"]["raw"].replace("ActiveState=failed", "ActiveState=activating").replace(
+                "SubState=failed", "SubState=auto-restart")
+    looping = diagnose(parse_bundle(json.dumps(data)), default_runbooks()).findings[0]
+    assert looping.incident == "role-down" and "restart" not in [r.kind for r in looping.remedies]
+    assert any(r.kind == "no-restart" and "already restarting" in r.text for r in looping.remedies)
