@@ -1,12 +1,13 @@
-"""The long-context recall probe and the canary: real requests through the router's OpenAI API.
+"""The long-context recall probe: needle-in-a-haystack requests through the router's OpenAI API.
 
 ``run_recall`` fits every prompt to an exact length in the server's own tokens (``/v1/tokenize``
 through the router, else the model's tokenizer when one is installed here), plants a random needle
 at each depth among near-miss distractors, and asks at temperature 0 with a bounded answer. At most
-``concurrency`` requests are in flight, and before each one the prefill queue is read: while it is
-above ``queue_limit`` nothing is sent, so the probe never adds to a saturated prefill. Whatever goes
-wrong with one case (a timeout, garbage, an unknown model) is that case's ``error``; the run completes.
-
+``concurrency`` requests are in flight, and the prefill queue is watched beside them (a reading at
+most a second old before each request): while it is above ``queue_limit`` nothing is sent, so the
+probe never adds to a saturated prefill. Whatever goes wrong with one case (a timeout, garbage, an
+unknown model) is that case's ``error``; the run completes. ``recall_bundle`` adds a probe of every
+role (with the canary), so the bundle shows whether everything else was healthy.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ class RecallPlan:
     queue_wait_s: float = 300.0
     request_timeout_s: float = 600.0
     model: str | None = None
-    seed: int | None = None  # tests only; by default every run draws new needles
 
     def cases(self) -> int:
         return len(self.lengths) * len(self.depths) * len(self.fillers)
@@ -201,23 +201,20 @@ def tokenizer_for(router: Router, model: str | None) -> FirstThatAnswers:
 
 
 async def _fit(tok: Tokenizer, target: int, make: Callable[[int, int], str], per_line: float,
-               lines: int, pad: int = 0, counted: int | None = None) -> tuple[int, int, int]:
+               lines: int, pad: int = 0) -> tuple[int, int, int]:
     """Adjust whole lines, then pad words, until the prompt counts exactly ``target`` tokens.
 
-    ``counted``: the count of ``make(lines, pad)`` when already known. Returns (lines, pad words,
-    the count reached); the count differs from ``target`` only when ``MAX_FIT_ROUNDS`` were not enough."""
+    Returns (lines, pad words, the count reached); the count differs from ``target`` only when
+    ``MAX_FIT_ROUNDS`` were not enough."""
     n = 0
     for _ in range(MAX_FIT_ROUNDS):
-        if counted is not None:
-            n, counted = counted, None
-        else:
-            # a short prompt is counted with a few pad lengths around the guess at once: one round trip fewer
-            pads = [pad, *(p for p in range(pad - 3, pad + 5) if p >= 0 and p != pad)] if target <= SPREAD_UP_TO else [pad]
-            counts = await tok.count([make(lines, p) for p in pads])
-            hit = next((p for p, c in zip(pads, counts) if c == target), None)
-            if hit is not None:
-                return lines, hit, target
-            n = counts[0]
+        # a short prompt is counted with a few pad lengths around the guess at once: one round trip fewer
+        pads = [pad, *(p for p in range(pad - 3, pad + 5) if p >= 0 and p != pad)] if target <= SPREAD_UP_TO else [pad]
+        counts = await tok.count([make(lines, p) for p in pads])
+        hit = next((p for p, c in zip(pads, counts) if c == target), None)
+        if hit is not None:
+            return lines, hit, target
+        n = counts[0]
         diff = target - n
         if diff == 0:
             break
@@ -418,7 +415,7 @@ async def run_recall(cluster: Cluster, transports: dict[str, Transport], plan: R
 async def _send_grid(recall: Recall, router: Router, model: asyncio.Task[str], tok: Tokenizer, gate: QueueGate,
                      plan: RecallPlan, report: RecallProgress) -> None:
     """Fit prompts into a short queue (one builder) and send them from it (``concurrency`` senders)."""
-    rng = random.Random(plan.seed)
+    rng = random.Random()  # fresh needles every run: nothing to memorise
     ready: asyncio.Queue[Fitted | None] = asyncio.Queue(maxsize=plan.concurrency * 2)
 
     def fits(n: int) -> bool:
