@@ -10,7 +10,7 @@ DEB_PACKAGES := openssh-server openssh-client procps systemd-container debootstr
 STAMP_DEB := $(VENV)/.deb-installed
 STAMP_PY := $(VENV)/.py-installed
 
-.PHONY: setup deps-deb deps-py run test test-fast lab-down bench clean
+.PHONY: setup deps-deb deps-py run test test-fast test-patch lab-down bench clean
 
 setup: deps-deb deps-py
 
@@ -46,6 +46,12 @@ test: setup
 
 test-fast: deps-py
 	@$(BIN)/python -m pytest -q -m "not lab and not integration" $(PYTEST_ARGS)
+
+# The SGLang patch attached to the real sglang 0.5.23 modules on the CPU: needs the patch-ci extra
+# (about 40 packages, minutes to install), so it is not part of `make test` (kernels/README.md).
+test-patch: deps-py
+	@$(BIN)/pip install -q -e '.[dev,kernels,patch-ci]'
+	@OPSBOT_PATCH_CI=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/kernels/test_sglang_patch.py $(PYTEST_ARGS)
 
 lab-down:
 	@$(BIN)/opsbot lab down

@@ -5,6 +5,9 @@ and torch.topk, against the copy bandwidth measured in the same run; and the pre
     python -m bench.kernels sweep      [--baseline DIR]      (logits configs and top-k chunking)
     python -m bench.kernels topk       [--baseline DIR] [--json PATH]   (top-k 2048 variants, graphs)
     python -m bench.kernels precision  [--json PATH]
+    python -m bench.kernels v4         [--json PATH]   (V4-Flash C4 shapes: fixed lengths, top-k 512/2048 vs
+                                                       fast_topk_v2's figures and torch.topk over the same width)
+    python -m bench.kernels v4-sweep   [--json PATH]   (logits launch configs near 80% of copy; row top-k warps)
     python -m bench.kernels plot       --json PATH --png PATH    (no GPU needed)
 """
 
@@ -20,7 +23,7 @@ import torch
 
 from kernels.layout import PAGE, new_bf16_cache, new_fp8_cache
 from kernels.logits import paged_logits, row_lengths
-from kernels.topk import topk
+from kernels.topk import ROW_MAX, topk
 
 FLUSH_BYTES = 512 << 20
 
@@ -294,6 +297,90 @@ def topk_speed(path: str | None, base: dict) -> None:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
 
 
+# sgl-kernel fast_topk_v2 (k = 2048, one CTA a row) on an H200, decode B = 64: SGLang's
+# nsa/hisa/benchmarks/_results/2026-04-21_h200_stage_profile_full.txt (dsa-indexer.md §5.3)
+FAST_TOPK_V2_B64_US = {4096: 13.0, 16384: 17.0, 65536: 39.0}
+V4_BATCHES = (1, 16, 64, 128)
+V4_LENGTHS = (4096, 16384, 65536)  # compressed entries: 16K, 64K and 256K tokens of context
+
+
+def v4_case(batch: int, entries: int, seed: int = 0):
+    """B query rows, each its own request of exactly `entries` compressed bf16 keys (shuffled pages)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    pages = entries // PAGE
+    table = torch.randperm(batch * pages, generator=g, device="cuda").to(torch.int32).reshape(batch, pages)
+    cache = (torch.randn(batch * pages, PAGE, 128, generator=g, device="cuda") / 4).to(torch.bfloat16)
+    q = torch.randn(batch, 1, 64, 128, generator=g, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(batch, 1, 64, generator=g, device="cuda") / 64
+    lens = torch.full((batch,), entries, dtype=torch.int32, device="cuda")
+    return q, w, cache, table, lens
+
+
+def v4(path: str | None) -> None:
+    """Logits and top-k at V4-Flash's C4 shapes, every figure from this one run."""
+    from kernels.topk import topk_ref
+
+    copy = copy_bandwidth()
+    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  copy bandwidth {copy:.2f} TB/s", flush=True)
+    print(f"{'B':>4} {'L':>6} {'logits us':>9} {'TB/s':>5} {'%copy':>5} {'k':>5} {'row us':>7} {'radix us':>8} "
+          f"{'auto us':>7} {'torch.topk':>10} {'fast_topk_v2':>12} {'auto/v2':>7}", flush=True)
+    rows = []
+    for batch in V4_BATCHES:
+        for entries in V4_LENGTHS:
+            q, w, cache, table, lens = v4_case(batch, entries)
+            lg = timed(lambda: paged_logits(q, w, cache, table, lens, max_context_len=entries))
+            tb = key_bytes(lens, "bf16", entries) / lg / 1e6
+            logits = paged_logits(q, w, cache, table, lens, max_context_len=entries)
+            logits += torch.randn_like(logits) * 1e-3  # fewer exact ties than bf16 keys give
+            for k in (512, 2048):
+                got = topk(logits, lens, k, block_table=table)
+                assert torch.equal(got, topk_ref(logits, lens, k, table)), (batch, entries, k)
+                row_us = (timed_graph(lambda: topk(logits, lens, k, block_table=table, method="row"))
+                          if entries <= ROW_MAX else float("nan"))
+                radix_us = timed_graph(lambda: topk(logits, lens, k, block_table=table, method="radix"))
+                auto_us = timed_graph(lambda: topk(logits, lens, k, block_table=table))
+                tt = timed_graph(lambda: logits.topk(k, dim=1, sorted=False))
+                v2 = FAST_TOPK_V2_B64_US.get(entries) if batch == 64 else None
+                print(f"{batch:>4} {entries:>6} {lg:>9.1f} {tb:>5.2f} {100 * tb / copy:>5.0f} {k:>5} {row_us:>7.1f} "
+                      f"{radix_us:>8.1f} {auto_us:>7.1f} {tt:>10.1f} {v2 if v2 else '-':>12} "
+                      f"{f'{auto_us / v2:.2f}' if v2 else '-':>7}", flush=True)
+                rows.append({"B": batch, "L": entries, "logits_us": lg, "tbps": tb, "pct_copy": 100 * tb / copy,
+                             "k": k, "row_us": row_us, "radix_us": radix_us, "auto_us": auto_us, "torch_topk_us": tt,
+                             "fast_topk_v2_us": v2, "copy_tbps": copy})
+            del q, w, cache, table, logits
+    if path:
+        with open(path, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
+def v4_sweep(path: str | None) -> None:
+    """Logits launch configs at the B x L >= 1M cells near the 80% line, and row top-k warps."""
+    copy = copy_bandwidth()
+    print(f"copy bandwidth {copy:.2f} TB/s", flush=True)
+    rows = []
+    for batch, entries in ((16, 65536), (64, 16384), (32, 32768)):
+        q, w, cache, table, lens = v4_case(batch, entries)
+        for ppp in (4, 8, 16, 32):
+            for nw, ns in ((4, 2), (4, 3), (8, 2)):
+                us = timed(lambda: paged_logits(q, w, cache, table, lens, max_context_len=entries,
+                                                pages_per_program=ppp, num_warps=nw, num_stages=ns))
+                tb = key_bytes(lens, "bf16", entries) / us / 1e6
+                print(f"logits B={batch} L={entries} ppp={ppp} warps={nw} stages={ns}: {us:.1f} us "
+                      f"{100 * tb / copy:.0f}% of copy", flush=True)
+                rows.append({"B": batch, "L": entries, "ppp": ppp, "num_warps": nw, "num_stages": ns, "us": us,
+                             "pct_copy": 100 * tb / copy})
+    for batch, entries in ((64, 4096), (64, 8192), (64, 16384), (128, 4096)):
+        q, w, cache, table, lens = v4_case(batch, entries)
+        logits = paged_logits(q, w, cache, table, lens, max_context_len=entries) + 0
+        for nw in (4, 8, 16, 32):
+            us = timed_graph(lambda: topk(logits, lens, 512, block_table=table, method="row", num_warps=nw))
+            print(f"row top-k 512 B={batch} L={entries} warps={nw}: {us:.1f} us", flush=True)
+            rows.append({"B": batch, "L": entries, "row_warps": nw, "us": us})
+    if path:
+        with open(path, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
 def precision(path: str | None) -> None:
     from kernels.precision import run_study
 
@@ -314,7 +401,7 @@ def precision(path: str | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["speed", "sweep", "topk", "precision", "plot"])
+    ap.add_argument("what", choices=["speed", "sweep", "topk", "precision", "plot", "v4", "v4-sweep"])
     ap.add_argument("--baseline", help="a checkout whose kernels/ to time beside this one (before/after)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
@@ -328,6 +415,10 @@ def main() -> None:
         sweep(a.json, load_baseline(a.baseline))
     elif a.what == "precision":
         precision(a.json)
+    elif a.what == "v4":
+        v4(a.json)
+    elif a.what == "v4-sweep":
+        v4_sweep(a.json)
     else:
         from bench.kernels_plot import plot
 

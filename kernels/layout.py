@@ -11,6 +11,18 @@ BF16_PAGE_BYTES = PAGE * HEAD_DIM * 2  # 16384 B: [64 x 128] bf16
 FP8_VALUE_BYTES = PAGE * HEAD_DIM  # 8192 B of e4m3 values, token-major
 FP8_PAGE_BYTES = FP8_VALUE_BYTES + PAGE * 4  # 8448 B: values, then 64 fp32 scales
 FP8_MAX = 448.0
+BF16_ENTRY_BYTES = HEAD_DIM * 2  # 256 B an index key
+FP8_ENTRY_BYTES = HEAD_DIM + 4  # 132 B: e4m3 values + fp32 scale
+
+# DeepSeek-V3.2: one index key per token, top-k 2048 (inference/config_671B_v3.2.json).
+V32_TOPK = 2048
+# DeepSeek-V4-Flash, as SGLang 0.5.23 serves it: the C4 indexer (srt/layers/attention/dsv4/indexer.py::
+# C4Indexer: index_n_heads 64, index_head_dim 128, index_topk 512 from the model config) scores
+# compressed entries, one per 4 tokens (compress_ratio 4), kept 64 entries a page
+# (mem_cache/deepseek_v4_memory_pool.py::DeepSeekV4IndexerPool, compressed_page_size = page_size // 4).
+# Each query row has its own page-table row and length: paged_logits with next_n = 1, a row a query.
+V4_COMPRESS_RATIO = 4
+V4_FLASH_TOPK = 512
 
 
 class KernelInputError(ValueError):
@@ -78,3 +90,9 @@ def require_same_device(**tensors: torch.Tensor) -> None:
     devices = {name: t.device for name, t in tensors.items()}
     if len(set(devices.values())) > 1:
         raise KernelInputError(f"all tensors must be on one device; got {devices}")
+
+
+def compressed_lengths(seq_lens: torch.Tensor) -> torch.Tensor:
+    """V4's compressed entries a query sees, int32: `seq_len // 4`, at least 1 (SGLang 0.5.23
+    dsv4/metadata.py: "bounded by at least 1, due to flash_mla requirement"); seq_len = position + 1."""
+    return (seq_lens // V4_COMPRESS_RATIO).clamp_min(1).to(torch.int32)

@@ -35,7 +35,9 @@ TARGET_PROGRAMS = 512
 MIN_PAGES_PER_PROGRAM = 4
 # paged_logits launch defaults per cache kind: the best of `python -m bench.kernels sweep` on the H200
 LAUNCH = {
-    "bf16": {"pages_per_program": 16, "tile_pages": 1, "num_warps": 4, "num_stages": 2},
+    # 32 pages: 82% of copy at B x L = 1M (B=16/L=64K, 64/16K, 32/32K) against 81% with 16
+    # (`bench.kernels v4-sweep`, results/v4-sweep.txt)
+    "bf16": {"pages_per_program": 32, "tile_pages": 1, "num_warps": 4, "num_stages": 2},
     "fp8": {"pages_per_program": 16, "tile_pages": 1, "num_warps": 4, "num_stages": 2},
 }
 

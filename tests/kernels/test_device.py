@@ -44,7 +44,8 @@ def test_topk_real_shapes(k, batch, width):
     lens[0] = k - 1
     want = topk_ref(x, lens, k)
     assert torch.equal(topk(x, lens, k), want)
-    assert torch.equal(topk(x, lens, k, sparse=False), want)
+    assert torch.equal(topk(x, lens, k, method="radix"), want)
+    assert torch.equal(topk(x, lens, k, method="radix", sparse=False), want)
 
 
 @pytest.mark.parametrize("ue8m0", [True, False])
@@ -80,3 +81,24 @@ def test_ragged_prefill_real_shapes(fp8):
     want = ragged_logits_ref(q, w, kv, ks, ke)
     assert torch.equal(torch.isfinite(got), torch.isfinite(want))
     assert rel_err(got, want) < 1e-5
+
+
+@pytest.mark.parametrize("k", [512, 2048])
+@pytest.mark.parametrize("entries", [4096, 16384, 65536])
+def test_v4_rows_logits_and_topk(k, entries):
+    """V4-Flash C4 decode: 64 rows, each its own request of `entries` compressed bf16 keys."""
+    from kernels.layout import new_bf16_cache
+
+    g = torch.Generator(device="cuda").manual_seed(entries + k)
+    rows, pages = 64, entries // 64
+    table = torch.randperm(rows * pages, generator=g, device="cuda").to(torch.int32).reshape(rows, pages)
+    cache = new_bf16_cache(rows * pages, "cuda")
+    keys = torch.randn(rows * pages * 64, 128, generator=g, device="cuda")
+    store_bf16(keys, cache, torch.arange(rows * pages * 64, device="cuda", dtype=torch.int32))
+    q = torch.randn(rows, 1, 64, 128, generator=g, device="cuda").to(torch.bfloat16)
+    w = torch.randn(rows, 1, 64, generator=g, device="cuda") / 64
+    lens = torch.randint(entries // 2, entries + 1, (rows,), generator=g, device="cuda", dtype=torch.int32)
+    got = paged_logits(q, w, cache, table, lens, max_context_len=entries)
+    assert rel_err(got, paged_logits_ref(q, w, cache, table, lens, max_context_len=entries)) < 1e-5
+    idx = topk(got, lens, k, block_table=table)
+    assert torch.equal(idx, topk_ref(got, lens, k, table))
