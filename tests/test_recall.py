@@ -234,3 +234,10 @@ def test_the_service_starts_the_recall_schedule_only_when_set(tmp_path):
     off = create_app(Settings(data_dir=tmp_path, report_schedule=False))
     with TestClient(off):
         assert off.state.recall_scheduler is None
+
+
+def test_the_emulators_recall_window_follows_the_index_keys_unless_given():
+    assert model.recall_window(None, model.bf16_index_keys({}), 1 << 20) == 4096  # fp8 keys, as the incident believed
+    assert model.recall_window(None, model.bf16_index_keys({"SGLANG_EMULATOR_INDEX_KEYS": "bf16"}), 1 << 20) == 1 << 20
+    assert model.recall_window(None, model.bf16_index_keys({"SGLANG_DSV4_BF16_INDEX_KEYS": "1"}), 1 << 20) == 1 << 20
+    assert model.recall_window(8192, True, 1 << 20) == 8192

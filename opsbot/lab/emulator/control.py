@@ -23,7 +23,7 @@ STATES: dict[str, tuple[tuple[str, ...], str]] = {
     "pd-desync": (("prefill", "decode"), "after one side restarted: bootstrap/handshake failures on both"),
     "gpu-fault": (("prefill", "decode"), "nvidia-smi drops one of the role's GPUs; the role hangs"),
     "recall-loss": (("decode",), "prompts longer than --beyond tokens (default 4096 with fp8 index keys, the whole "
-                                 "context with SGLANG_DSV4_BF16_INDEX_KEYS=1) get a wrong answer at every depth"),
+                                 "context with bf16 ones) get a wrong answer at every depth"),
     "recall-edges": (("decode",), "needles on the first or last line of a prompt are answered wrongly (positional)"),
     "recall-blind": (("decode",), "every needle is answered wrongly at every length (a broken prompt or tokenizer)"),
     "garbage": (("router",), "answers completions with 200 and a body that is not a completion"),

@@ -105,7 +105,7 @@ class App:
         self.started = time.time()
         self.health_timeout = int(os.getenv("SGLANG_HEALTH_CHECK_TIMEOUT", 20))
         self.gpu = threading.Lock()  # one prefill forward at a time, as on the GPU
-        self.bf16_keys = os.getenv(recall.BF16_SWITCH) == "1"
+        self.bf16_keys = recall.bf16_index_keys(os.environ)
 
     def prefill(self, tokens: int) -> None:
         """Prefill time proportional to the prompt, one request at a time; counted in ``/v1/loads``."""

@@ -9,6 +9,7 @@ in the lose-everything state) with a wrong one, a near-miss key's value when the
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import zlib
@@ -48,6 +49,12 @@ def tokenize(body: dict, context_len: int) -> tuple[int, dict]:
         return 200, {"tokens": lists, "count": [len(x) for x in lists], "max_model_len": context_len}
     return 400, {"object": "error", "message": "Exactly one of 'prompt' or 'messages' must be provided.",
                  "type": "BadRequestError", "param": None, "code": 400}
+
+
+def bf16_index_keys(env: dict[str, str] | os._Environ[str]) -> bool:
+    """Whether the server runs with bf16 index keys: the patch launcher's ``--index-keys bf16`` (which the
+    lab's stand-in passes on as ``SGLANG_EMULATOR_INDEX_KEYS``) or the patched build's switch."""
+    return env.get("SGLANG_EMULATOR_INDEX_KEYS") == "bf16" or env.get(BF16_SWITCH) == "1"
 
 
 def recall_window(beyond: int | None, bf16_keys: bool, context_len: int) -> int:
