@@ -241,3 +241,10 @@ def test_the_emulators_recall_window_follows_the_index_keys_unless_given():
     assert model.recall_window(None, model.bf16_index_keys({"SGLANG_EMULATOR_INDEX_KEYS": "bf16"}), 1 << 20) == 1 << 20
     assert model.recall_window(None, model.bf16_index_keys({"SGLANG_DSV4_BF16_INDEX_KEYS": "1"}), 1 << 20) == 1 << 20
     assert model.recall_window(8192, True, 1 << 20) == 8192
+
+
+def test_a_canary_timing_out_on_a_wedged_decode_leaves_it_decode_wedged():
+    wedged = parse_bundle((HEALTHY.parent / "decode-wedged.json").read_text(encoding="utf-8"))
+    timed_out = Canary(ok=False, error="POST http://r/v1/completions: no answer within 10 s", elapsed_ms=10000.0)
+    found = _incidents(wedged.model_copy(update={"canary": timed_out}))
+    assert found[:1] == ["decode-wedged"] and "kv-transfer-failure" not in found
