@@ -119,8 +119,9 @@ class Flow:
         return await to_thread.run_sync(lambda: fn(*args, **kwargs))
 
     async def run_probe(self, cluster: str | None, roles: list[str] | None, trigger: Trigger, *,
-                        progress: Progress | None = None) -> ProbeResult:
-        """Probe the scope, diagnose, record both, plan the remedies; bad scope raises before any connection."""
+                        progress: Progress | None = None, alert_ids: list[int] | None = None) -> ProbeResult:
+        """Probe the scope, diagnose, record both (linked to the stored ``alert_ids`` it answers, in the same
+        write), plan the remedies; bad scope raises before any connection."""
         inventory = self.inventory()
         started = time.perf_counter()
         outcome = "error"
@@ -128,7 +129,7 @@ class Flow:
             bundle = await self.probe(inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings,
                                       **({"progress": progress} if progress else {}))
             diagnosis = self.diagnose(bundle)
-            probe_id = await self.db(self.store.save_probe, bundle, diagnosis)
+            probe_id = await self.db(self.store.save_probe, bundle, diagnosis, alert_ids)
             outcome = "finding" if diagnosis.findings else "no-finding"
         finally:
             self.telemetry.probes.labels(trigger.kind, outcome).inc()

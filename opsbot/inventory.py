@@ -17,8 +17,8 @@ from opsbot.yamlsource import ConfigError, ConfigProblem, load_model
 RoleKind = Literal["prefill", "decode", "router"]
 ROLE_KINDS: tuple[str, ...] = ("prefill", "decode", "router")
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-UNIT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._:-]{0,200}\.service$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")  # always fullmatch: "$" would pass "decode\n"
+UNIT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:-]{0,200}\.service")
 
 
 class _Strict(BaseModel):
@@ -41,14 +41,14 @@ class Node(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
+        if not NAME_RE.fullmatch(v):
             raise ValueError("node names are lower-case letters, digits and '-', e.g. 'gpu-node-1'")
         return v
 
     @field_validator("user")
     @classmethod
     def _user(cls, v: str) -> str:
-        if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", v):
+        if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", v):
             raise ValueError("not a valid Unix user name")
         return v
 
@@ -87,14 +87,14 @@ class Role(_Strict):
     @field_validator("unit")
     @classmethod
     def _unit(cls, v: str) -> str:
-        if not UNIT_RE.match(v):
+        if not UNIT_RE.fullmatch(v):
             raise ValueError("unit must be a systemd service name such as 'sglang-decode.service'")
         return v
 
     @field_validator("name")
     @classmethod
     def _rname(cls, v: str | None) -> str | None:
-        if v is not None and not NAME_RE.match(v):
+        if v is not None and not NAME_RE.fullmatch(v):
             raise ValueError("role names are lower-case letters, digits and '-'")
         return v
 
@@ -110,7 +110,7 @@ class Role(_Strict):
     @field_validator("metrics_url", "health_url", "api_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^https?://[A-Za-z0-9.\-\[\]:]+(:\d+)?(/[\w./\-]*)?$", v):
+        if v is not None and not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(:\d+)?(/[\w./\-]*)?", v, re.ASCII):
             raise ValueError("write a plain http(s) URL such as http://127.0.0.1:30000/metrics")
         return v
 
@@ -178,7 +178,7 @@ class Inventory(_Strict):
         if not v:
             raise ValueError("define at least one cluster")
         for name in v:
-            if not NAME_RE.match(name):
+            if not NAME_RE.fullmatch(name):
                 raise ValueError(f"cluster name {name!r}: use lower-case letters, digits and '-'")
         return v
 

@@ -3,41 +3,27 @@
 Pure. The patch itself lives in ``kernels/sglang_patch/`` (it attaches at process start through a
 launcher, ``python3 -m kernels.sglang_patch.launch --index-keys bf16 sglang.launch_server ARGS``,
 and refuses an SGLang whose patched functions differ from the ones it was written for). This module
-is the one place that parses the line the patched process prints at start, so ``deploy apply``'s
-check and the probe read it the same way. opsbot does not import the node-side package; the names
+reads the line the patched process prints at start with opsbot/parse/patch.py, the probe's parser,
+so ``deploy apply``'s check and the probe read it the same way. opsbot does not import the node-side package; the names
 and the format below equal its constants (``kernels/sglang_patch/__init__.py``), which a test checks.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from opsbot.parse.patch import PATCH_NAME, PatchLine, parse_patch_line
+
+__all__ = ["KNOWN_SGLANG", "PATCH_MODULE", "PATCH_NAME", "PatchFile", "PatchLine", "attached_line",
+           "last_patch_line", "parse_patch_line", "patch_files", "refused_line"]
 
 ROOT = Path(__file__).resolve().parents[1]
 PATCH_DIR = ROOT / "kernels"
 PATCH_MODULE = "kernels.sglang_patch.launch"
 # SGLang releases whose patched functions the patch carries hashes for (kernels/sglang_patch)
 KNOWN_SGLANG = ("0.5.23",)
-PATCH_NAME = "opsbot-dsv4-patch"
-
-# `opsbot-dsv4-patch <version> attached: index_keys=bf16 sglang=<ver>` /
-# `opsbot-dsv4-patch refused: <reason>` (the format kernels/README.md gives)
-_ATTACHED = re.compile(
-    rf"{PATCH_NAME} (?P<version>\S+) attached: index_keys=(?P<index_keys>\w+) sglang=(?P<sglang>\S+)")
-_REFUSED = re.compile(rf"{PATCH_NAME}(?: \S+)? refused:\s*(?P<reason>.+?)\s*$")
-
-
-@dataclass(frozen=True)
-class PatchLine:
-    """What the patched process said at start: attached (with versions and key dtype) or refused."""
-
-    attached: bool
-    version: str = ""
-    index_keys: str = ""
-    sglang: str = ""
-    reason: str = ""
 
 
 def attached_line(version: str, index_keys: str, sglang: str) -> str:
@@ -46,15 +32,6 @@ def attached_line(version: str, index_keys: str, sglang: str) -> str:
 
 def refused_line(reason: str) -> str:
     return f"{PATCH_NAME} refused: {reason}"
-
-
-def parse_patch_line(line: str) -> PatchLine | None:
-    """The patch line in one log line (any prefix, e.g. a journal timestamp), or None."""
-    if m := _ATTACHED.search(line):
-        return PatchLine(True, m["version"], m["index_keys"], m["sglang"])
-    if m := _REFUSED.search(line):
-        return PatchLine(False, reason=m["reason"])
-    return None
 
 
 def last_patch_line(text: str) -> PatchLine | None:

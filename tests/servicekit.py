@@ -91,12 +91,12 @@ def signed(body: str, *, secret: str = SIGNING_SECRET, timestamp: int | None = N
 
 def slash_body(text: str, *, user: str = "U0ALICE", response_url: str = "https://hooks.slack.com/commands/x",
                command: str = "/opsbot") -> str:
-    """A slash command form body with the fields Slack documents."""
+    """A slash command form body with the fields Slack documents (a fresh ``trigger_id`` each time)."""
     return urlencode({
         "token": "legacy-unused", "team_id": "T0LAB", "team_domain": "lab", "channel_id": "C0OPS",
         "channel_name": "gpu-ops", "user_id": user, "user_name": user.lower(), "command": command, "text": text,
         "api_app_id": "A0OPSBOT", "is_enterprise_install": "false", "response_url": response_url,
-        "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+        "trigger_id": f"13345224609.738474920.{uuid.uuid4().hex}",  # Slack's is unique per request
     })
 
 

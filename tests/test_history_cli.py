@@ -15,6 +15,7 @@ from sqlalchemy import text
 from opsbot.bundle import Bundle, utcnow
 from opsbot.cli.history import parse_since
 from opsbot.store import Store
+from opsbot.store.database import head_revision
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,7 +64,7 @@ def test_parse_since():
 
 def test_db_upgrade_and_refusal_of_a_newer_database(tmp_path):
     first = _opsbot(tmp_path, "db", "upgrade")
-    assert first.returncode == 0 and "(empty) -> 0003" in first.stdout
+    assert first.returncode == 0 and f"(empty) -> {head_revision()}" in first.stdout
     with Store(f"sqlite:///{tmp_path / 'opsbot.db'}") as store, store.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = 'ffff0002'"))
     refused = _opsbot(tmp_path, "history")

@@ -111,7 +111,7 @@ async def test_html_report_in_headless_chromium(prom, store, tmp_path):
     peak = f"{data.weeks[WEEK.label].peak_prefill_queue:.0f} requests"
     assert peak in dom and "Time to first token p99" in dom and "prefill-queue-saturation" in dom
     assert dom.count("data:image/png;base64,") == 4
-    assert "bf16 (patched build)" in dom and "max 256 concurrent" in dom
+    assert "(the spec asks for bf16)" in dom and "max 256 concurrent" in dom
     shot = SCREENSHOT_DIR / "weekly-report.png"
     subprocess.run([chromium, *flags, f"--screenshot={shot}", "--window-size=1200,2400", page.as_uri()],
                    capture_output=True, timeout=120, check=True)

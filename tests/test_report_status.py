@@ -58,7 +58,7 @@ def test_status_from_a_fresh_bundle_has_every_section(store):
                  "Sizing HiCache for 1M context", "Second node waits for NIC firmware", "Load-test router queue 200",
                  "**Keep bf16 index keys**: fp8 keys lost needles past 512k tokens", WEDGED.evidence[1],
                  "by alice via slack, approved by bob via slack: succeeded",
-                 "| prefill | gpu-node-1 | 0,1,2,3 | 4 | 0 | 0.85 | 2.0 | 1048576 | mooncake | bf16 (patched build) |",
+                 "| prefill | gpu-node-1 | 0,1,2,3 | 4 | 0 | 0.85 | 2.0 | 1048576 | mooncake | unknown (the spec asks for bf16) |",
                  "Admission control: at the router: max 256 concurrent"):
         assert text in md, text
     html = render(report, "html")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import json
 from datetime import UTC, datetime
 
@@ -187,24 +188,28 @@ async def test_an_alert_for_a_role_not_in_the_inventory_is_given_up_on_and_shown
     assert any(i.kind == "alert" and "decoder" in i.detail for i in flow.store.history())
 
 
-async def test_a_failing_probe_is_retried_at_start_up_to_the_attempt_limit(tmp_path, database_url):
-    settings = lab_settings(tmp_path, database_url, alert_token=ALERT_TOKEN, alert_probe_attempts=2)
+async def test_a_failing_probe_is_retried_by_the_running_service_up_to_the_attempt_limit(tmp_path, database_url):
+    settings = lab_settings(tmp_path, database_url, alert_token=ALERT_TOKEN, alert_probe_attempts=2,
+                            alert_retry_s=0.3, instance_heartbeat_s=0.1)
     with Store(settings.db_url()) as store:
         store.save_alerts([AlertIn(fingerprint="flaky", status="firing", labels={"alertname": "DecodeStalled"},
                                    group_key="g", cluster="lab", role="decode")])
-    calls = []
+    calls: list[float] = []
 
     async def broken(inventory, **kw):
-        calls.append(kw)
+        calls.append(time.monotonic())
         raise RuntimeError("ssh agent gone")
 
-    for _ in range(3):
-        flow = flow_for(settings, broken)
-        async with served(settings, flow) as client:
-            await client.app.state.intake.drain()
-    (row,) = flow.store.alerts()
-    assert len(calls) == 2 and row.probe_attempts == 2 and row.probe_failed_at is not None
-    assert row.probe_error == "ssh agent gone"
+    flow = flow_for(settings, broken)
+    async with served(settings, flow):
+        for _ in range(100):
+            (row,) = flow.store.alerts()
+            if row.probe_failed_at is not None:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)  # no third attempt comes
+    assert len(calls) == 2 and calls[1] - calls[0] >= 0.3, "retried once, after alert_retry_s, without a restart"
+    assert row.probe_attempts == 2 and row.probe_error == "ssh agent gone"
 
 
 async def test_two_instances_sharing_the_database_probe_each_leftover_alert_once(settings):

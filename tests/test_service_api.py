@@ -76,7 +76,7 @@ async def test_unknown_role_is_refused_before_probing(settings, tokens):
     flow = flow_for(settings, probe)
     async with served(settings, flow) as client:
         r = await client.post("/probe", json={"roles": ["decoder"]}, headers=bearer(tokens["probe"]))
-        assert r.status_code == 422
+        assert r.status_code == 404
         assert "unknown role 'decoder'" in r.json()["detail"] and "decode" in r.json()["detail"]
         bad = await client.post("/probe", json={"roles": ["de code; rm -rf /"]}, headers=bearer(tokens["probe"]))
         assert bad.status_code == 422
@@ -135,7 +135,7 @@ async def test_restart_plan_dismiss_and_refusals(settings, tokens):
         action = planned.json()
         assert action["state"] == "planned" and ["systemctl", "stop", "sglang-dsv4-decode.service"] in action["steps"]
         unknown = await client.post("/actions/restart", json={"role": "nope"}, headers=h)
-        assert unknown.status_code == 422 and "unknown role" in unknown.json()["detail"]
+        assert unknown.status_code == 404 and "unknown role" in unknown.json()["detail"]
         dismissed = await client.post(f"/actions/{action['id']}/dismiss", headers=h)
         assert dismissed.json()["state"] == "refused" and "dismissed by" in dismissed.json()["outcome"]
         again = await client.post(f"/actions/{action['id']}/approve", headers=h)

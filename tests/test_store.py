@@ -20,7 +20,7 @@ from tests.databases import free_port
 from tests.findings import diagnosis, finding
 
 TABLES = {"probes", "findings", "alerts", "actions", "approvals", "audit", "reports", "notes", "decisions",
-          "job_runs", "api_tokens", "role_locks", "slack_threads"}
+          "job_runs", "api_tokens", "role_locks", "slack_threads", "slack_signatures", "instances"}
 
 
 
@@ -133,6 +133,9 @@ def test_one_notification_is_one_transaction_all_or_nothing(store):
 def test_two_instances_claim_leftover_alerts_exactly_once(database_url):
     Store(database_url).close()
     a, b = Store(database_url), Store(database_url)
+    lease = timedelta(seconds=30)
+    for me in ("a", "b", "c"):
+        a.heartbeat(me, "host", 1)
     a.save_alerts([_alert(f"fp{i}") for i in range(40)])
     a.save_alerts([_alert("live")], claimer="c")  # accepted by a live instance: not leftover
     barrier = threading.Barrier(2)
@@ -140,27 +143,49 @@ def test_two_instances_claim_leftover_alerts_exactly_once(database_url):
 
     def _claim(s: Store, me: str) -> None:
         barrier.wait()
-        got[me] = [r.id for r in s.claim_unprocessed(me, timedelta(minutes=10))]
+        got[me] = [r.id for r in s.claim_unprocessed(me, lease=lease)]
 
     threads = [threading.Thread(target=_claim, args=(s, me)) for s, me in ((a, "a"), (b, "b"))]
     [t.start() for t in threads]
     [t.join() for t in threads]
     assert not set(got["a"]) & set(got["b"]), "an alert was claimed by both instances"
     assert len(got["a"]) + len(got["b"]) == 40
-    assert b.claim_unprocessed("b", timedelta(minutes=10)) == []
-    stale = b.claim_unprocessed("b", timedelta(seconds=-1))  # every claim is older than that: the owners died
-    assert len(stale) == 41 and {r.claimed_by for r in stale} == {"b"}
+    assert b.claim_unprocessed("b", lease=lease) == []
+    stores = {"a": a, "b": b}
+    gone, other = ("a", "b") if got["a"] else ("b", "a")
+    stores[gone].leave(gone)  # a clean shutdown: its claims are free at once; the other's and c's are not
+    taken = stores[other].claim_unprocessed(other, lease=lease)
+    assert sorted(r.id for r in taken) == sorted(got[gone]) and {r.claimed_by for r in taken} == {other}
     [s.close() for s in (a, b)]
+
+
+def test_a_dead_instances_claims_are_taken_over_after_its_lease(database_url):
+    with Store(database_url) as store:
+        store.heartbeat("dead", "host", 1)
+        store.heartbeat("alive", "host", 2)
+        store.save_alerts([_alert("x"), _alert("y")], claimer="dead")
+        store.save_alerts([_alert("z")], claimer="alive")
+        assert store.claim_unprocessed("alive", lease=timedelta(seconds=30)) == []  # "dead" beat just now
+        time.sleep(0.3)
+        store.heartbeat("alive", "host", 2)
+        taken = store.claim_unprocessed("alive", lease=timedelta(seconds=0.2))
+        assert sorted(r.fingerprint for r in taken) == ["x", "y"]  # never its own "z", never twice
+        assert store.claim_unprocessed("alive", lease=timedelta(seconds=0.2)) == []
+        assert store.claim_unprocessed("never-beat", lease=timedelta(seconds=0.2)) == [], "alive's claims hold"
+        states = {i.id: up for i, up in store.instances(timedelta(seconds=0.2))}
+        assert states == {"dead": False, "alive": True}
 
 
 def test_an_alert_whose_probe_cannot_run_is_given_up_on(store):
     (bad, _), (flaky, _) = store.save_alerts([_alert("bad", role="decoder"), _alert("flaky")])
     store.alert_probe_failed([bad], "unknown role 'decoder'", max_attempts=3, final=True)
+    lease = timedelta(minutes=10)
     for attempt in range(1, 4):
-        assert flaky in [r.id for r in store.claim_unprocessed("me", timedelta(minutes=10))]
-        assert bad not in [r.id for r in store.claim_unprocessed("me", timedelta(seconds=-1))]
+        assert flaky in [r.id for r in store.claim_unprocessed("me", lease=lease)]
+        assert bad not in [r.id for r in store.claim_unprocessed("other", lease=timedelta(seconds=-1))]
         store.alert_probe_failed([flaky], "no inventory", max_attempts=3)
-    assert store.claim_unprocessed("me", timedelta(seconds=-1)) == []
+        assert store.claim_unprocessed("me", lease=lease, retry_after=timedelta(minutes=1)) == [], "retried too soon"
+    assert store.claim_unprocessed("me", lease=timedelta(seconds=-1)) == []
     failed = {r.fingerprint: r for r in store.failed_alerts()}
     assert failed["bad"].probe_attempts == 1 and failed["flaky"].probe_attempts == 3
     assert "unknown role 'decoder'" in failed["bad"].probe_error

@@ -9,6 +9,7 @@ from __future__ import annotations
 from opsbot.contracts.plans import RestartPlan, Step, StepKind
 from opsbot.inventory import Inventory, Role
 from opsbot.nodecommands import gpu_query, systemctl, unit_show
+from opsbot.parse.metricnames import REALTIME_TOKENS
 from opsbot.settings import Settings
 
 
@@ -67,5 +68,5 @@ def _verify_note(role: Role) -> str:
     if role.health_url:
         parts.append(f"GET {role.health_url} answers 200")
     if role.metrics_url and role.role != "router":
-        parts.append(f"realtime_tokens counter moves between two samples of {role.metrics_url}")
+        parts.append(f"{REALTIME_TOKENS} counter moves between two samples of {role.metrics_url}")
     return "; ".join(parts)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from opsbot.contracts import Bundle, Diagnosis, Severity
 from opsbot.inventory import Role
 from opsbot.parse.errors import ParseError
+from opsbot.parse.metricnames import REALTIME_TOKENS, exposed
 from opsbot.parse.metrics import parse_samples, tokens_delta
 from opsbot.parse.unit import parse_unit
 from opsbot.settings import Settings
@@ -74,10 +75,10 @@ def check_role(bundle: Bundle, diagnosis: Diagnosis, role: Role) -> RoleCheck:
             metrics = parse_samples(ev.metrics.samples)
             check.tokens_delta = tokens_delta(metrics, role.role)
             if check.tokens_delta is None:
-                check.problems.append("no sglang:realtime_tokens_total counter in /metrics")
+                check.problems.append(f"no {exposed(REALTIME_TOKENS, '_total')} counter in /metrics")
             elif check.tokens_delta <= 0:
                 check.problems.append(f"no tokens processed in {metrics.window_s or 0:.1f} s "
-                                      "(realtime_tokens_total did not move)")
+                                      f"({REALTIME_TOKENS}_total did not move)")
     return check
 
 

@@ -51,6 +51,8 @@ def _failure(r: CommandResult) -> str | None:
 def _http_failure(r: HttpResult, what: str) -> str | None:
     if r.error:
         return r.error
+    if r.location is not None:
+        return f"{what}: HTTP {r.status} redirect to {redact(r.location[:200])!r}, not followed"
     if r.status != 200:
         hint = " (is the server started with --enable-metrics?)" if r.status == 404 and what == "metrics" else ""
         return f"{what}: HTTP {r.status}{hint}: {r.body.strip()[:200]}"
@@ -94,7 +96,7 @@ async def collect_health(t: Transport, role: Role, s: Settings) -> HealthEvidenc
     r = await t.http_get(role.health_url, s.http_timeout_s, HEALTH_BODY_CAP, direct=not role.http_via_ssh)
     return HealthEvidence(
         ok=r.error is None, error=r.error, elapsed_ms=r.elapsed_ms, endpoint=endpoint, status=r.status,
-        body=redact(r.body),
+        body=redact(r.body), **({"location": redact(r.location[:2048])} if r.location is not None else {}),
     )
 
 

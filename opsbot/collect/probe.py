@@ -16,18 +16,18 @@ from opsbot.collect import axes
 from opsbot.collect.canary import send_canary
 from opsbot.collect.transport import TransportPool
 from opsbot.inventory import Inventory, Node, Role
-from opsbot.settings import Settings, get_settings
+from opsbot.settings import Settings
 
 Progress = Callable[[str, str], None]
 E = TypeVar("E", bound=Envelope)
 
-_SPAN = re.compile(r"^-\s*(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days)$")
+_SPAN = re.compile(r"-\s*(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days)")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def since_timestamp(spec: str, now: datetime) -> str:
     """``-15min`` → an absolute UTC time journalctl accepts; anything else is passed through."""
-    m = _SPAN.match(spec.strip())
+    m = _SPAN.fullmatch(spec.strip())
     if not m:
         return spec
     unit = "m" if m[2].startswith("m") else m[2][0]
@@ -72,12 +72,12 @@ async def probe(
     cluster: str | None = None,
     roles: list[str] | None = None,
     trigger: Trigger | None = None,
-    settings: Settings | None = None,
+    settings: Settings,
     progress: Progress | None = None,
     pool: TransportPool | None = None,
 ) -> Bundle:
     """Collect every axis concurrently; a failed piece is ``ok: false``, never an exception."""
-    s = settings or get_settings()
+    s = settings
     cluster_name, selected, nodes = scope(inventory, cluster, roles)  # bad scope fails before any connection
     report: Progress = progress or (lambda _name, _status: None)
     started = utcnow()

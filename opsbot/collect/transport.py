@@ -26,7 +26,7 @@ import asyncssh
 import httpx
 
 from opsbot.inventory import Node
-from opsbot.settings import Settings, get_settings
+from opsbot.settings import Settings
 
 STDERR_CAP = 16 * 1024
 SESSIONS_PER_CONNECTION = 8  # below OpenSSH's MaxSessions default of 10
@@ -58,6 +58,7 @@ class HttpResult:
     elapsed_ms: float
     error: str | None = None
     truncated: bool = False
+    location: str | None = None  # a redirect's target, kept as evidence and never followed
     first_byte_ms: float | None = None  # when the first byte of the body arrived (a stream's first token)
 
     @property
@@ -135,6 +136,7 @@ async def _http_get(
                         truncated = True
                         break
                 return HttpResult(resp.status_code, _decode(bytes(buf)), _ms(t0), truncated=truncated,
+                                  location=resp.headers.get("location") if resp.is_redirect else None,
                                   first_byte_ms=first)
     except TimeoutError:
         return HttpResult(None, "", _ms(t0), error=f"{method} {url}: no answer within {deadline:g} s",
@@ -145,7 +147,9 @@ async def _http_get(
 
 def _http_client() -> httpx.AsyncClient:
     # trust_env=False: a proxy from the environment must not see node-local URLs.
-    return httpx.AsyncClient(trust_env=False, follow_redirects=True)
+    # follow_redirects=False: a role port answering 302 must not make opsbot fetch another URL from
+    # its own host (request forgery outside the SSH tunnel); the redirect is evidence instead.
+    return httpx.AsyncClient(trust_env=False, follow_redirects=False)
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
@@ -156,9 +160,9 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
 class LocalTransport:
     """Commands and HTTP on this machine: for a bot that runs on the node itself."""
 
-    def __init__(self, node: Node, settings: Settings | None = None):
+    def __init__(self, node: Node, settings: Settings):
         self.node = node
-        self.settings = settings or get_settings()
+        self.settings = settings
         self._client = _http_client()
 
     async def run(self, argv: Sequence[str], timeout: float, cap: int | None = None) -> CommandResult:
@@ -266,9 +270,9 @@ class _Forward:
 class SshTransport:
     """One verified asyncssh connection to a node, opened on first use and shared."""
 
-    def __init__(self, node: Node, settings: Settings | None = None, client: httpx.AsyncClient | None = None):
+    def __init__(self, node: Node, settings: Settings, client: httpx.AsyncClient | None = None):
         self.node = node
-        self.settings = settings or get_settings()
+        self.settings = settings
         self._conn: asyncssh.SSHClientConnection | None = None
         self._error: str | None = None
         self._lock = asyncio.Lock()
@@ -459,8 +463,8 @@ class PooledTransport:
 class TransportPool:
     """One transport per node for the life of the pool, with bounded fan-out across all nodes."""
 
-    def __init__(self, settings: Settings | None = None):
-        self.settings = settings or get_settings()
+    def __init__(self, settings: Settings):
+        self.settings = settings
         self._limit = asyncio.Semaphore(self.settings.max_fanout)
         self._transports: dict[str, PooledTransport] = {}
         self._client = _http_client()

@@ -22,7 +22,9 @@ from opsbot.parse.exceptions import RaisedException, crash_frames, parse_excepti
 from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import parse_xid
 from opsbot.parse.logs import LogEntry, parse_log_lines
+from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
+from opsbot.parse.patch import PatchSeen, seen_in, window_start
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
 
@@ -54,10 +56,10 @@ ROUTING_GAUGES = ("smg_worker_cb_state", "smg_worker_stalled", "smg_workers_over
 # 0.5.0rc2 metrics/collector.py: generation_tokens_total / prompt_tokens_total, counted as requests
 # finish, and the gen_throughput gauge, last set by the periodic Decode batch line).
 PROGRESS_SOURCES: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "decode": (("delta", "realtime_tokens_decode", 'realtime_tokens_total{mode="decode"}'),
+    "decode": (("delta", PROGRESS_COUNTER["decode"], 'realtime_tokens_total{mode="decode"}'),
                ("delta", "generation_tokens", "generation_tokens_total (moves as requests finish)"),
                ("metrics", "gen_throughput", "gen_throughput gauge (last Decode batch line)")),
-    "prefill": (("delta", "realtime_tokens_prefill_compute", 'realtime_tokens_total{mode="prefill_compute"}'),
+    "prefill": (("delta", PROGRESS_COUNTER["prefill"], 'realtime_tokens_total{mode="prefill_compute"}'),
                 ("delta", "prompt_tokens", "prompt_tokens_total (moves as requests finish)")),
 }
 # Older names of the same figures → the names runbooks read (SGLang 0.4.6.post5 / 0.5.0rc2
@@ -79,8 +81,9 @@ FALLBACK_METRICS = frozenset(
 
 def _current_names(deltas: dict[str, float], gauges: dict[str, float]) -> bool:
     """Whether the role exports the current names (SGLang's realtime_tokens_total, the router's smg_*)."""
-    return any(k.startswith(("realtime_tokens", "smg_")) for k in (*deltas, *gauges))
+    return any(k.startswith((REALTIME_TOKENS, "smg_")) for k in (*deltas, *gauges))
 HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
+PATCH_FACTS = frozenset("state index_keys version sglang reason".split())
 GPU_FACTS = frozenset(
     "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes"
     " hardware_xid idle busy".split()
@@ -90,45 +93,12 @@ GPU_FACTS = frozenset(
 # such as an illegal memory access in a kernel, not a bad GPU. Every other code counts as hardware.
 APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 ROLE_ROOTS = frozenset(
-    "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing".split()
+    "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing"
+    " patch".split()
 )
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors", "recall", "canary"}  # the last two: probe-wide
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
-# Metric names without the sglang:/sglang_ prefix (reference/sglang.md §1.4, §1.6).
-GAUGES = frozenset(
-    """num_running_reqs num_queue_reqs num_grammar_queue_reqs gen_throughput cache_hit_rate decode_sum_seq_lens
-    token_usage full_token_usage swa_token_usage mamba_usage num_used_tokens kv_available_tokens kv_evictable_tokens
-    kv_used_tokens swa_available_tokens swa_evictable_tokens swa_used_tokens num_retracted_reqs num_paused_reqs
-    num_prefill_bootstrap_queue_reqs num_prefill_inflight_queue_reqs num_decode_prealloc_queue_reqs
-    num_decode_transfer_queue_reqs num_decode_host_receive_queue_reqs num_decode_deferred_kv_release_reqs
-    pending_prealloc_token_usage prealloc_full_token_usage prealloc_swa_token_usage utilization fwd_occupancy
-    new_token_ratio is_cuda_graph max_total_num_tokens max_total_num_tokens_swa context_len page_size num_pages
-    weight_memory_usage_gb kv_cache_memory_usage_gb startup_available_gpu_memory_gb spec_accept_length
-    spec_accept_rate http_requests_active hicache_host_used_tokens hicache_host_total_tokens
-    max_running_requests_under_SLO num_unique_running_routing_keys
-    smg_worker_pool_size smg_worker_health smg_worker_connections_active smg_worker_requests_active
-    smg_worker_cb_state smg_worker_cb_consecutive_failures smg_http_connections_active
-    smg_worker_stalled smg_workers_overloaded smg_pd_prefill_admission_queued smg_pd_prefill_admission_inflight
-    sgl_router_active_workers sgl_router_worker_load""".split()
-)
-COUNTERS = frozenset(
-    """realtime_tokens prompt_tokens generation_tokens num_requests num_aborted_requests cached_tokens
-    num_retracted_requests num_retracted_input_tokens num_retracted_output_tokens num_bootstrap_failed_reqs
-    num_transfer_failed_reqs num_prefill_retries cuda_graph_passes forward_execution_seconds
-    scheduler_idle_seconds prefill_effective_tokens evicted_tokens http_requests http_responses
-    num_grammar_aborted num_grammar_timeout process_cpu_seconds failed_session_recoveries
-    time_to_first_token_seconds inter_token_latency_seconds e2e_request_latency_seconds queue_time_seconds
-    kv_transfer_latency_ms kv_transfer_speed_gb_s kv_transfer_bootstrap_ms kv_transfer_alloc_ms kv_transfer_total_mb
-    per_stage_req_latency_seconds
-    smg_http_requests smg_http_responses smg_router_requests smg_router_request_errors smg_router_upstream_responses
-    smg_worker_health_checks smg_worker_errors smg_worker_retries smg_worker_retries_exhausted
-    smg_worker_selection smg_worker_cb_transitions smg_worker_cb_outcomes smg_worker_stall_transitions
-    smg_pd_bootstrap_failures smg_pd_kv_transfer_failures smg_pd_rendezvous_failures smg_pd_prefill_admission_rejections
-    smg_pd_admission_sheds smg_worker_overload_shed
-    sgl_router_request_errors sgl_router_pd_errors sgl_router_pd_prefill_errors sgl_router_pd_decode_errors
-    sgl_router_retries_exhausted sgl_router_cb_state_transitions""".split()
-)
 
 
 def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
@@ -157,6 +127,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "progress": PROGRESS_FACTS,
         "routing": ROUTING_FACTS,
         "health": HEALTH_FACTS,
+        "patch": PATCH_FACTS,
         "gpu": GPU_FACTS,
         "logs": pattern_names,
         "logs_window": pattern_names,
@@ -501,12 +472,12 @@ def _progress(gauges: dict[str, float], deltas: dict[str, float], window: float 
                 break
     # "stalled" needs a proof: the per-token counter did not move, or (older SGLang) no request finished
     # and the last Decode batch line's throughput was 0. A finish counter alone at 0 proves nothing.
-    if "realtime_tokens_decode" in deltas:
-        out["decode_stalled"] = deltas["realtime_tokens_decode"] == 0
+    if PROGRESS_COUNTER["decode"] in deltas:
+        out["decode_stalled"] = deltas[PROGRESS_COUNTER["decode"]] == 0
     elif "generation_tokens" in deltas and "gen_throughput" in gauges:
         out["decode_stalled"] = deltas["generation_tokens"] == 0 and gauges["gen_throughput"] == 0
-    if "realtime_tokens_prefill_compute" in deltas:
-        out["prefill_stalled"] = deltas["realtime_tokens_prefill_compute"] == 0
+    if PROGRESS_COUNTER["prefill"] in deltas:
+        out["prefill_stalled"] = deltas[PROGRESS_COUNTER["prefill"]] == 0
     waiting = [gauges[q] for q in TRANSFER_QUEUES if q in gauges]
     if waiting:
         out["transfer_waiting"] = sum(waiting)
@@ -587,11 +558,25 @@ def role_facts(
             {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
         ),
         "routing": _routing(gauges, deltas),
+        "patch": patch_seen(bundle, ev, started).facts(),
     }
     facts["failed"] = failed
     if window is not None:
         facts["window_s"] = window
     return facts
+
+
+def run_started(ev: RoleEvidence) -> datetime | None:
+    """When the unit's current run started (systemd's timestamps), if known."""
+    return _unit(ev, [], [])[1]
+
+
+def patch_seen(bundle: Bundle, ev: RoleEvidence, started: datetime | None) -> PatchSeen:
+    """The role's index keys as its current run's journal shows them (opsbot/parse/patch.py)."""
+    if not ev.logs.ok:
+        return PatchSeen("unknown")
+    lines = [(e.message, _line_time(e.ts)) for e in parse_log_lines(ev.logs.raw) if e.kind == "patch"]
+    return seen_in(lines, started, window_start(ev.logs.since, _line_time(bundle.started_at)), True)
 
 
 def _restarts_moved(own: dict[str, dict[str, Any]], previous: Bundle) -> None:

@@ -10,8 +10,10 @@ from pydantic import BaseModel, Field
 
 from opsbot.bundle import Bundle, RoleEvidence
 from opsbot.parse.errors import ParseError
+from opsbot.parse.facts import patch_seen, run_started
 from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.logs import count_kinds, parse_log_lines
+from opsbot.parse.metricnames import QUEUE_REQS, ROUTER_REQUESTS, RUNNING_REQS, TOKEN_USAGE
 from opsbot.parse.metrics import parse_samples, tokens_delta
 from opsbot.parse.unit import parse_unit
 
@@ -41,6 +43,7 @@ class RoleFigures(BaseModel):
     errors: dict[str, int] = Field(default_factory=dict, description="error log lines by kind")
     failed_axes: list[str] = Field(default_factory=list, description="'axis: error' for evidence not collected")
     problems: list[str] = Field(default_factory=list, description="evidence that was collected but unreadable")
+    index_keys: str | None = Field(None, description="servers: the index keys the current run shows (the patch's line)")
 
 
 def _health(role: RoleEvidence) -> str:
@@ -82,15 +85,15 @@ def _unit(fig: RoleFigures, role: RoleEvidence) -> None:
 
 def _metrics(fig: RoleFigures, role: RoleEvidence) -> None:
     m = parse_samples(role.metrics.samples)
-    fig.running_reqs = m.gauges.get("num_running_reqs")
-    fig.queued_reqs = m.gauges.get("num_queue_reqs")
-    fig.token_usage = m.gauges.get("token_usage")
+    fig.running_reqs = m.gauges.get(RUNNING_REQS)
+    fig.queued_reqs = m.gauges.get(QUEUE_REQS)
+    fig.token_usage = m.gauges.get(TOKEN_USAGE)
     fig.window_s = m.window_s
     fig.tokens_delta = tokens_delta(m, role.role) if role.role != "router" else None
     if fig.tokens_delta is not None and m.window_s:
         fig.tokens_per_s = fig.tokens_delta / m.window_s
-    if role.role == "router" and "smg_router_requests" in m.rates:
-        fig.requests_per_s = m.rates["smg_router_requests"]
+    if role.role == "router" and ROUTER_REQUESTS in m.rates:
+        fig.requests_per_s = m.rates[ROUTER_REQUESTS]
     fig.problems.extend(f"metrics: {p}" for p in m.problems if "only one" not in p)
 
 
@@ -105,6 +108,7 @@ def role_figures(bundle: Bundle, role: RoleEvidence, gpus: list[int] | None = No
     if role.logs.ok:
         fig.errors = count_kinds(parse_log_lines(role.logs.raw))
     if role.role != "router":
+        fig.index_keys = patch_seen(bundle, role, run_started(role)).describe()
         fig.gpu_memory_gib, fig.gpus, problem = _gpu_memory(bundle, role, gpus)
         if problem:
             fig.problems.append(problem)

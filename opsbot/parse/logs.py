@@ -14,7 +14,10 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from opsbot.parse.patch import LOG_PATTERN as PATCH_LOG_PATTERN
+
 LOG_KINDS: tuple[tuple[str, str], ...] = (
+    ("patch", PATCH_LOG_PATTERN),  # the index-key patch's start line (opsbot/parse/patch.py)
     ("abort", r"Aborted by AbortReq\."),
     (
         "kv-transfer",
@@ -142,9 +145,9 @@ def parse_batch(message: str) -> BatchLine | None:
 
 
 def count_kinds(entries: list[LogEntry]) -> dict[str, int]:
-    """How many lines of each kind (``batch`` lines excluded: they are the heartbeat)."""
+    """How many lines of each kind (``batch`` lines, the heartbeat, and the patch's start line excluded)."""
     counts: dict[str, int] = {}
     for e in entries:
-        if e.kind and e.kind != "batch":
+        if e.kind and e.kind not in ("batch", "patch"):
             counts[e.kind] = counts.get(e.kind, 0) + 1
     return counts

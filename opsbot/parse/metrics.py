@@ -21,8 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
 
 from opsbot.bundle import MetricSample
-
-PREFIXES = ("sglang:", "sglang_")
+from opsbot.parse.metricnames import PREFIXES, PROGRESS_COUNTER, REALTIME_TOKENS
 
 # Labels that identify a process or a series' bookkeeping rather than what is counted; a counter
 # is summed over them. Every other label on a counter is "distinguishing" and gets its own fact.
@@ -35,7 +34,7 @@ IDENTITY_LABELS = frozenset(
 )
 
 Series = tuple[str, frozenset[tuple[str, str]]]
-_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
 
 # The family filter (``wanted``): blocks of the exposition that begin at a ``# HELP``/``# TYPE``
 # line. A block is dropped only when it is written so plainly that prometheus_client would read
@@ -192,7 +191,7 @@ def _combine_gauges(series: dict[Series, float]) -> dict[str, float]:
     for (name, labels), value in totals.items():
         folded[name].append(value)
         for key, label_value in labels:
-            if key not in IDENTITY_LABELS and _WORD.match(label_value):
+            if key not in IDENTITY_LABELS and _WORD.fullmatch(label_value):
                 folded[f"{name}_{label_value}"].append(value)
     return {name: _fold(name, values) for name, values in folded.items()}
 
@@ -316,13 +315,9 @@ def _parse_samples(samples: list[MetricSample], wanted: frozenset[str] | None) -
     return RoleMetrics(gauges=gauges, deltas=deltas, rates=rates, window_s=window_s, problems=problems)
 
 
-# The counter that says a role is making progress, per kind; realtime_tokens (all modes) when a kind has none.
-PROGRESS_COUNTER = {"decode": "realtime_tokens_decode", "prefill": "realtime_tokens_prefill_compute"}
-
-
 def tokens_delta(metrics: RoleMetrics, kind: str) -> float | None:
     """Tokens the role processed over the window (None: no such counter); the one "tokens moving" rule."""
     counter = PROGRESS_COUNTER.get(kind)
     if counter and counter in metrics.deltas:
         return metrics.deltas[counter]
-    return metrics.deltas.get("realtime_tokens")
+    return metrics.deltas.get(REALTIME_TOKENS)

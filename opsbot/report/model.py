@@ -80,7 +80,9 @@ class RoleConfig(BaseModel):
     hicache_ratio: float | None = None
     context_length: int | None = None
     transfer_backend: str | None = None
-    index_keys: str | None = Field(None, description="index-key precision: 'bf16' (patched build) or 'fp8'")
+    index_keys: str | None = Field(None, description="index keys the current run shows: 'bf16, seen in the current "
+                                   "run at 12:00 (...)', 'fp8 (upstream)', 'patch refused: ...' or 'unknown'")
+    index_keys_spec: str | None = Field(None, description="what the serving spec asks for (bf16 or fp8)")
 
 
 class CriticalContext(BaseModel):

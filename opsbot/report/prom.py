@@ -16,17 +16,19 @@ import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
+from opsbot.parse.metricnames import ITL, QUEUE_REQS, REALTIME_TOKENS, TOKEN_USAGE, TTFT, exposed
 from opsbot.report.week import Week
 
 # ``_M`` marks where the deployment's job matcher goes (see ``promql``).
 _M = "__JOBS__"
-_TTFT = f"sglang:time_to_first_token_seconds_bucket{{{_M}}}"
-_ITL = f"sglang:inter_token_latency_seconds_bucket{{{_M}}}"
-_DECODE_TOKENS = f'sglang:realtime_tokens_total{{mode="decode"{_M}}}'
-_PREFILL_TOKENS = f'sglang:realtime_tokens_total{{mode="prefill_compute"{_M}}}'
-_PREFILL_QUEUE = f'sglang:num_queue_reqs{{engine_type="prefill"{_M}}}'
-_KV_USAGE = f'sglang:token_usage{{engine_type="decode"{_M}}}'
-_ALL_TOKENS = f"sglang:realtime_tokens_total{{{_M}}}"
+_TOKENS = exposed(REALTIME_TOKENS, "_total")
+_TTFT = f"{exposed(TTFT, '_bucket')}{{{_M}}}"
+_ITL = f"{exposed(ITL, '_bucket')}{{{_M}}}"
+_DECODE_TOKENS = f'{_TOKENS}{{mode="decode"{_M}}}'
+_PREFILL_TOKENS = f'{_TOKENS}{{mode="prefill_compute"{_M}}}'
+_PREFILL_QUEUE = f'{exposed(QUEUE_REQS)}{{engine_type="prefill"{_M}}}'
+_KV_USAGE = f'{exposed(TOKEN_USAGE)}{{engine_type="decode"{_M}}}'
+_ALL_TOKENS = f"{_TOKENS}{{{_M}}}"
 
 
 @dataclass(frozen=True)

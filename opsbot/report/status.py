@@ -77,7 +77,7 @@ def context_from_spec(spec: DeploymentSpec, source: str | None) -> CriticalConte
             role=name, node=server.node, gpus=list(server.gpus), tp=server.tp, numa_node=server.numa_node,
             mem_fraction_static=server.mem_fraction_static, hicache_ratio=server.hicache_ratio,
             context_length=server.context_length, transfer_backend=server.transfer_backend,
-            index_keys="bf16 (patched build)" if spec.model.index_keys == "bf16" else "fp8 (upstream default)"))
+            index_keys_spec=spec.model.index_keys))
     router = spec.router
     if router.max_concurrent_requests and router.max_concurrent_requests > 0:
         admission = (f"at the router: max {router.max_concurrent_requests} concurrent, queue {router.queue_size}, "
@@ -87,6 +87,19 @@ def context_from_spec(spec: DeploymentSpec, source: str | None) -> CriticalConte
     return CriticalContext(source=source, deployment=spec.name, model=spec.model.served_name, roles=roles,
                            admission=admission, router_policy=router.policy,
                            prometheus_jobs=[spec.prometheus.jobs[r] for r in ("prefill", "decode") if r in spec.prometheus.jobs])
+
+
+def with_observed_index_keys(context: CriticalContext, current: CurrentState) -> CriticalContext:
+    """Each server's index keys as its current run printed them (the patch's start line), never the
+    spec's or an environment variable's word alone; the spec's wish is added where the run differs."""
+    seen = {fig.kind: fig.index_keys for fig in current.roles if fig.index_keys}
+    roles = []
+    for rc in context.roles:
+        observed = seen.get(rc.role, "unknown")
+        if rc.index_keys_spec and not observed.startswith(rc.index_keys_spec):
+            observed += f" (the spec asks for {rc.index_keys_spec})"
+        roles.append(rc.model_copy(update={"index_keys": observed}))
+    return context.model_copy(update={"roles": roles})
 
 
 def compose_status(*, now: datetime, since: datetime, history: History, current: CurrentState,
@@ -136,4 +149,5 @@ def build_status(store: Store, bundle: Bundle | None, settings: Settings, spec: 
     history = load_history(store, since, now, cluster=settings.cluster, notes_since=now - OPEN_ITEMS_WINDOW)
     context = load_context(settings, spec)
     current = current_state(store, bundle, now, settings.cluster, incidents=incidents, context=context)
+    context = with_observed_index_keys(context, current)
     return compose_status(now=now, since=since, history=history, current=current, context=context, goal=settings.goal)

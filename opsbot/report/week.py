@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+_WEEK = re.compile(r"(\d{4})-W(\d{2})")
 
 
 class WeekError(ValueError):
@@ -45,7 +45,7 @@ def week_of(day: date, tz: ZoneInfo) -> Week:
 
 
 def parse_week(label: str, tz: ZoneInfo) -> Week:
-    match = _WEEK.match(label.strip())
+    match = _WEEK.fullmatch(label.strip())
     if not match:
         raise WeekError(f"week {label!r}: write it as YYYY-Www, e.g. 2026-W48")
     year, number = int(match[1]), int(match[2])

@@ -20,7 +20,8 @@ from opsbot.report.history import History, load_history
 from opsbot.report.model import Durations, Figure, WeeklyReport
 from opsbot.report.prom import FIGURES, WeekData, fetch_week
 from opsbot.report.recall import recall_chart, recall_days, recall_failures
-from opsbot.report.status import OPEN_ITEMS_WINDOW, compose_status, current_state, load_context
+from opsbot.report.status import (OPEN_ITEMS_WINDOW, compose_status, current_state, load_context,
+                                  with_observed_index_keys)
 from opsbot.report.week import Week, check_over, last_complete_week, parse_week, zone
 from opsbot.settings import Settings
 from opsbot.store import Store
@@ -162,6 +163,7 @@ async def build_weekly(store: Store, prom_url: str | None, week: Week | str | No
     history = await asyncio.to_thread(load_history, store, before.start, week.end, cluster=settings.cluster,
                                       notes_since=week.end - OPEN_ITEMS_WINDOW)
     current = await asyncio.to_thread(current_state, store, bundle, now, settings.cluster, context=context)
+    context = with_observed_index_keys(context, current)
     runs = await asyncio.to_thread(store.recall_runs, cluster=settings.cluster, since=week.start, until=week.end)
     parts = {"current": current, "context": context, "goal": settings.goal}
     return compose_weekly(week=week, now=now, history=history, this=this, prev=prev, status_parts=parts,

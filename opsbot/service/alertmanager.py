@@ -6,14 +6,63 @@ releases: ``notification_reason`` in 0.32, ``routeLabels`` in 0.34), so new send
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from opsbot.inventory import NAME_RE
 
 ALL_ROLES = "*"
+
+
+def _storable(text: str) -> str:
+    """Text every backend keeps as sent: a NUL (PostgreSQL refuses it) becomes ``\\x00`` and a lone
+    surrogate (not UTF-8; SQLite refuses it) ``\\udXXX``, so the alert is stored and shown escaped
+    instead of failing its whole notification, which Alertmanager would retry forever."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _fingerprint(text: str) -> str:
+    """A fingerprint that escaping made longer than its column is kept as its SHA-256 (still one key)."""
+    return text if len(text) <= 64 else hashlib.sha256(text.encode()).hexdigest()
+
+
+def _rfc3339_text(value: object) -> object:
+    """Times come as RFC 3339 strings; a bare number is refused (the schema says string)."""
+    if not isinstance(value, (str, datetime)):
+        raise ValueError("write an RFC 3339 time such as 2026-12-01T09:00:00Z")
+    return value
+
+
+def _json_number(value: object) -> object:
+    """A JSON number (3 and 3.0 alike, as JSON Schema's integer); not a string or a boolean."""
+    if isinstance(value, (bool, str)):
+        raise ValueError("write a number")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_storable)]
+Labels = dict[Text, Text]
+Time = Annotated[datetime, BeforeValidator(_rfc3339_text)]
+Fingerprint = Annotated[str, StringConstraints(min_length=1, max_length=64), AfterValidator(_storable),
+                        AfterValidator(_fingerprint)]
 
 
 class _Open(BaseModel):
@@ -30,19 +79,21 @@ def label_fingerprint(labels: dict[str, str]) -> str:
     """The fingerprint Alertmanager computes from an alert's labels (``LabelSet.Fingerprint()``)."""
     h = _FNV_OFFSET64
     for name in sorted(labels):
-        for byte in (*name.encode(), _SEPARATOR, *labels[name].encode(), _SEPARATOR):
+        for byte in (*name.encode(errors="surrogatepass"), _SEPARATOR, *labels[name].encode(errors="surrogatepass"),
+                     _SEPARATOR):  # surrogatepass: a lone surrogate (stored escaped) must not make it fail
             h = ((h ^ byte) * _FNV_PRIME64) & 0xFFFFFFFFFFFFFFFF
     return f"{h:016x}"
 
 
 class Alert(_Open):
     status: Literal["firing", "resolved"]
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    startsAt: datetime
-    endsAt: datetime | None = None
-    generatorURL: str = ""
-    fingerprint: str = Field(min_length=1, max_length=64, description="absent before Alertmanager 0.19: computed from the labels")
+    labels: Labels = Field(default_factory=dict)
+    annotations: Labels = Field(default_factory=dict)
+    startsAt: Time
+    endsAt: Time | None = None
+    generatorURL: Text = ""
+    # optional in the schema as in the payload: absent (or null) before Alertmanager 0.19, then computed
+    fingerprint: Fingerprint | None = Field(None, description="absent before Alertmanager 0.19: computed from the labels")
 
     @model_validator(mode="before")
     @classmethod
@@ -58,7 +109,7 @@ class Alert(_Open):
     @classmethod
     def _scope_labels(cls, labels: dict[str, str]) -> dict[str, str]:
         for key in ("cluster", "role"):
-            if key in labels and not NAME_RE.match(labels[key]):
+            if key in labels and not NAME_RE.fullmatch(labels[key]):
                 raise ValueError(f"label {key}={labels[key][:80]!r}: use lower-case letters, digits and '-' (an inventory name)")
         if len(labels.get("alertname", "")) > 200:
             raise ValueError("label alertname: at most 200 characters")
@@ -74,14 +125,14 @@ class Webhook(_Open):
     """One notification for one aggregation group (``groupKey``)."""
 
     version: Literal["4"] = Field(description='webhook payload version; opsbot reads "4" (Alertmanager >= 0.9)')
-    groupKey: str = Field(max_length=4096)
-    truncatedAlerts: int = Field(0, ge=0)
+    groupKey: Text = Field(max_length=4096)
+    truncatedAlerts: Annotated[int, BeforeValidator(_json_number)] = Field(0, ge=0)
     status: Literal["firing", "resolved"]
-    receiver: str
-    groupLabels: dict[str, str] = Field(default_factory=dict)
-    commonLabels: dict[str, str] = Field(default_factory=dict)
-    commonAnnotations: dict[str, str] = Field(default_factory=dict)
-    externalURL: str = ""
+    receiver: Text
+    groupLabels: Labels = Field(default_factory=dict)
+    commonLabels: Labels = Field(default_factory=dict)
+    commonAnnotations: Labels = Field(default_factory=dict)
+    externalURL: Text = ""
     alerts: list[Alert] = Field(max_length=1000)
 
 

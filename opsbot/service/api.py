@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from opsbot.bundle import Trigger
 from opsbot.inventory import NAME_RE, UnknownRole
@@ -17,26 +17,69 @@ from opsbot.service.auth import Caller, require, require_alert_sender
 from opsbot.service.intake import QueueFull
 from opsbot.yamlsource import ConfigError
 
-router = APIRouter()
+# An inventory name, as the schema says it (and the app checks it: one rule, not two).
+Name = Annotated[str, StringConstraints(pattern=f"^{NAME_RE.pattern}$")]
+
+
+class FieldProblem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class Problem(BaseModel):
+    """Every refusal: what was wrong, in words; for a bad field, the fields too."""
+
+    detail: str
+    errors: list[FieldProblem] | None = None
+
+
+def _problem(why: str) -> dict[str, Any]:
+    return {"model": Problem, "description": why}
+
+
+# Answers any route can give (auth, body limits, validation), documented once for all of them.
+COMMON: dict[int | str, dict[str, Any]] = {
+    400: _problem("the body is not valid JSON"),
+    401: _problem("no token, or an unknown, revoked or expired one"),
+    403: _problem("the token lacks the route's scope"),
+    408: _problem("the request body did not arrive in time"),
+    413: _problem("the request body is too large"),
+    422: _problem("a field is invalid: detail names it"),
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _problem("no such thing")}
+router = APIRouter(responses=COMMON)
 
 
 class ProbeRequest(BaseModel):
-    cluster: str | None = Field(None, max_length=64, description="cluster name; default: the only one")
-    roles: list[str] = Field(default_factory=list, max_length=32, description="role names or kinds; empty: all")
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    cluster: Name | None = Field(None, description="cluster name; default: the only one")
+    roles: list[Name] = Field(default_factory=list, max_length=32, description="role names or kinds; empty: all")
     wait_s: float | None = Field(None, ge=0, le=60, description="answer inline if done by then (default from settings)")
 
 
 class RestartRequest(BaseModel):
-    role: str = Field(max_length=64, description="role to restart, e.g. decode")
-    cluster: str | None = Field(None, max_length=64)
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    role: Name = Field(description="role to restart, e.g. decode")
+    cluster: Name | None = None
     reason: str | None = Field(None, max_length=2000)
 
 
-def scope_error(exc: Exception) -> HTTPException:
-    """A scope the inventory does not know: 422 with the names it does know."""
-    if isinstance(exc, ConfigError):
-        return HTTPException(422, "; ".join(p.message for p in exc.problems))
-    return HTTPException(422, str(exc))
+def check_scope(flow: Any, cluster: str | None, roles: list[str]) -> None:
+    """404 for a cluster or role the inventory does not have (naming the ones it has); 422 when the
+    inventory has several clusters and none was named."""
+    inventory = flow.inventory()
+    name = cluster or flow.settings.cluster
+    if name is not None and name not in inventory.clusters:
+        raise HTTPException(404, f"no cluster {name!r}; known: {', '.join(inventory.clusters)}")
+    try:
+        inventory.cluster(name)[1].select(roles)
+    except UnknownRole as exc:
+        raise HTTPException(404, str(exc)) from exc
+    except ConfigError as exc:
+        raise HTTPException(422, "; ".join(p.message for p in exc.problems)) from exc
 
 
 @router.get("/healthz", tags=["service"], summary="Liveness: the process answers")
@@ -53,17 +96,12 @@ async def metrics(request: Request) -> Response:
     "/probe",
     tags=["probe"],
     summary="Probe a scope and diagnose it",
-    responses={200: {"description": "finished within wait_s"}, 202: {"description": "still running: poll GET /probe/{id}"}},
+    responses={200: {"description": "finished within wait_s"}, 202: {"description": "still running: poll GET /probe/{id}"},
+               **NOT_FOUND},
 )
 async def post_probe(body: ProbeRequest, request: Request, caller: Annotated[Caller, Depends(require("probe"))]) -> JSONResponse:
     flow = request.app.state.flow
-    for name in body.roles:
-        if not NAME_RE.match(name):
-            raise HTTPException(422, f"role {name!r}: role names are lower-case letters, digits and '-'")
-    try:
-        flow.inventory().cluster(body.cluster or flow.settings.cluster)[1].select(body.roles)
-    except (UnknownRole, ConfigError) as exc:
-        raise scope_error(exc) from exc
+    check_scope(flow, body.cluster, body.roles)
     trigger = Trigger(kind="rest", user=caller.name, text=" ".join(body.roles) or None)
     job = request.app.state.jobs.start(flow.run_probe(body.cluster, body.roles or None, trigger))
     wait = flow.settings.probe_wait_s if body.wait_s is None else body.wait_s
@@ -72,7 +110,8 @@ async def post_probe(body: ProbeRequest, request: Request, caller: Annotated[Cal
     return JSONResponse(job.as_json(), status_code=status, headers={"Location": f"/probe/{job.id}"})
 
 
-@router.get("/probe/{job_id}", tags=["probe"], summary="A probe job: running, done (with findings) or failed")
+@router.get("/probe/{job_id}", tags=["probe"], summary="A probe job: running, done (with findings) or failed",
+            responses=NOT_FOUND)
 async def get_probe(job_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> dict[str, Any]:
     job = request.app.state.jobs.get(job_id)
     if job is None:
@@ -84,7 +123,7 @@ async def get_probe(job_id: str, request: Request, _: Annotated[Caller, Depends(
     "/alerts",
     tags=["alerts"],
     summary="Alertmanager webhook (payload version 4)",
-    responses={503: {"description": "queue full: Alertmanager retries"}, 413: {"description": "body too large"}},
+    responses={503: _problem("queue full, or no inventory: Alertmanager retries")},
 )
 async def post_alerts(hook: Webhook, request: Request, _: Annotated[Caller, Depends(require_alert_sender())]) -> dict[str, int]:
     try:
@@ -139,10 +178,11 @@ async def list_reports(
     return [ReportSummary(id=r.id, kind=r.kind, period=r.period, format=r.format, created_at=r.created_at) for r in rows]
 
 
-@router.get("/reports/{report_id}", tags=["reports"], summary="One saved report, in the format it was saved in")
+@router.get("/reports/{report_id}", tags=["reports"], summary="One saved report, in the format it was saved in",
+            responses=NOT_FOUND)
 async def get_report(report_id: int, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> Response:
     flow = request.app.state.flow
-    if not -(2**63) <= report_id < 2**63:
+    if not -(2**31) <= report_id < 2**31:  # an INTEGER column (32 bits on PostgreSQL): beyond it no row exists
         raise HTTPException(404, f"no report {report_id}")
     row = await flow.db(flow.store.report, report_id)
     if row is None:
@@ -174,40 +214,46 @@ def action_view(row: Any, message: str | None = None) -> ActionView:
     )
 
 
-@router.post("/actions/restart", tags=["actions"], summary="Plan a restart; it runs once approved", status_code=201)
+@router.post("/actions/restart", tags=["actions"], summary="Plan a restart; it runs once approved", status_code=201,
+             responses=NOT_FOUND)
 async def post_restart(body: RestartRequest, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
     from opsbot.act import PlanRefused
 
     flow = request.app.state.flow
+    check_scope(flow, body.cluster, [body.role])
     try:
         action, _plan = await flow.request_restart(
             [body.role], body.cluster, actor=caller.name, surface="rest", reason=body.reason
         )
-    except (UnknownRole, ConfigError, PlanRefused) as exc:
-        raise scope_error(exc) from exc
+    except (ConfigError, PlanRefused) as exc:
+        raise HTTPException(422, str(exc)) from exc
     return action_view(action, f"approve with POST /actions/{action.id}/approve before it expires")
 
 
-@router.get("/actions/{action_id}", tags=["actions"], summary="One action and its state")
-async def get_action(action_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> ActionView:
-    flow = request.app.state.flow
+async def _existing_action(flow: Any, action_id: str) -> Any:
+    """The action, or 404 naming it."""
     try:
-        row = await flow.db(flow.store.action, action_id)
+        return await flow.db(flow.store.action, action_id)
     except KeyError as exc:
         raise HTTPException(404, str(exc.args[0])) from exc
-    return action_view(row)
+
+
+@router.get("/actions/{action_id}", tags=["actions"], summary="One action and its state", responses=NOT_FOUND)
+async def get_action(action_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> ActionView:
+    return action_view(await _existing_action(request.app.state.flow, action_id))
 
 
 @router.post(
     "/actions/{action_id}/approve",
     tags=["actions"],
     summary="Approve a planned restart and run it (guardrails: cooldown, budget, lock, verify)",
-    responses={409: {"description": "not pending, or expired: request it again"}},
+    responses={409: _problem("not pending, or expired: request it again"), **NOT_FOUND},
 )
 async def approve_action(action_id: str, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
     from opsbot.act import ApprovalRefused
 
     flow = request.app.state.flow
+    await _existing_action(flow, action_id)
     try:
         outcome = await flow.approve_and_execute(action_id, approver=caller.name, surface="rest")
     except ApprovalRefused as exc:
@@ -216,7 +262,7 @@ async def approve_action(action_id: str, request: Request, caller: Annotated[Cal
 
 
 @router.post("/actions/{action_id}/dismiss", tags=["actions"], summary="Dismiss a planned restart",
-             responses={409: {"description": "not pending"}})
+             responses={409: _problem("not pending"), **NOT_FOUND})
 async def dismiss_action(action_id: str, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
     flow = request.app.state.flow
     row = await flow.dismiss(action_id, actor=caller.name, surface="rest")

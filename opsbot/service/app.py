@@ -15,6 +15,7 @@ from opsbot.flow import Flow, InventoryUnavailable
 from opsbot.service import api, pages
 from opsbot.service.intake import AlertIntake
 from opsbot.service.jobs import Jobs
+from opsbot.service.lease import Lease
 from opsbot.service.limits import BodyLimit, inventory_unavailable, validation_error
 from opsbot.settings import Settings, get_settings
 
@@ -59,9 +60,8 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         slack = app.state.slack
         await _reconcile(flow)
-        recovered = await app.state.intake.recover()
-        if recovered:
-            log.info("picked up %d stored alerts that had no probe yet", recovered)
+        lease = Lease(flow, sweeps=[app.state.intake.recover])
+        await lease.start()
         app.state.scheduler = _start_reports(flow, slack)
         app.state.recall_scheduler = _start_recall(flow, slack)
         socket = await slack.start_socket_mode() if slack else None
@@ -74,6 +74,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
                 if scheduler is not None:
                     scheduler.shutdown(wait=False)
             await app.state.intake.close()
+            await lease.stop()
             await app.state.jobs.close()
 
     app = FastAPI(title="opsbot", version=__version__, description=DESCRIPTION, lifespan=lifespan)
@@ -82,7 +83,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
     app.state.slack = None
     app.state.scheduler = None
     app.state.recall_scheduler = None
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout_s=settings.body_read_timeout_s)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(InventoryUnavailable, inventory_unavailable)  # type: ignore[arg-type]
     app.include_router(api.router)

@@ -1,4 +1,5 @@
-"""Bearer tokens with scopes: 401 when the caller is unknown, 403 when the token lacks the scope."""
+"""Bearer tokens with nested scopes (act > probe > read): 401 when the caller is unknown, revoked or
+expired (the answer says which), 403 when the token lacks the scope."""
 
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ async def _caller(request: Request, creds: HTTPAuthorizationCredentials | None) 
         raise _unauthorized("no bearer token: send 'Authorization: Bearer <token>' (opsbot tokens create)")
     flow = request.app.state.flow
     found = await flow.db(flow.store.check_token, creds.credentials)
-    if not found:
-        raise _unauthorized("unknown or revoked token")
+    if found is None:
+        raise _unauthorized("unknown token")
+    if found.refused:
+        raise _unauthorized(found.refused)
     return Caller(found.name, frozenset(found))  # the token's name is who acts (audit, approvals)
 
 

@@ -4,10 +4,11 @@ The pipeline has named stages, like Alertmanager's own: ``accept`` (bounded: at 
 ``alert_queue_max`` accepted alerts wait for a probe, beyond that 503 so Alertmanager retries;
 stored before answering) → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at
 a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
-a stored alert without a probe is picked up again by ``recover`` at the next start, by exactly one
-instance (each claims the alerts it probes). A probe that cannot run is recorded on its alerts; a
-scope the inventory does not know is final, other failures are retried up to
-``alert_probe_attempts`` starts, then the alert is given up on (history and status page show it).
+its claim is a lease held while this instance lives (``lease.py``): if it dies, a live instance's
+``recover`` (after every heartbeat) takes the alert over within seconds, exactly one instance per
+alert. A probe that cannot run is recorded on its alerts; a scope the inventory does not know is
+final, other failures are retried after ``alert_retry_s`` up to ``alert_probe_attempts`` times,
+then the alert is given up on (history and status page show it).
 """
 
 from __future__ import annotations
@@ -98,9 +99,15 @@ class AlertIntake:
 
     # stage 2: dispatch ------------------------------------------------------------------------
     async def recover(self) -> int:
-        """Hand stored-but-unprocessed alerts (from before a crash or restart) to the probes."""
-        ttl = timedelta(seconds=self.flow.settings.alert_claim_ttl_s)
-        rows = await self.flow.db(self.flow.store.claim_unprocessed, self.flow.instance, ttl)
+        """Claim stored alerts no live instance is probing (a dead instance's, or a probe to retry), as
+        many as the queue has room for, and dispatch them; run at start and after every heartbeat."""
+        settings = self.flow.settings
+        room = self.max_waiting - self.waiting
+        if room <= 0:
+            return 0
+        rows = await self.flow.db(self.flow.store.claim_unprocessed, self.flow.instance,
+                                     lease=timedelta(seconds=settings.instance_lease_s),
+                                     retry_after=timedelta(seconds=settings.alert_retry_s), limit=room)
         self._count(len(rows))
         self._dispatch([_stored(r, r.id) for r in rows])
         return len(rows)
@@ -125,15 +132,14 @@ class AlertIntake:
         result: ProbeResult | None = None
         error: str | None = None
         try:
-            result = await self.flow.run_probe(cluster, None if role == ALL_ROLES else [role], trigger)
+            result = await self.flow.run_probe(cluster, None if role == ALL_ROLES else [role], trigger,
+                                                  alert_ids=[a.id for a in alerts])
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
             log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
             error = str(exc)
             await self.flow.db(self.flow.store.alert_probe_failed, [a.id for a in alerts], error,
                                   max_attempts=self.flow.settings.alert_probe_attempts,
                                   final=isinstance(exc, (UnknownRole, ConfigError)))
-        if result is not None:
-            await self.flow.db(self.flow.store.link_alert_probe, [a.id for a in alerts], result.probe_id)
         if self.notifier is not None:
             by_group: dict[str, list[StoredAlert]] = defaultdict(list)
             for a in alerts:

@@ -1,6 +1,8 @@
-"""Request body limit (413 before the body is read into memory) and clear validation errors."""
+"""Request body limits (413 over the size, 408 over the time to read it) and clear validation errors."""
 
 from __future__ import annotations
+
+import asyncio
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -9,33 +11,26 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class BodyLimit:
-    """Refuse bodies over ``limit`` bytes, by Content-Length or while streaming."""
+    """Read every request body here, before the app sees it: at most ``limit`` bytes (413, by
+    Content-Length or while streaming) within ``timeout_s`` (408: a client that declares a length and
+    stalls must not hold its connection); then the body is replayed to the app."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, timeout_s: float = 10.0) -> None:
+        self.app, self.limit, self.timeout_s = app, limit, timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            return await self._refuse(scope, send)
-        if declared is not None:
-            return await self.app(scope, receive, send)
-        # chunked: read it here, bounded, then replay it to the app
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.limit:
-                return await self._refuse(scope, send)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
+            return await self._refuse(scope, send, 413, f"request body over {self.limit} bytes (OPSBOT_MAX_BODY_BYTES)")
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                body = await self._read(receive)
+        except TimeoutError:
+            return await self._refuse(scope, send, 408, f"request body not received within {self.timeout_s:g} s")
+        if body is None:
+            return await self._refuse(scope, send, 413, f"request body over {self.limit} bytes (OPSBOT_MAX_BODY_BYTES)")
         replayed = False
 
         async def replay() -> Message:
@@ -47,10 +42,28 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, scope: Scope, send: Send) -> None:
+    async def _read(self, receive: Receive) -> bytes | None:
+        """The whole body, or None when it grows over the limit (or the client went away)."""
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                return None
+            more = message.get("more_body", False)
+        return b"".join(chunks)
+
+    async def _refuse(self, scope: Scope, send: Send, status: int, detail: str) -> None:
         if scope["path"] == "/alerts":
-            scope["app"].state.flow.telemetry.alerts_rejected.labels("too-large").inc()
-        response = JSONResponse({"detail": f"request body over {self.limit} bytes (OPSBOT_MAX_BODY_BYTES)"}, 413)
+            reason = "too-large" if status == 413 else "timeout"
+            scope["app"].state.flow.telemetry.alerts_rejected.labels(reason).inc()
+        headers = {"Connection": "close"} if status == 408 else None
+        response = JSONResponse({"detail": detail}, status, headers=headers)
         await response({"type": "http"}, _no_receive, send)
 
 

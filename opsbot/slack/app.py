@@ -1,6 +1,7 @@
 """The Slack surface: a slack-bolt AsyncApp on the service's FastAPI app (``POST /slack/events``).
 
-Bolt verifies every request (signature and a 5-minute timestamp window) before a listener runs.
+Every request's signature is verified on the raw bytes (and its replay refused) before it is parsed;
+bolt verifies it again before a listener runs.
 Listeners acknowledge at once (Slack allows 3 s), then do the work and post the answer with
 ``chat.postMessage`` to the channel; the Web API base URL comes from settings, so tests point it
 at a local recording server. Socket Mode (``OPSBOT_SLACK_SOCKET_MODE=true`` + an ``xapp-`` token)
@@ -11,27 +12,50 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from datetime import timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from opsbot.bundle import Trigger
-from opsbot.flow import ProbeResult, Flow
-from opsbot.slack.blocks import decided_blocks, finding_blocks, help_blocks, plan_blocks, section
+from opsbot.flow import Flow, ProbeResult
+from opsbot.slack.blocks import decided_blocks, escape, finding_blocks, help_blocks, plan_blocks, section
 from opsbot.slack.commands import Command, parse_command
+from opsbot.slack.signing import WINDOW_S, body_problem, signature_problem
 from opsbot.slack.threads import AlertThreads
 
 log = logging.getLogger(__name__)
 router = APIRouter()
+REPLAY_WINDOW = timedelta(seconds=WINDOW_S + 60)  # a signature older than Slack's window is refused anyway
 
 
 @router.post("/slack/events", include_in_schema=False)
 async def slack_events(request: Request) -> Response:
-    """Slash commands, interactivity and events all arrive here (one Request URL in the Slack app)."""
-    return await request.app.state.slack.handler.handle(request)
+    """Slash commands, interactivity and events all arrive here (one Request URL in the Slack app).
+
+    The signature is checked first, on the raw bytes (401); a signed request is refused when its
+    signature was already used (a replay, 401) or when its body does not parse (400). Only then
+    does bolt see it.
+    """
+    surface: SlackSurface = request.app.state.slack
+    flow = surface.flow
+    body = await request.body()
+    h = request.headers
+    problem = signature_problem(flow.settings.slack_signing_secret or "", h.get("x-slack-request-timestamp"),
+                                h.get("x-slack-signature"), body, time.time())
+    if problem is None and not await flow.db(flow.store.first_use, h["x-slack-signature"], REPLAY_WINDOW):
+        problem = "this signed request was already received (a replay)"
+    if problem is not None:
+        return JSONResponse({"detail": problem}, 401)
+    malformed = body_problem(h.get("content-type", ""), body)
+    if malformed is not None:
+        return JSONResponse({"detail": malformed}, 400)
+    return await surface.handler.handle(request)
 
 
 class SlackSurface:
@@ -65,13 +89,13 @@ class SlackSurface:
         if cmd.verb == "help":
             await ack(blocks=help_blocks(self.flow.settings.slack_command), text="opsbot help")
             return
-        await ack(text=f"opsbot: working on `{cmd.text or cmd.verb}`…")
+        await ack(text=f"opsbot: working on `{escape(cmd.text or cmd.verb)}`…")
         user, channel = command.get("user_id", "?"), command["channel_id"]
         try:
             blocks, text = await self._answer(cmd, user)
         except Exception as exc:  # the operator sees why; the next command still works
             log.info("slack command %r failed: %s", cmd.text, exc)
-            await respond(text=f":warning: {exc}", response_type="ephemeral")
+            await respond(text=f":warning: {escape(exc)}", response_type="ephemeral")
             return
         await self.client.chat_postMessage(channel=channel, blocks=blocks, text=text)
 
@@ -105,7 +129,7 @@ class SlackSurface:
     def result_blocks(self, result: ProbeResult) -> list[dict[str, Any]]:
         """The findings, with the flow's planned restart (buttons) for each remedy that needs approval."""
         blocks = finding_blocks(result.bundle.cluster, str(result.probe_id), result.diagnosis.findings, result.plans)
-        return blocks + [section(f":no_entry: {n}") for n in result.refused]
+        return blocks + [section(f":no_entry: {escape(n)}") for n in result.refused]
 
     # -- buttons ------------------------------------------------------------------------------
     async def allowed(self, user: str) -> bool:
@@ -135,26 +159,47 @@ class SlackSurface:
                 text=f":no_entry: <@{user}> is not allowed to approve restarts (ask someone in the approvers list).",
             )
             return
-        running = f":hourglass_flowing_sand: *{label}* approved by <@{user}>; running…"
+        running = f":hourglass_flowing_sand: *{escape(label)}* approved by <@{user}>; running…"
         await self.client.chat_update(channel=channel, ts=ts, text=label, blocks=decided_blocks(original, running))
         try:
             outcome = await self.flow.approve_and_execute(action_id, approver=f"slack:{user}", surface="slack")
         except ApprovalRefused as exc:
-            await self.client.chat_update(channel=channel, ts=ts, text=str(exc),
-                                          blocks=decided_blocks(original, f":warning: not done: {exc}"))
+            await self.client.chat_update(channel=channel, ts=ts, text=escape(exc),
+                                          blocks=decided_blocks(original, f":warning: not done: {escape(exc)}"))
             return
         icon = ":white_check_mark:" if outcome.ok else ":x:"
-        line = f"{icon} *{label}* approved by <@{user}>: *{outcome.state}*. {outcome.message}"
+        line = f"{icon} *{escape(label)}* approved by <@{user}>: *{outcome.state}*. {escape(outcome.message)}"
         await self.client.chat_update(channel=channel, ts=ts, text=line, blocks=decided_blocks(original, line))
 
     async def _dismiss(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """Dismissing a plan cancels a restart: it takes an approver, as approving does."""
         await ack()
-        user = body["user"]["id"]
+        user, action_id = body["user"]["id"], action["value"]
         channel, ts = body["container"]["channel_id"], body["container"]["message_ts"]
-        await self.flow.dismiss(action["value"], actor=f"slack:{user}", surface="slack")
+        if not await self.allowed(user):
+            await self.flow.db(self.flow.store.audit, f"slack:{user}", "slack", "dismissal refused: not allowed",
+                                  {"action": action_id})
+            await self.client.chat_postEphemeral(
+                channel=channel, user=user,
+                text=f":no_entry: <@{user}> is not allowed to dismiss restarts (ask someone in the approvers list).",
+            )
+            return
+        row = await self.flow.dismiss(action_id, actor=f"slack:{user}", surface="slack")
+        if row is None:
+            await self.client.chat_postEphemeral(channel=channel, user=user, text=await self._not_pending(action_id))
+            return
         line = f":heavy_multiplication_x: dismissed by <@{user}>"
         await self.client.chat_update(channel=channel, ts=ts, text=line,
                                       blocks=decided_blocks((body.get("message") or {}).get("blocks", []), line))
+
+
+    async def _not_pending(self, action_id: str) -> str:
+        """Why a dismissal changed nothing: no such action, or it is no longer waiting for approval."""
+        try:
+            row = await self.flow.db(self.flow.store.action, action_id)
+        except KeyError:
+            return f":warning: no restart plan {escape(action_id[:40])}: nothing dismissed"
+        return f":warning: restart plan {row.id} is {row.state}, not waiting for approval: nothing dismissed"
 
 
 def _headline(result: ProbeResult) -> str:

@@ -1,7 +1,9 @@
 """Block Kit messages for findings, plans and outcomes (pure: data in, blocks out).
 
 Slack's limits are respected here: section text is cut at 3000 characters and a message
-carries at most 50 blocks (``msg_blocks_too_long`` otherwise).
+carries at most 50 blocks (``msg_blocks_too_long`` otherwise). Every text that came from outside
+(alert labels, log lines, findings' evidence, reasons, operator text) goes through ``escape``, so
+``<!channel>`` or ``<https://x|click>`` in it shows as text and never pings or links.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 from opsbot.bundle import Recall
 from opsbot.contracts import SEVERITY_EMOJI, UNKNOWN_EMOJI, Finding
 from opsbot.parse.recall import grid, short_length, summarize
-from opsbot.report.render import slack
+from opsbot.report.render import slack as escape
 from opsbot.slack.commands import HELP
 
 Block = dict[str, Any]
@@ -64,32 +66,33 @@ def restart_buttons(role: str, plan_id: str) -> Block:
 def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans: dict[str, str]) -> list[Block]:
     """One section per finding (title, summary, evidence, remedies) and buttons for ``plans`` (role → plan id)."""
     if not findings:
-        return [section(f":white_check_mark: *{cluster}*: no incident found"), context(f"probe `{probe_ref}`")]
+        return [section(f":white_check_mark: *{escape(cluster)}*: no incident found"),
+                context(f"probe `{escape(probe_ref)}`")]
     blocks: list[Block] = []
     for f in findings:
         icon = SEVERITY_EMOJI.get(str(f.severity), UNKNOWN_EMOJI)
-        roles = ", ".join(f.roles)
-        head = f"{icon} *{f.title or f.incident}* (`{f.incident}`, {f.severity}) on *{roles}*"
+        roles = escape(", ".join(f.roles))
+        head = f"{icon} *{escape(f.title or f.incident)}* (`{escape(f.incident)}`, {escape(f.severity)}) on *{roles}*"
         if f.summary:
-            head += f"\n{f.summary}"
+            head += f"\n{escape(f.summary)}"
         blocks.append(section(head))
         if f.evidence:
-            blocks.append(section("*Evidence*\n" + "\n".join(f"• {e}" for e in f.evidence)))
+            blocks.append(section("*Evidence*\n" + "\n".join(f"• {escape(e)}" for e in f.evidence)))
         remedies = [r.text for r in f.remedies if getattr(r, "text", None)]
         if remedies:
-            blocks.append(section("*What to do*\n" + "\n".join(f"• {t}" for t in remedies)))
+            blocks.append(section("*What to do*\n" + "\n".join(f"• {escape(t)}" for t in remedies)))
         missing = getattr(f, "missing_facts", None)
         if missing:
-            blocks.append(context("could not collect: " + ", ".join(missing)))
+            blocks.append(context("could not collect: " + escape(", ".join(missing))))
     tail = [restart_buttons(role, plan_id) for role, plan_id in plans.items()]
-    tail.append(context(f"cluster `{cluster}` · probe `{probe_ref}`"))
+    tail.append(context(f"cluster `{escape(cluster)}` · probe `{escape(probe_ref)}`"))
     return _fit(blocks, room=BLOCKS_MAX - len(tail)) + tail
 
 
 def plan_blocks(role: str, plan_id: str, commands: list[str], expires: str) -> list[Block]:
-    cmds = "\n".join(commands) or "(no commands)"
+    cmds = escape("\n".join(commands)) or "(no commands)"
     return [
-        section(f"*Restart plan for {role}* (expires {expires})\n```{cmds}```"),
+        section(f"*Restart plan for {escape(role)}* (expires {expires})\n```{cmds}```"),
         restart_buttons(role, plan_id),
     ]
 
@@ -118,9 +121,9 @@ def recall_blocks(recall: Recall, title: str, note: str | None = None) -> list[B
     s = summarize(recall)
     where = (f"full recall up to {short_length(s.longest_full)}" if s.longest_full else "no length fully recalled") + (
         f", lost from {short_length(s.threshold)}" if s.threshold else "")
-    blocks = [section(f"*{slack(title)}*"), section(f"```{slack(table)}```"),
-              context(slack(f"{where}; {s.found}/{s.judged} found, {s.errors} not judged; model {recall.model}; "
+    blocks = [section(f"*{escape(title)}*"), section(f"```{escape(table)}```"),
+              context(escape(f"{where}; {s.found}/{s.judged} found, {s.errors} not judged; model {recall.model}; "
                             f"tokenizer {recall.tokenizer}"))]
     if note:
-        blocks.append(section(slack(note)))
+        blocks.append(section(escape(note)))
     return blocks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from opsbot.slack.blocks import section
+from opsbot.slack.blocks import escape, section
 
 if TYPE_CHECKING:
     from opsbot.flow import ProbeResult
@@ -25,13 +25,13 @@ class AlertThreads:
         store = self.surface.flow.store
         resolved = all(a.status == "resolved" for a in alerts)
         state = "resolved" if resolved else "firing"
-        names = ", ".join(sorted({a.labels.get("alertname", "alert") for a in alerts}))
-        scope = f"{alerts[0].cluster}/{alerts[0].role}"
+        names = escape(", ".join(sorted({a.labels.get("alertname", "alert") for a in alerts})))
+        scope = escape(f"{alerts[0].cluster}/{alerts[0].role}")
         head = f"{':white_check_mark: resolved' if resolved else ':rotating_light: firing'}: *{names}* on `{scope}`"
         if result is not None:
             body = self.surface.result_blocks(result)
         else:
-            body = [section(f":warning: the probe could not run: {error}")]
+            body = [section(f":warning: the probe could not run: {escape(error)}")]
         blocks = [section(head)] + body
         thread = await self.surface.flow.db(store.slack_thread, group_key)
         if thread is None:

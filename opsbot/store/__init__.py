@@ -6,8 +6,6 @@ from opsbot.store.store import AlertIn, HistoryItem, LockHeld, Store, TokenScope
 __all__ = ["AlertIn", "HistoryItem", "LockHeld", "SchemaTooNew", "Store", "StoreBusy", "StoreError", "TokenScopes", "open_store"]
 
 
-def open_store(url: str | None = None) -> Store:
-    """The Store for ``url`` or the configured database (OPSBOT_DATABASE_URL, else SQLite in the data dir)."""
-    from opsbot.settings import get_settings
-
-    return Store(url or get_settings().db_url())
+def open_store(url: str) -> Store:
+    """The Store for ``url``: the composition root passes its settings' ``db_url()``."""
+    return Store(url)

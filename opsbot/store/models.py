@@ -113,8 +113,21 @@ class Alert(Base):
     probe_error: Mapped[str | None] = mapped_column(Text)  # why the last probe for it could not run
     probe_attempts: Mapped[int | None] = mapped_column(Integer)
     probe_failed_at: Mapped[datetime | None]  # set when it is given up on: never retried after
-    claimed_by: Mapped[str | None] = mapped_column(String(128))  # the opsbot instance probing it
-    claimed_at: Mapped[datetime | None]
+    claimed_by: Mapped[str | None] = mapped_column(String(128))  # the instance probing it (a lease: see Instance)
+    claimed_at: Mapped[datetime | None]  # when claimed, or when a failed probe released it (retry after a delay)
+
+
+class Instance(Base):
+    """A running opsbot process. Its heartbeat keeps its claims alive: once ``heartbeat_at`` is older
+    than the lease (``OPSBOT_INSTANCE_LEASE_S``) the instance counts as dead and what it claimed is
+    taken over by a live one. A clean shutdown deletes the row, freeing its claims at once."""
+
+    __tablename__ = "instances"
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(default=now)
+    heartbeat_at: Mapped[datetime] = mapped_column(default=now, index=True)
 
 
 class SlackThread(Base):
@@ -127,6 +140,14 @@ class SlackThread(Base):
     state: Mapped[str] = mapped_column(String(16))  # firing | resolved
     created_at: Mapped[datetime] = mapped_column(default=now)
     updated_at: Mapped[datetime] = mapped_column(default=now)
+
+
+class SlackSignature(Base):
+    """A Slack request signature seen in the last five minutes: a second use is a replay, refused."""
+
+    __tablename__ = "slack_signatures"
+    signature: Mapped[str] = mapped_column(String(80), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(default=now, index=True)
 
 
 class Action(Base):
@@ -236,7 +257,7 @@ class JobRun(Base):
 
 
 class ApiToken(Base):
-    """A bearer token, kept as its SHA-256 hash only."""
+    """A bearer token, kept as its SHA-256 hash only; revoked and expired tokens stay, refused."""
 
     __tablename__ = "api_tokens"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -245,6 +266,8 @@ class ApiToken(Base):
     scopes: Mapped[list[str]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=now)
     last_used_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]  # refused (401) from then on; None: never expires
+    revoked_at: Mapped[datetime | None]  # refused (401) from then on; the row stays for the audit
 
 
 Index("ix_actions_cluster_started", Action.cluster, Action.started_at)

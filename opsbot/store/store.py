@@ -31,11 +31,13 @@ from opsbot.store.models import (
     AuditEntry,
     Decision,
     Finding,
+    Instance,
     JobRun,
     Note,
     Probe,
     Report,
     RoleLock,
+    SlackSignature,
     SlackThread,
     now,
 )
@@ -110,11 +112,19 @@ class LockHeld:
 
 
 class TokenScopes(list[str]):
-    """A checked token's scopes (a list, as before) and the token's ``name``, who the caller is."""
+    """A checked token's scopes (a list), the token's ``name`` (who the caller is) and, for a revoked
+    or expired token, why it is ``refused`` (its scopes are then empty)."""
 
-    def __init__(self, name: str, scopes: Iterable[str]) -> None:
+    def __init__(self, name: str, scopes: Iterable[str], refused: str | None = None) -> None:
         super().__init__(scopes)
         self.name = name
+        self.refused = refused
+
+
+def implied_scopes(scopes: Iterable[str]) -> list[str]:
+    """Scopes nest as users expect: ``act`` includes ``probe``, which includes ``read``."""
+    held = [SCOPES.index(sc) for sc in scopes if sc in SCOPES]
+    return sorted(SCOPES[: max(held) + 1]) if held else []
 
 
 @dataclass
@@ -172,8 +182,12 @@ class Store:
 
     # -- probes and findings ------------------------------------------------------------------
 
-    def save_probe(self, bundle: Bundle, diagnosis: Diagnosis | None = None) -> str:
-        """Keep a bundle (compressed) and its findings; saving the same bundle twice is a no-op."""
+    def save_probe(self, bundle: Bundle, diagnosis: Diagnosis | None = None, alert_ids: list[int] | None = None) -> str:
+        """Keep a bundle (compressed) and its findings; saving the same bundle twice is a no-op.
+
+        ``alert_ids``: the stored alerts this probe answers, linked in the same transaction, so a crash
+        leaves either the probe and its links or neither (never a probe whose alerts get probed again).
+        """
         findings = diagnosis.findings if diagnosis else []  # diagnose() orders them, most likely first
         started = parse_ts(bundle.started_at) or now()
 
@@ -193,6 +207,8 @@ class Store:
                     roles=list(f.roles), title=f.title, summary=f.summary,
                     evidence=list(f.evidence), detail=f.model_dump(mode="json"), at=started,
                 ))
+            if alert_ids:
+                s.execute(update(Alert).where(Alert.id.in_(alert_ids)).values(probe_id=bundle.id))
             return bundle.id
 
         return self.write(_save, "save probe")
@@ -312,15 +328,19 @@ class Store:
     def count_alerts(self) -> int:
         return self.read(lambda s: s.scalar(select(func.count()).select_from(Alert)) or 0)
 
-    def claim_unprocessed(self, claimer: str, stale_after: timedelta, limit: int = 10_000) -> list[Alert]:
+    def claim_unprocessed(self, claimer: str, *, lease: timedelta, retry_after: timedelta = timedelta(0),
+                          limit: int = 10_000) -> list[Alert]:
         """Claim the alerts no probe has handled (compare-and-set): each goes to exactly one instance.
 
-        Skipped: alerts given up on (``probe_failed_at``) and alerts another instance claimed less than
-        ``stale_after`` ago (a claim older than that belongs to an instance that died).
+        Free to claim: alerts nobody holds (a failed probe's, once ``retry_after`` has passed since it
+        failed) and alerts held by a dead instance (no heartbeat within ``lease``: see ``Instance``).
+        Skipped: alerts given up on (``probe_failed_at``), and those a live instance or ``claimer`` holds.
         """
         at = now()
         open_ = (Alert.probe_id.is_(None), Alert.probe_failed_at.is_(None))
-        free = (Alert.claimed_by.is_(None)) | (Alert.claimed_at < at - stale_after)
+        live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
+        free = ((Alert.claimed_by.is_(None) & (Alert.claimed_at.is_(None) | (Alert.claimed_at <= at - retry_after)))
+                | ((Alert.claimed_by != claimer) & Alert.claimed_by.not_in(live)))
 
         def _claim(s: Session) -> list[Alert]:
             ids = list(s.scalars(select(Alert.id).where(*open_, free).order_by(Alert.id).limit(limit)).all())
@@ -343,7 +363,7 @@ class Store:
                 row.probe_attempts = (row.probe_attempts or 0) + 1
                 if final or row.probe_attempts >= max_attempts:
                     row.probe_failed_at = at
-                row.claimed_by = row.claimed_at = None  # released: the next start may try again if not given up
+                row.claimed_by, row.claimed_at = None, at  # released: retried after a delay, unless given up on
 
         self.write(_fail, "record alert probe failure")
 
@@ -353,6 +373,32 @@ class Store:
         if since:
             q = q.where(Alert.probe_failed_at >= since)
         return list(self.read(lambda s: s.scalars(q).all()))
+
+    # -- instances: who is alive, so that what a dead one claimed is taken over ------------------
+
+    def heartbeat(self, instance: str, host: str, pid: int, *, forget_after: timedelta = timedelta(days=1)) -> None:
+        """Say ``instance`` is alive (registering it the first time); rows silent for ``forget_after`` go."""
+        at = now()
+
+        def _beat(s: Session) -> None:
+            row = s.get(Instance, instance)
+            if row is None:
+                s.add(Instance(id=instance, host=host, pid=pid, started_at=at, heartbeat_at=at))
+            else:
+                row.heartbeat_at = at
+            s.execute(delete(Instance).where(Instance.heartbeat_at < at - forget_after))
+
+        self.write(_beat, "heartbeat")
+
+    def leave(self, instance: str) -> None:
+        """A clean shutdown: the instance's row goes, so its claims are free at once."""
+        self.write(lambda s: s.execute(delete(Instance).where(Instance.id == instance)), "leave")
+
+    def instances(self, lease: timedelta) -> list[tuple[Instance, bool]]:
+        """Every known instance and whether it is alive (a heartbeat within ``lease``)."""
+        at = now()
+        rows = self.read(lambda s: s.scalars(select(Instance).order_by(Instance.started_at)).all())
+        return [(r, r.heartbeat_at >= at - lease) for r in rows]
 
     # -- Slack alert threads -----------------------------------------------------------------
 
@@ -372,6 +418,20 @@ class Store:
             return row
 
         return self.write(_save, "save slack thread")
+
+    def first_use(self, signature: str, window: timedelta) -> bool:
+        """True the first time a Slack signature is seen within ``window`` (across instances); False for a replay."""
+        at = now()
+
+        def _use(s: Session) -> None:
+            s.execute(delete(SlackSignature).where(SlackSignature.seen_at < at - window))
+            s.add(SlackSignature(signature=signature, seen_at=at))
+
+        try:
+            self.write(_use, "record slack signature")
+        except IntegrityError:
+            return False
+        return True
 
     # -- audit (append-only) -----------------------------------------------------------------
 
@@ -479,16 +539,20 @@ class Store:
 
     # -- API tokens --------------------------------------------------------------------------
 
-    def create_token(self, name: str, scopes: list[str]) -> str:
+    def create_token(self, name: str, scopes: list[str], expires_in: timedelta | None = None) -> str:
         """A new bearer token; only its SHA-256 is stored, the secret is returned once."""
         bad = [sc for sc in scopes if sc not in SCOPES]
         if bad or not scopes:
             raise ValueError(f"scopes {bad or '(none)'}: choose from {', '.join(SCOPES)}")
+        if expires_in is not None and expires_in <= timedelta(0):
+            raise ValueError("a token's lifetime must be positive, e.g. 30d")
         secret = "opsbot_" + secrets.token_urlsafe(32)
+        expires_at = now() + expires_in if expires_in is not None else None
 
         def _add(s: Session) -> None:
-            s.add(ApiToken(name=name, token_hash=_sha256(secret), scopes=sorted(set(scopes))))
-            s.add(_audit_row("cli", "cli", "token created", {"name": name, "scopes": scopes}))
+            s.add(ApiToken(name=name, token_hash=_sha256(secret), scopes=sorted(set(scopes)), expires_at=expires_at))
+            s.add(_audit_row("cli", "cli", "token created", {"name": name, "scopes": scopes,
+                                                              "expires_at": expires_at and expires_at.isoformat()}))
 
         try:
             self.write(_add, "create token")
@@ -497,17 +561,40 @@ class Store:
         return secret
 
     def check_token(self, secret: str) -> TokenScopes | None:
-        """The token's scopes (carrying its ``name``), or None when unknown; records its last use."""
+        """The token's scopes with the ones they include (act > probe > read) and its ``name``, or None
+        when unknown; a revoked or expired token comes back with ``refused`` saying which. Records use."""
         digest = _sha256(secret)
+        at = now()
 
         def _check(s: Session) -> TokenScopes | None:
             row = s.scalar(select(ApiToken).where(ApiToken.token_hash == digest))
             if row is None or not secrets.compare_digest(row.token_hash, digest):
                 return None
-            row.last_used_at = now()
-            return TokenScopes(row.name, row.scopes)
+            if row.revoked_at is not None:
+                return TokenScopes(row.name, [], refused=f"token {row.name!r} was revoked at {row.revoked_at:%Y-%m-%d %H:%M} UTC")
+            if row.expires_at is not None and row.expires_at <= at:
+                return TokenScopes(row.name, [], refused=f"token {row.name!r} expired at {row.expires_at:%Y-%m-%d %H:%M} UTC")
+            row.last_used_at = at
+            return TokenScopes(row.name, implied_scopes(row.scopes))
 
         return self.write(_check, "check token")
+
+    def revoke_token(self, name_or_id: str, actor: str = "cli") -> ApiToken:
+        """Revoke a token by name (or numeric id); KeyError when there is none, ValueError if already revoked."""
+
+        def _revoke(s: Session) -> ApiToken:
+            row = s.scalar(select(ApiToken).where(ApiToken.name == name_or_id))
+            if row is None and name_or_id.isdigit() and len(name_or_id) < 19:
+                row = s.get(ApiToken, int(name_or_id))
+            if row is None:
+                raise KeyError(f"no token named {name_or_id!r} (opsbot tokens list)")
+            if row.revoked_at is not None:
+                raise ValueError(f"token {row.name!r} was already revoked at {row.revoked_at:%Y-%m-%d %H:%M} UTC")
+            row.revoked_at = now()
+            s.add(_audit_row(actor, "cli", "token revoked", {"name": row.name, "id": row.id}))
+            return row
+
+        return self.write(_revoke, "revoke token")
 
     def tokens(self) -> list[ApiToken]:
         return list(self.read(lambda s: s.scalars(select(ApiToken).order_by(ApiToken.id)).all()))
