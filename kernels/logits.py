@@ -6,8 +6,6 @@ an fp8 q's per-head scale is expected folded into w. Entries a row may not see a
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -26,10 +24,15 @@ from kernels.layout import (
 )
 
 Q_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
-# Triton's CPU interpreter gets bf16 tl.dot wrong (seen with triton 3.9): there the operands are
-# upcast to fp32 first, which is exact (a bf16 x bf16 product fits fp32; the GPU accumulates in fp32).
-UPCAST = os.environ.get("TRITON_INTERPRET") == "1"
 OUT_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _upcast(q: torch.Tensor) -> bool:
+    """Triton's CPU interpreter (tensors on the CPU) gets bf16 tl.dot wrong (seen with triton 3.9): there
+    the operands are upcast to fp32 first, which is exact (a bf16 x bf16 product fits fp32; the GPU
+    accumulates in fp32). Decided per call from the tensors, not from the environment at import."""
+    return q.device.type == "cpu"
+
 # a small grid halves pages_per_program down to MIN_PAGES_PER_PROGRAM until it has TARGET_PROGRAMS
 TARGET_PROGRAMS = 512
 MIN_PAGES_PER_PROGRAM = 4
@@ -167,7 +170,7 @@ def paged_logits(
         NEXT_N=next_n, H=HEADS, D=HEAD_DIM, PAGE_SIZE=PAGE, PAGE_ELEMS=page_elems,
         SCALE_OFF=FP8_VALUE_BYTES // 4, SCALE_STRIDE=FP8_PAGE_BYTES // 4,
         PAGES_PER_PROG=pages_per_program, TILE_PAGES=tile_pages, KV_FP8=kind == "fp8", Q_FP8=q.dtype == torch.float8_e4m3fn,
-        UPCAST=UPCAST,
+        UPCAST=_upcast(q),
         num_warps=launch["num_warps"], num_stages=launch["num_stages"],
     )
     return out
@@ -258,7 +261,7 @@ def ragged_logits(
     _ragged_logits_kernel[grid](
         q, weights, values, scales, ks, ke, out, n_q, n_kv,
         H=HEADS, D=HEAD_DIM, BLOCK_T=block_t, BLOCK_S=block_s,
-        KV_FP8=isinstance(kv, tuple), Q_FP8=q.dtype == torch.float8_e4m3fn, UPCAST=UPCAST,
+        KV_FP8=isinstance(kv, tuple), Q_FP8=q.dtype == torch.float8_e4m3fn, UPCAST=_upcast(q),
         num_warps=num_warps,
     )
     return out

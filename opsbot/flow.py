@@ -14,6 +14,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -70,6 +71,16 @@ class ProbeResult:
         """The public diagnosis JSON contract, plus which probe row holds the evidence."""
         return {"probe_id": self.probe_id, "cluster": self.bundle.cluster, **self.diagnosis.public(),
                 "planned_actions": self.plans}
+
+
+@dataclass
+class RecallResult:
+    """One recall run as recorded; ``worse_than``: the last good run (a ``RecallRun``) when this one recalls less."""
+
+    probe_id: str
+    bundle: Bundle
+    diagnosis: Diagnosis
+    worse_than: Any | None = None
 
 
 @dataclass
@@ -210,6 +221,51 @@ class Flow:
 
         return RunContext(store=self.store, inventory=self.inventory(), settings=self.settings, actor=actor,
                           surface=surface, evidence=evidence, look=look)
+
+    # -- the long-context recall probe: by hand, after a deploy, on a schedule ------------------------
+    async def run_recall(self, cluster: str | None, trigger: Trigger, *, plan: Any | None = None,
+                         progress: Callable[..., None] | None = None,
+                         probe_progress: Progress | None = None) -> RecallResult:
+        """The recall grid and a probe of every role, diagnosed and recorded, compared with the last good run.
+
+        The deploy recorded since the last good run (act's ``deploy restart`` audit entries) goes into
+        the bundle, so the finding names the deploy that preceded the first failing run."""
+        from opsbot.collect.recall import plan_from, recall_bundle
+        from opsbot.parse.recall import run_record, worse
+
+        inventory = self.inventory()
+        name = self.cluster_name(cluster)
+        runs = await self.db(self.store.recall_runs, cluster=name)
+        good = next((r for r in reversed(runs) if r.record.get("pattern") == "full"), None)
+        deploy = await self.db(self._deploy_since, name, good.at if good else None)
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            bundle = await recall_bundle(inventory, cluster=name, plan=plan or plan_from(self.settings),
+                                         settings=self.settings, trigger=trigger, progress=progress,
+                                         probe_progress=probe_progress, after_deploy=deploy)
+            diagnosis = self.diagnose(bundle)
+            probe_id = await self.db(self.store.save_probe, bundle, diagnosis)
+            outcome = "finding" if diagnosis.findings else "no-finding"
+        finally:
+            self.telemetry.probes.labels(trigger.kind, outcome).inc()
+            self.telemetry.probe_seconds.labels(trigger.kind).observe(time.perf_counter() - started)
+        for finding in diagnosis.findings:
+            self.telemetry.findings.labels(finding.incident).inc()
+        record = run_record(bundle.recall) if bundle.recall is not None else {}
+        return RecallResult(probe_id, bundle, diagnosis, good if good is not None and worse(record, good.record) else None)
+
+    def _deploy_since(self, cluster: str, since: datetime | None) -> str | None:
+        """The latest deploy of ``cluster`` recorded after ``since``, in a line; None when there was none."""
+        restarts = [e for e in self.store.audit_log(since=since, limit=200)
+                    if e.cluster == cluster and e.what == "deploy restart"]
+        if not restarts:
+            return None
+        last = restarts[0]
+        deploy = (last.detail or {}).get("deploy")
+        roles = sorted({e.role for e in restarts if e.role and (e.detail or {}).get("deploy") == deploy})
+        return (f"{deploy or 'a deploy'} by {last.actor} at {last.at:%Y-%m-%d %H:%M} UTC"
+                + (f" (restarted {', '.join(roles)})" if roles else ""))
 
     async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Any:
         """A planned restart nobody will approve: closed as refused, with who dismissed it."""

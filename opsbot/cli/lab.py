@@ -154,11 +154,15 @@ def inject(
     no_load: bool = typer.Option(False, "--no-load", help="stop the emulator's own light load"),
     until_restart: bool = typer.Option(False, "--until-restart",
                                        help="the state clears at the role's next start (as a restart fixes it)"),
+    beyond: int = typer.Option(None, "--beyond", min=1,
+                               help="recall-loss: prompts longer than this many tokens lose their needles"),
 ) -> None:
     from opsbot.lab.nodes import LabError
 
+    if beyond is not None and state != "recall-loss":
+        _fail(ValueError("--beyond applies to the recall-loss state"))
     try:
-        changed = _lab().inject(role, state, message, load=not no_load, until_restart=until_restart)
+        changed = _lab().inject(role, state, message, load=not no_load, until_restart=until_restart, beyond=beyond)
     except (LabError, KeyError) as e:
         _fail(e)
     console.print(f"{', '.join(changed)} → [bold]{state}[/bold]" + (" until the next start" if until_restart else ""))

@@ -227,7 +227,7 @@ class Lab:
     # ---- acting on nodes ---------------------------------------------------------------------
 
     def inject(self, role: str, state: str, message: str | None = None, load: bool = True,
-               until_restart: bool = False) -> list[str]:
+               until_restart: bool = False, beyond: int | None = None) -> list[str]:
         """Put ``role`` (and the peer its state cascades to) into ``state``; returns the roles changed.
 
         ``until_restart``: the state clears at the role's next start (as a restart fixes a wedge in
@@ -248,7 +248,7 @@ class Lab:
         for target in targets:
             node = plan.node(target.node)
             write_control(self.node_dir(node) / "state/control" / f"{target.key}.json",
-                          Control(state, message, load, until_restart))
+                          Control(state, message, load, until_restart, beyond=beyond))
         if state == "crash" or not self._active(spec):  # start-up states need a start; so does a failed unit
             self.ssh(spec.node, ["systemctl", "reset-failed", spec.unit], 10)
             self.ssh(spec.node, ["systemctl", "restart", "--no-block", spec.unit], 10)

@@ -86,14 +86,16 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
         lease = Lease(flow, sweeps=[app.state.intake.recover, *_report_sweeps(flow, slack)])
         await lease.start()
         app.state.scheduler = _start_reports(flow, slack)
+        app.state.recall_scheduler = _start_recall(flow, slack)
         socket = await slack.start_socket_mode() if slack else None
         try:
             yield
         finally:
             if socket is not None:
                 await socket.close_async()
-            if app.state.scheduler is not None:
-                app.state.scheduler.shutdown(wait=False)
+            for scheduler in (app.state.scheduler, app.state.recall_scheduler):
+                if scheduler is not None:
+                    scheduler.shutdown(wait=False)
             await app.state.intake.close()
             await lease.stop()
             await app.state.jobs.close()
@@ -108,6 +110,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
     app.state.jobs = Jobs()
     app.state.slack = None
     app.state.scheduler = None
+    app.state.recall_scheduler = None
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout_s=settings.body_read_timeout_s)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(InventoryUnavailable, inventory_unavailable)  # type: ignore[arg-type]
@@ -141,3 +144,18 @@ def _start_reports(flow: Flow, slack: Any) -> Any:
 
     poster = SlackPoster(slack.client) if slack is not None else None
     return start_report_scheduler(flow.store, flow.settings, poster, instance=flow.instance)
+
+
+def _start_recall(flow: Flow, slack: Any) -> Any:
+    """The recall probe on ``OPSBOT_RECALL_SCHEDULE`` (one instance per slot); a worse run is posted to Slack."""
+    if not flow.settings.recall_schedule:
+        return None
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    from opsbot.report.week import zone
+    from opsbot.service.recall_schedule import schedule_recall, slack_poster
+
+    scheduler = AsyncIOScheduler(timezone=zone(flow.settings.report_timezone))
+    schedule_recall(scheduler, flow, slack_poster(flow.settings, slack.client if slack is not None else None))
+    scheduler.start()
+    return scheduler

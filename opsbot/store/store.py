@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from opsbot.bundle import Bundle, parse_bundle
 from opsbot.contracts import Diagnosis
+from opsbot.parse.recall import run_record
 from opsbot.store.database import StoreError, make_engine, retrying, upgrade
 from opsbot.store.incidents import IncidentRecords
 from opsbot.store.models import (
@@ -64,14 +65,30 @@ def decompress_bundle(blob: bytes, source: str = "stored bundle") -> Bundle:
     return parse_bundle(zlib.decompress(blob).decode(), source)
 
 
-def ok_axes(bundle: Bundle) -> dict[str, dict[str, bool]]:
-    """Which evidence axes came back, per role and node: the probe's health at a glance."""
-    out: dict[str, dict[str, bool]] = {}
+def ok_axes(bundle: Bundle) -> dict[str, dict[str, Any]]:
+    """Which evidence axes came back, per role and node: the probe's health at a glance; with the
+    canary's outcome and a recall run's record (``opsbot.parse.recall.run_record``) for trends."""
+    out: dict[str, dict[str, Any]] = {}
     for r in bundle.roles:
         out[r.key] = {"systemd": r.systemd.ok, "metrics": r.metrics.ok, "health": r.health.ok, "logs": r.logs.ok}
     for n in bundle.nodes:
         out[f"node:{n.node}"] = {"gpu": n.gpu.ok}
+    if bundle.canary is not None:
+        out["canary"] = {"ok": bundle.canary.ok}
+    if bundle.recall is not None:
+        out["recall"] = run_record(bundle.recall)
     return out
+
+
+@dataclass(frozen=True)
+class RecallRun:
+    """One stored recall run: its probe and the record ``run_record`` made of it."""
+
+    probe_id: str
+    cluster: str
+    at: datetime
+    trigger: str
+    record: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -210,6 +227,22 @@ class Store(IncidentRecords):
             return bundle.id
 
         return self.write(_save, "save probe")
+
+    def recall_runs(self, *, cluster: str | None = None, since: datetime | None = None,
+                    until: datetime | None = None, limit: int = 10_000) -> list[RecallRun]:
+        """Probes that carried a recall run, oldest first, with the run's record (no bundle is read)."""
+        q = select(Probe.id, Probe.cluster, Probe.started_at, Probe.trigger_kind, Probe.ok_axes).order_by(
+            Probe.started_at.desc()).limit(limit)
+        if cluster:
+            q = q.where(Probe.cluster == cluster)
+        if since:
+            q = q.where(Probe.started_at >= since)
+        if until:
+            q = q.where(Probe.started_at < until)
+        rows = self.read(lambda s: s.execute(q).all())
+        runs = [RecallRun(pid, cl, at, kind, axes["recall"]) for pid, cl, at, kind, axes in rows
+                if isinstance(axes, dict) and isinstance(axes.get("recall"), dict)]
+        return runs[::-1]
 
     def load_bundle(self, probe_id: str) -> Bundle:
         row = self.read(lambda s: s.get(Probe, probe_id))
