@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEB_PACKAGES := openssh-server openssh-client procps systemd-container debootstrap iproute2 \
-	prometheus prometheus-alertmanager postgresql chromium fonts-dejavu-core
+	prometheus prometheus-alertmanager postgresql chromium fonts-dejavu-core faketime
 STAMP_DEB := $(VENV)/.deb-installed
 STAMP_PY := $(VENV)/.py-installed
 
@@ -34,7 +34,7 @@ $(STAMP_PY): pyproject.toml
 run: setup
 	@echo "==> booting the lab: Debian nodes under systemd-nspawn (real systemd + sshd) running the SGLang emulator"
 	@echo "    (the first run builds the node root file system with debootstrap: about 90 s, cached after)"
-	@$(BIN)/opsbot lab up
+	@$(BIN)/opsbot lab up --monitoring
 	@$(BIN)/opsbot lab status
 	@echo
 	@echo "The lab is up (stop it with: make lab-down). In another shell:  $(BIN)/opsbot probe"

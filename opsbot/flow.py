@@ -23,6 +23,7 @@ from anyio import to_thread
 
 from opsbot.bundle import TriggerKind
 from opsbot.contracts import Bundle, Diagnosis, Trigger
+from opsbot.incidents import Incidents
 from opsbot.inventory import Inventory, load_inventory
 from opsbot.settings import Settings
 from opsbot.telemetry import Telemetry
@@ -90,13 +91,24 @@ class Flow:
     diagnose: DiagnoseFn = field(default_factory=_default_diagnose)
     telemetry: Telemetry = field(default_factory=Telemetry)
     instance: str = field(default_factory=_instance_id)
+    pool: Any = None  # opsbot.collect.pool.KeptPool: connections kept across probes (set by the service)
     _inventory: tuple[float, Inventory] | None = None
+    _inventory_checked: float = 0.0
+    incidents: Incidents = field(init=False)  # an incident's life: opened by alerts' probes, its actions, resolved
+
+    def __post_init__(self) -> None:
+        self.incidents = Incidents(self.store, self.db)
 
     def inventory(self) -> Inventory:
-        """The inventory file, reloaded when it changes (the lab rewrites it on ``lab up``)."""
+        """The inventory file, reloaded when it changes (the lab rewrites it on ``lab up``); its time stamp is
+        looked at once a second at most (every alert call asks for it: a stat each was 7 % of the intake)."""
+        checked = time.monotonic()
+        if self._inventory is not None and checked - self._inventory_checked < 1.0:
+            return self._inventory[1]
         path: Path = self.settings.inventory_path()
         try:
             mtime = path.stat().st_mtime
+            self._inventory_checked = checked
             if self._inventory is None or self._inventory[0] != mtime:
                 self._inventory = (mtime, load_inventory(path))
         except FileNotFoundError as exc:
@@ -114,6 +126,10 @@ class Flow:
 
         return roles_for_words(text, self.inventory().cluster(cluster or self.settings.cluster)[1])
 
+    def _kept(self) -> dict[str, Any]:
+        """The service's kept connections for one probe (none for the CLI: its probe opens and closes its own)."""
+        return {"pool": self.pool.view()} if self.pool is not None else {}
+
     async def db(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run a store call off the event loop."""
         return await to_thread.run_sync(lambda: fn(*args, **kwargs))
@@ -127,7 +143,7 @@ class Flow:
         outcome = "error"
         try:
             bundle = await self.probe(inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings,
-                                      **({"progress": progress} if progress else {}))
+                                      **({"progress": progress} if progress else {}), **self._kept())
             diagnosis = self.diagnose(bundle)
             probe_id = await self.db(self.store.save_probe, bundle, diagnosis, alert_ids)
             outcome = "finding" if diagnosis.findings else "no-finding"
@@ -165,9 +181,13 @@ class Flow:
         return await self.db(approve, self.store, action_id, approver, surface, self.settings)
 
     async def approve_and_execute(self, action_id: str, *, approver: str, surface: str) -> Any:
-        """Approve, then run it behind its guards."""
+        """Approve, then run it behind its guards; the incident it belongs to (if any) follows each step."""
         await self.approve(action_id, approver=approver, surface=surface)
-        return await self.execute(action_id, actor=approver, surface=surface)
+        await self.incidents.action_moved(action_id, f"restart approved by {approver} via {surface}; running")
+        outcome = await self.execute(action_id, actor=approver, surface=surface)
+        await self.incidents.action_moved(action_id, f"restart {outcome.state}: {outcome.message}",
+                                          outcome.after_probe_id)
+        return outcome
 
     async def execute(self, action_id: str, *, actor: str, surface: str) -> Any:
         """Run an approved restart behind its guards (``opsbot.act.execute``) and count its outcome."""
@@ -191,12 +211,12 @@ class Flow:
 
         async def evidence(cluster: str, roles: list[str], why: str) -> str:
             bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
-                                      trigger=trigger.model_copy(update={"text": why}))
+                                      trigger=trigger.model_copy(update={"text": why}), **self._kept())
             return await self.db(self.store.save_probe, bundle, self.diagnose(bundle))
 
         async def look(cluster: str, roles: list[str], why: str) -> tuple[Bundle, Diagnosis]:
             bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
-                                      trigger=trigger.model_copy(update={"text": why}))
+                                      trigger=trigger.model_copy(update={"text": why}), **self._kept())
             return bundle, self.diagnose(bundle)
 
         return RunContext(store=self.store, inventory=self.inventory(), settings=self.settings, actor=actor,
@@ -254,6 +274,7 @@ class Flow:
         row = await self.db(dismiss, self.store, action_id, actor=actor, surface=surface)
         if row is not None:
             self.telemetry.actions.labels("dismissed").inc()
+            await self.incidents.action_moved(action_id, f"restart dismissed by {actor} via {surface}")
         return row
 
 

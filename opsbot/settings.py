@@ -21,6 +21,7 @@ class Settings(BaseSettings):
 
     metrics_window_s: float = Field(3.0, ge=0.0, description="seconds between the two /metrics samples")
     ssh_connect_timeout_s: float = Field(5.0, gt=0)
+    ssh_idle_s: float = Field(300.0, gt=0, description="the service closes a node's SSH connection unused this long")
     command_timeout_s: float = Field(8.0, gt=0)
     http_timeout_s: float = Field(5.0, gt=0)
     probe_deadline_s: float = Field(20.0, gt=0, description="no probe takes longer than this")
@@ -48,6 +49,9 @@ class Settings(BaseSettings):
     goal: str | None = Field(None, description="the deployment's goal, the first line of every status report")
     spec: Path | None = Field(None, description="serving spec YAML: the reports' critical context")
     prometheus_url: str | None = Field(None, description="Prometheus base URL for the weekly report's figures")
+    alertmanager_url: str | None = Field(None, description="Alertmanager base URL; the status page checks it answers")
+    public_url: str | None = Field(None, description="opsbot's URL as operators reach it (Slack evidence links); "
+                                   "default http://HOST:PORT")
     prometheus_timeout_s: float = Field(10.0, gt=0, description="per query; a slower answer is reported missing")
     report_timezone: str = Field("UTC", description="IANA time zone of report weeks and the weekly schedule")
     weekly_report_day: str = Field("mon", pattern=r"^(mon|tue|wed|thu|fri|sat|sun)$")
@@ -80,6 +84,8 @@ class Settings(BaseSettings):
     instance_heartbeat_s: float = Field(1.0, gt=0, description="how often this instance renews its lease and sweeps")
     instance_lease_s: float = Field(
         5.0, gt=0, description="an instance silent this long is dead: a live one takes over the alerts it claimed")
+    clock_skew_warn_s: float = Field(
+        5.0, gt=0, description="warn when this host's clock and PostgreSQL's differ by more than this")
     slack_bot_token: str | None = Field(None, description="xoxb- token; Slack is off without it")
     slack_signing_secret: str | None = Field(None, description="verifies requests from Slack")
     slack_app_token: str | None = Field(None, description="xapp- token for Socket Mode")
@@ -110,6 +116,11 @@ class Settings(BaseSettings):
 
     def lab_path(self) -> Path:
         return (self.lab_dir or self.data_dir / "lab").resolve()
+
+    def page_url(self, path: str) -> str:
+        """A link to the status page's ``path`` (e.g. a probe view), for messages sent elsewhere."""
+        base = self.public_url or f"http://{'127.0.0.1' if self.host in ('0.0.0.0', '::') else self.host}:{self.port}"
+        return base.rstrip("/") + path
 
     def db_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'opsbot.db').resolve()}"

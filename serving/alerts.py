@@ -13,6 +13,23 @@ import yaml
 from serving.spec import DeploymentSpec
 
 
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def seconds(duration: str) -> float:
+    """A Prometheus duration with one unit (``15s``, ``2m``) in seconds."""
+    unit = "ms" if duration.endswith("ms") else duration[-1]
+    return float(duration[: -len(unit)]) * _UNITS[unit]
+
+
+def scaled(duration: str, scale: float, floor_s: float = 1) -> str:
+    """``duration`` times ``scale`` in whole seconds, at least ``floor_s``; ``0s`` stays 0s, scale 1 keeps it."""
+    s = seconds(duration)
+    if s == 0 or (scale == 1 and s >= floor_s):
+        return duration
+    return f"{max(round(floor_s), round(s * scale))}s"
+
+
 def _rule(name: str, expr: str, for_: str, incident: str, severity: str, summary: str, description: str) -> dict:
     return {
         "alert": name,
@@ -23,9 +40,10 @@ def _rule(name: str, expr: str, for_: str, incident: str, severity: str, summary
     }
 
 
-def router_rules(spec: DeploymentSpec) -> list[dict]:
+def router_rules(spec: DeploymentSpec, w5: str = "5m") -> list[dict]:
     """Router rules: worker health (sglang-router 0.3.2 and smg), and smg 1.13's liveness veto, overload
-    shedding and PD failures (names from smg-project/smg model_gateway/src/observability/metrics.rs)."""
+    shedding and PD failures (names from smg-project/smg model_gateway/src/observability/metrics.rs).
+    ``w5``: the 5-minute rate window, scaled with the spec's ``alerts.time_scale``."""
     r = f'job="{spec.prometheus.jobs["router"]}"'
     rules = [_rule(
         "RouterWorkerUnhealthy",
@@ -56,7 +74,7 @@ def router_rules(spec: DeploymentSpec) -> list[dict]:
         ),
         _rule(
             "SMGOverloadShedding",
-            f"sum by (instance) (increase(smg_worker_overload_shed_total{{{r}}}[5m])) > 0",
+            f"sum by (instance) (increase(smg_worker_overload_shed_total{{{r}}}[{w5}])) > 0",
             "0s", "prefill-queue-saturation", "warning",
             "smg on {{ $labels.instance }} sheds requests: every worker is overloaded",
             "503 worker_overload_protection_shed is load shedding, not a crash: every worker is over the overload "
@@ -64,7 +82,7 @@ def router_rules(spec: DeploymentSpec) -> list[dict]:
         ),
         _rule(
             "SMGPDAdmissionShedding",
-            f"sum by (instance) (increase(smg_pd_admission_sheds_total{{{r}}}[5m])) > 0",
+            f"sum by (instance) (increase(smg_pd_admission_sheds_total{{{r}}}[{w5}])) > 0",
             "0s", "kv-cache-exhausted", "warning",
             "smg on {{ $labels.instance }} sheds PD dispatches waiting for a decode slot",
             "No decode admission slot freed within --pd-admission-wait-secs: decode is full (KV or running "
@@ -72,8 +90,8 @@ def router_rules(spec: DeploymentSpec) -> list[dict]:
         ),
         _rule(
             "SMGPDTransferFailures",
-            f"sum by (instance) (increase(smg_pd_bootstrap_failures_total{{{r}}}[5m]) + "
-            f"increase(smg_pd_kv_transfer_failures_total{{{r}}}[5m])) > {failures}",
+            f"sum by (instance) (increase(smg_pd_bootstrap_failures_total{{{r}}}[{w5}]) + "
+            f"increase(smg_pd_kv_transfer_failures_total{{{r}}}[{w5}])) > {failures}",
             "0s", "kv-transfer-failure", "warning",
             "smg on {{ $labels.instance }}: PD bootstrap or KV-transfer failures above %d in 5 minutes" % failures,
             "Bootstrap injection or KV handoff failed at the router: check bootstrap ports and the transfer backend.",
@@ -85,12 +103,18 @@ def alert_rules(spec: DeploymentSpec) -> dict[str, Any]:
     """The rule groups (``groups: [...]``) for ``spec``."""
     j = spec.prometheus.jobs
     a = spec.alerts
+
+    def w(duration: str) -> str:  # a rate window: at least four scrapes, so increase() has samples
+        return scaled(duration, a.time_scale, floor_s=4 * seconds(spec.prometheus.scrape_interval))
+
+    w2, w5, w10 = w("2m"), w("5m"), w("10m")
+
     p, d, r, x = (f'job="{j[k]}"' for k in ("prefill", "decode", "router", "exporter"))
     roles_re = "|".join(j[k] for k in ("prefill", "decode", "router"))
     rules = [
         _rule(
             "SGLangPrefillQueueSaturated",
-            f"max by (instance) (sglang:num_queue_reqs{{{p}}}) + max by (instance) "
+            f"max by (cluster, role, node, instance) (sglang:num_queue_reqs{{{p}}}) + max by (cluster, role, node, instance) "
             f"(sglang:num_prefill_bootstrap_queue_reqs{{{p}}}) > {a.prefill_queue_max}",
             "2m", "prefill-queue-saturation", "warning",
             "Prefill queue saturated on {{ $labels.instance }}",
@@ -99,12 +123,39 @@ def alert_rules(spec: DeploymentSpec) -> dict[str, Any]:
         ),
         _rule(
             "SGLangDecodeNoProgress",
-            f"max by (instance) (sglang:num_running_reqs{{{d}}}) > 0 unless on (instance) "
-            f'sum by (instance) (increase(sglang:realtime_tokens_total{{{d},mode="decode"}}[2m])) > 0',
-            "0s", "decode-wedged", "critical",
+            f"max by (cluster, role, node, instance) (sglang:num_running_reqs{{{d}}}) > 0 unless on (instance) "
+            f'sum by (instance) (increase(sglang:realtime_tokens_total{{{d},mode="decode"}}[{w2}])) > 0',
+            "1m", "decode-wedged", "critical",
             "Decode on {{ $labels.instance }} holds requests but decoded no token for 2 minutes",
             "{{ $value }} running requests and no increase of sglang:realtime_tokens_total{mode=\"decode\"} "
             "(generation_tokens_total only moves when a request finishes).",
+        ),
+        _rule(
+            "SGLangDecodeNoProgressLegacy",
+            f"(max by (cluster, role, node, instance) (sglang:num_running_reqs{{{d}}}) > 0 unless on (instance) "
+            f"sum by (instance) (increase(sglang:generation_tokens_total{{{d}}}[{w10}])) > 0) "
+            f"unless on (instance) count by (instance) (sglang:realtime_tokens_total{{{d}}})",
+            "1m", "decode-wedged", "critical",
+            "Decode on {{ $labels.instance }} holds requests and finished none for 10 minutes",
+            "SGLang before realtime_tokens_total (0.4.x to mid 0.5): no request finished "
+            "(generation_tokens_total flat) while {{ $value }} run. gen_throughput is not used: it keeps "
+            "its last value when the scheduler stops logging.",
+        ),
+        _rule(
+            "SGLangPrefillNoProgress",
+            f"max by (cluster, role, node, instance) (sglang:num_running_reqs{{{p}}}) > 0 unless on (instance) "
+            f'sum by (instance) (increase(sglang:realtime_tokens_total{{{p},mode="prefill_compute"}}[{w2}])) > 0',
+            "1m", "prefill-wedged", "critical",
+            "Prefill on {{ $labels.instance }} holds requests but computed no prompt token for 2 minutes",
+            "{{ $value }} running requests and no increase of sglang:realtime_tokens_total{mode=\"prefill_compute\"}.",
+        ),
+        _rule(
+            "RouterNoHealthyWorkers",
+            f"sum by (cluster, role, node, instance, worker_type) (smg_worker_health{{{r}}}) == 0",
+            "1m", "router-no-healthy-workers", "critical",
+            "Router {{ $labels.instance }} has no healthy {{ $labels.worker_type }} worker",
+            "Every {{ $labels.worker_type }} worker failed the router's health checks (smg_worker_health 0); "
+            "clients get 5xx. Bring the workers back or check their registration.",
         ),
         _rule(
             "SGLangRoleDown",
@@ -115,9 +166,9 @@ def alert_rules(spec: DeploymentSpec) -> dict[str, Any]:
         ),
         _rule(
             "SGLangKVTransferFailuresRising",
-            f"(sum by (instance) (increase(sglang:num_transfer_failed_reqs_total{{{d}}}[5m])) - "
-            f"(sum by (instance) (increase(sglang:num_aborted_requests_total{{{d}}}[5m])) or "
-            f"sum by (instance) (increase(sglang:num_transfer_failed_reqs_total{{{d}}}[5m])) * 0)) "
+            f"(sum by (cluster, role, node, instance) (increase(sglang:num_transfer_failed_reqs_total{{{d}}}[{w5}])) - "
+            f"(sum by (cluster, role, node, instance) (increase(sglang:num_aborted_requests_total{{{d}}}[{w5}])) or "
+            f"sum by (cluster, role, node, instance) (increase(sglang:num_transfer_failed_reqs_total{{{d}}}[{w5}])) * 0)) "
             f"> {a.transfer_failures_per_5m}",
             "2m", "kv-transfer-failure", "warning",
             "KV transfers failing on decode {{ $labels.instance }}",
@@ -126,7 +177,7 @@ def alert_rules(spec: DeploymentSpec) -> dict[str, Any]:
         ),
         _rule(
             "SGLangKVCacheNearFull",
-            f'max by (instance, job) (sglang:token_usage{{job=~"{j["prefill"]}|{j["decode"]}"}}) > {a.kv_usage_max}',
+            f'max by (cluster, role, node, instance, job) (sglang:token_usage{{job=~"{j["prefill"]}|{j["decode"]}"}}) > {a.kv_usage_max}',
             "5m", "kv-cache-exhausted", "warning",
             "KV cache of {{ $labels.job }} on {{ $labels.instance }} is {{ $value | humanizePercentage }} full",
             "Requests will be retracted; watch sglang:num_retracted_requests_total.",
@@ -140,7 +191,7 @@ def alert_rules(spec: DeploymentSpec) -> dict[str, Any]:
         ),
         _rule(
             "GPUXidErrors",
-            f"increase(opsbot_gpu_xid_events_total{{{x}}}[10m]) > 0",
+            f"increase(opsbot_gpu_xid_events_total{{{x}}}[{w10}]) > 0",
             "0s", "gpu-fault", "critical",
             "Xid {{ $labels.xid }} on GPU {{ $labels.gpu }} of {{ $labels.node }}",
             "NVML reported Xid events; drain the node if they repeat.",
@@ -153,7 +204,10 @@ def alert_rules(spec: DeploymentSpec) -> dict[str, Any]:
             "No GPU readings from {{ $labels.instance }}: the node or opsbot-gpu-exporter.service is down.",
         ),
     ]
-    return {"groups": [{"name": f"sglang-pd-{spec.name}", "rules": rules + router_rules(spec)}]}
+    rules += router_rules(spec, w5)
+    for rule in rules:
+        rule["for"] = scaled(rule["for"], a.time_scale)
+    return {"groups": [{"name": f"sglang-pd-{spec.name}", "rules": rules}]}
 
 
 def alert_rules_yaml(spec: DeploymentSpec) -> str:

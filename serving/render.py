@@ -213,8 +213,9 @@ def _role_files(spec: DeploymentSpec) -> dict[str, list[RenderedFile]]:
         if not spec.exporter.enabled:
             continue
         exporter = f"{spec.install_dir}/gpu_exporter.py"
-        unit = _unit(spec, f"opsbot GPU exporter (:{spec.exporter.port})",
-                     f"{spec.exporter.python} {exporter} --port {spec.exporter.port}", {}, None, [], 60)
+        port = n.exporter_port or spec.exporter.port
+        unit = _unit(spec, f"opsbot GPU exporter (:{port})",
+                     f"{spec.exporter.python} {exporter} --port {port}", {}, None, [], 60)
         files[n.name].append(RenderedFile(exporter, EXPORTER.read_bytes(), 0o755, "exporter"))
         files[n.name].append(RenderedFile(f"{spec.unit_dir}/{spec.unit_of('exporter')}", unit.encode(), 0o644, "exporter"))
     return files
@@ -248,8 +249,13 @@ def _prometheus(spec: DeploymentSpec) -> str:
     ]
     if spec.exporter.enabled:
         job_list.append({"name": jobs["exporter"],
-                         "targets": [target(n.name, spec.exporter.port, "exporter") for n in spec.nodes]})
+                         "targets": [target(n.name, n.exporter_port or spec.exporter.port, "exporter") for n in spec.nodes]})
     return _env.get_template("prometheus.yml.j2").render(spec=spec, jobs=job_list)
+
+
+def alertmanager_config(spec: DeploymentSpec) -> str:
+    """Alertmanager's configuration: every SGLang PD alert to opsbot's webhook with its token."""
+    return _env.get_template("alertmanager.yml.j2").render(spec=spec)
 
 
 def render(spec: DeploymentSpec) -> Rendering:
@@ -265,7 +271,7 @@ def render(spec: DeploymentSpec) -> Rendering:
         cluster_files={
             "prometheus/prometheus.yml": _prometheus(spec).encode(),
             "prometheus/rules/sglang-pd.rules.yml": alert_rules_yaml(spec).encode(),
-            "alertmanager/alertmanager.yml": _env.get_template("alertmanager.yml.j2").render(spec=spec).encode(),
+            "alertmanager/alertmanager.yml": alertmanager_config(spec).encode(),
             "grafana/dashboards/sglang-pd.json": json.dumps(dashboard_json(spec), indent=2).encode(),
             "grafana/provisioning/dashboards/sglang-pd.yaml": yaml.safe_dump(grafana_provider, sort_keys=False).encode(),
             "opsbot/inventory.yaml": yaml.safe_dump(inv, sort_keys=False).encode(),

@@ -216,7 +216,7 @@ def _pair_rules(spec: DeploymentSpec) -> list[Violation]:
     ports[r.node].append((r.port, ("router", "port"), "router HTTP"))
     ports[r.node].append((r.prometheus_port, ("router", "prometheus_port"), "router metrics"))
     for n in spec.nodes if spec.exporter.enabled else []:
-        ports[n.name].append((spec.exporter.port, ("exporter", "port"), "GPU exporter"))
+        ports[n.name].append((n.exporter_port or spec.exporter.port, ("exporter", "port"), "GPU exporter"))
     for node, used in ports.items():
         seen: dict[int, str] = {}
         for port, where, what in used:

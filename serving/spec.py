@@ -19,6 +19,9 @@ GIB = 1024**3
 ArgValue = str | int | float | bool | list[str] | None
 
 
+DURATION = r"^[0-9]+(ms|s|m|h|d)$"  # one Prometheus duration unit, e.g. 15s, 2m
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -51,6 +54,7 @@ class NodeSpec(Node):
 
     gpu_count: int = Field(8, ge=1)
     gpu_memory_gib: float = Field(140.0, gt=0, description="usable memory of one GPU")
+    exporter_port: int | None = Field(None, ge=1, le=65535, description="GPU exporter port here; default exporter.port")
     numa_memory_gib: dict[int, float] = Field(description="memory per NUMA node in GiB, e.g. {0: 1024, 1: 1024}")
 
 
@@ -142,7 +146,8 @@ class PrometheusSpec(_Strict):
             "exporter": "gpu-exporter",
         }
     )
-    scrape_interval: str = "15s"
+    scrape_interval: str = Field("15s", pattern=DURATION)
+    evaluation_interval: str | None = Field(None, pattern=DURATION, description="default: scrape_interval")
 
 
 class GrafanaSpec(_Strict):
@@ -154,6 +159,10 @@ class GrafanaSpec(_Strict):
 class AlertmanagerSpec(_Strict):
     opsbot_url: str = Field("http://127.0.0.1:8080/alerts", description="opsbot's POST /alerts")
     token_file: str = Field("/etc/alertmanager/opsbot-token", description="bearer token file (credentials_file)")
+    address: str = Field("127.0.0.1:9093", description="where Prometheus sends alerts (host:port)")
+    group_wait: str = Field("10s", pattern=DURATION)
+    group_interval: str = Field("1m", pattern=DURATION)
+    repeat_interval: str = Field("4h", pattern=DURATION)
 
 
 class AlertSpec(_Strict):
@@ -161,6 +170,10 @@ class AlertSpec(_Strict):
     kv_usage_max: float = Field(0.95, gt=0, le=1)
     gpu_memory_max: float = Field(0.98, gt=0, le=1, description="SGLang preallocates mem_fraction_static; alert above it")
     transfer_failures_per_5m: int = Field(5, ge=1)
+    time_scale: float = Field(
+        1.0, gt=0, le=1,
+        description="multiplies every rule's `for:` and rate window (a lab game day runs at 0.05: 2m becomes 6s)",
+    )
 
 
 class DeploymentSpec(_Strict):

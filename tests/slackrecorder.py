@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
@@ -20,6 +21,7 @@ from aiohttp import web
 class Call:
     method: str
     args: dict[str, Any]
+    status: int = 200  # what the recorder answered (500 when told to fail)
 
 
 @dataclass
@@ -31,6 +33,18 @@ class SlackRecorder:
     _ts: Any = field(default_factory=lambda: itertools.count(1))
     _changed: asyncio.Event | None = None
     envelopes: list[dict[str, Any]] = field(default_factory=list)
+    zones: dict[str, str] = field(default_factory=dict)  # user id -> tz of the profile (users.info)
+    failures: dict[str, list[str]] = field(default_factory=dict)  # method -> queue of "500" | "timeout"
+    slow_s: float = 3.0  # how long a "timeout" answer takes (the message is kept, as Slack would)
+    messages: list[dict[str, Any]] = field(default_factory=list)  # what chat.postMessage put in channels
+
+    def fail(self, method: str, *how: str) -> None:
+        """The next calls of ``method`` answer 500 (not posted) or answer late ("timeout": posted)."""
+        self.failures.setdefault(method, []).extend(how)
+
+    def posted(self, channel: str | None = None) -> list[dict[str, Any]]:
+        """Top-level messages really posted (not thread replies), oldest first."""
+        return [m for m in self.messages if not m.get("thread_ts") and (channel is None or m["channel"] == channel)]
 
     async def start(self) -> SlackRecorder:
         app = web.Application()
@@ -87,6 +101,10 @@ class SlackRecorder:
         for key in ("blocks",):
             if isinstance(args.get(key), str):
                 args[key] = json.loads(args[key])
+        how = self.failures.get(method, [None]).pop(0) if self.failures.get(method) else None
+        if how == "500":
+            self.calls.append(Call(method, args, 500))
+            return web.json_response({"ok": False, "error": "internal_error"}, status=500)
         await self._record(method, args)
         answer: dict[str, Any] = {"ok": True}
         if method == "auth.test":
@@ -94,12 +112,24 @@ class SlackRecorder:
         elif method in ("chat.postMessage", "chat.update"):
             ts = args.get("ts") or f"1700000000.{next(self._ts):06d}"
             answer.update(channel=args.get("channel"), ts=ts, message={"text": args.get("text", "")})
+            if method == "chat.postMessage":
+                meta = args.get("metadata")
+                self.messages.append({"at": time.time(), "channel": args.get("channel"), "ts": ts, "text": args.get("text", ""),
+                                      "thread_ts": args.get("thread_ts"), "blocks": args.get("blocks"),
+                                      "metadata": json.loads(meta) if isinstance(meta, str) else meta})
+        elif method == "conversations.history":
+            answer.update(messages=[m for m in reversed(self.posted(args.get("channel")))], has_more=False)
+        elif method == "users.info":
+            zone = self.zones.get(args.get("user", ""))
+            answer.update(user={"id": args.get("user"), **({"tz": zone} if zone else {})})
         elif method == "chat.postEphemeral":
             answer.update(message_ts=f"1700000001.{next(self._ts):06d}")
         elif method == "apps.connections.open":
             answer.update(url=self.url.replace("http://", "ws://").replace("/api/", "/link"))
         elif method == "usergroups.users.list":
             answer.update(users=self.group_members.get(args.get("usergroup", ""), []))
+        if how == "timeout":
+            await asyncio.sleep(self.slow_s)
         return web.json_response(answer)
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:

@@ -225,6 +225,22 @@ async def test_two_instances_sharing_the_database_probe_each_leftover_alert_once
     assert all(a.probe_id for a in runtimes[0].store.alerts())
 
 
+async def test_a_node_alert_probes_the_nodes_roles(settings):
+    """A GPU exporter's alert (role "exporter", node "node2") is about the node: every role is probed."""
+    probe = replay("gpu-fallen-off-bus")
+    flow = flow_for(settings, probe)
+    node_alert = alert("x1", role="exporter")
+    node_alert["labels"] |= {"node": "node2", "alertname": "GPUXidErrors"}
+    stray = alert("x2", role="exporter")  # no node label: an unknown role, refused as before
+    async with served(settings, flow) as client:
+        assert (await client.post("/alerts", json=webhook(node_alert), headers=HDR)).status_code == 200
+        await client.app.state.intake.drain()
+        assert probe.calls[-1]["roles"] is None
+        await client.post("/alerts", json=webhook(stray, group="g2"), headers=HDR)
+        await client.app.state.intake.drain()
+    assert [a.probe_failed_at is not None for a in flow.store.alerts() if a.fingerprint == "x2"] == [True]
+
+
 def test_a_webhook_without_fingerprint_gets_the_one_alertmanager_computes():
     """Alertmanager before 0.19 sends no ``fingerprint``; 57a659bde08d662a is what a real Alertmanager
     0.25 (Debian's) reports at /api/v2/alerts for these labels."""

@@ -177,13 +177,14 @@ async def test_socket_mode_takes_commands_over_the_websocket(tmp_path, slack):
 
 
 async def test_alert_threads_live_in_their_table_and_survive_a_restart(tmp_path, slack, database_url):
+    """Alerts whose probe names no incident class get a thread per alert group (incidents get their own message)."""
     from tests.test_service_alerts import HDR, alert, webhook
 
     settings = lab_settings(tmp_path, database_url, slack_bot_token="xoxb-test", slack_api_url=slack.url,
                             slack_signing_secret="8f742231b10e8888abcd99yyyzzz85a5", slack_alert_channel="C0ALERTS",
                             alert_token=HDR["X-Opsbot-Alert-Token"])
     group = '{}:{alertname="DecodeStalled"}'
-    flow = flow_for(settings, replay("decode-hang-health-200"))
+    flow = flow_for(settings, replay("near-idle-decode"))
     async with served(settings, flow) as client:
         assert (await client.post("/alerts", json=webhook(alert("t1"), group=group), headers=HDR)).status_code == 200
         await client.app.state.intake.drain()

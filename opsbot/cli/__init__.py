@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from opsbot import __version__
-from opsbot.cli import db, deploy, diagnose, evaluate, history, inventory, lab, report, restart, serve, tokens
+from opsbot.cli import db, deploy, diagnose, evaluate, history, incidents, inventory, lab, report, restart, serve, tokens
 from opsbot.cli.probe import probe_command
 from opsbot.cli.recall import recall_command
 
@@ -29,6 +29,7 @@ app.command("status")(report.status)
 app.command("note")(report.note)
 app.command("decide")(report.decide)
 app.add_typer(report.app, name="report")
+app.add_typer(incidents.app, name="incidents")
 app.add_typer(restart.actions_app, name="actions")
 app.add_typer(diagnose.runbooks_app, name="runbooks")
 app.add_typer(inventory.app, name="inventory")

@@ -14,6 +14,7 @@ import typer
 from opsbot.datafiles import data_dir
 
 if TYPE_CHECKING:
+    from opsbot.chat.intents import Intent
     from opsbot.diagnose import Diagnosis, RunbookSet
 
 runbooks_app = typer.Typer(help="Check the runbooks.", no_args_is_help=True)
@@ -68,7 +69,11 @@ def ask(
              "that (NRestarts moving, counters moving); without it you are asked on a terminal",
     ),
 ) -> None:
-    """Probe the roles your words name (all when none), diagnose, record, and say what to do.
+    """Answer a question about what happened, or probe the roles your words name, diagnose, record.
+
+    Questions with an answer in the store: "what happened last night / since 02:00 / this week",
+    "why did decode restart", "is it safe to restart prefill" (the guards' dry run), "incidents",
+    "history decode 24h", "help" (times in OPSBOT_REPORT_TIMEZONE). Anything else probes:
 
     Naming prefill or decode also probes the other PD role and the router: "decode is stuck"
     probes decode, prefill and router, so a saturated prefill or a router without workers behind
@@ -77,6 +82,7 @@ def ask(
     (or your yes on a terminal) opsbot takes that second look itself.
     """
     from opsbot.bundle import Trigger
+    from opsbot.chat.intents import parse_intent
     from opsbot.cli.probe import cli_flow, keep_bundle, load_or_exit, run_with_progress
     from opsbot.collect.probe import scope
     from opsbot.diagnose import diagnose
@@ -86,6 +92,11 @@ def ask(
     from opsbot.yamlsource import ConfigError
 
     s = get_settings()
+    intent = parse_intent(text)
+    if intent.kind != "probe":
+        _answer(intent, inventory, as_json)
+        return
+    typer.echo(f"({intent.understood()})", err=True)
     inv = load_or_exit(inventory or s.inventory_path())
     try:
         _name, c = inv.cluster(cluster or s.cluster)
@@ -132,6 +143,33 @@ def _second_look_wait(d: Diagnosis, asked: int | None, as_json: bool) -> int | N
         return None
     why = next(t for f in d.findings if f.second_look for t in f.decide)
     return SECOND_LOOK_DEFAULT_S if typer.confirm(f"{why}\nProbe again in {SECOND_LOOK_DEFAULT_S} s?", err=True) else None
+
+
+def _answer(intent: Intent, inventory: Path | None, as_json: bool) -> None:
+    from datetime import datetime, timezone
+
+    from opsbot.chat.answers import answer, zone
+    from opsbot.inventory import load_inventory
+    from opsbot.settings import get_settings
+    from opsbot.store import StoreError, open_store
+    from opsbot.yamlsource import ConfigError
+
+    s = get_settings()
+    try:
+        inv = load_inventory(inventory or s.inventory_path())
+    except (ConfigError, OSError):
+        inv = None  # only the dry run needs it, and says so
+    try:
+        store = open_store(s.db_url())
+    except StoreError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    result = answer(intent, store, inv, s, zone(None, s.report_timezone), datetime.now(timezone.utc))
+    assert result is not None
+    if as_json:
+        typer.echo(json.dumps({"understood": result.understood, "title": result.title, "lines": result.lines}, indent=2))
+    else:
+        typer.echo(result.text())
 
 
 @runbooks_app.command("lint")

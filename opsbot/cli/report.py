@@ -85,10 +85,11 @@ def status(
     out: Path | None = typer.Option(None, "--out", help="write into this directory instead of printing"),
 ) -> None:
     """Where the deployment stands: goal, current state, incidents, actions, notes, decisions, context."""
+    from opsbot.lab.monitoring import with_lab_monitoring
     from opsbot.report.status import build_status
     from opsbot.settings import get_settings
 
-    settings = get_settings()
+    settings = with_lab_monitoring(get_settings())
     kind = _format(fmt)
     store = _store(settings)
     bundle, incidents = _fresh_probe(settings) if probe else (None, None)
@@ -108,11 +109,12 @@ def weekly(
     """The weekly report: figures from Prometheus and opsbot's history, charts, the week before."""
     import asyncio
 
+    from opsbot.lab.monitoring import with_lab_monitoring
     from opsbot.report.week import WeekError
     from opsbot.report.weekly import build_weekly
     from opsbot.settings import get_settings
 
-    settings = get_settings()
+    settings = with_lab_monitoring(get_settings())
     kind = _format(fmt)
     store = _store(settings)
     try:

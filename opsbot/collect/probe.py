@@ -6,7 +6,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from opsbot.bundle import (
     Bundle, Canary, Envelope, GpuEvidence, HealthEvidence, KernelLogEvidence, LogsEvidence, MetricsEvidence, NodeEvidence,
@@ -17,6 +17,9 @@ from opsbot.collect.canary import send_canary
 from opsbot.collect.transport import TransportPool
 from opsbot.inventory import Inventory, Node, Role
 from opsbot.settings import Settings
+
+if TYPE_CHECKING:
+    from opsbot.collect.pool import ProbeView
 
 Progress = Callable[[str, str], None]
 E = TypeVar("E", bound=Envelope)
@@ -74,7 +77,7 @@ async def probe(
     trigger: Trigger | None = None,
     settings: Settings,
     progress: Progress | None = None,
-    pool: TransportPool | None = None,
+    pool: TransportPool | ProbeView | None = None,
 ) -> Bundle:
     """Collect every axis concurrently; a failed piece is ``ok: false``, never an exception."""
     s = settings

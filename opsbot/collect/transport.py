@@ -301,6 +301,14 @@ class SshTransport:
                 raise ConnectionError(self._error) from exc
             return self._conn
 
+    def forget_failure(self) -> None:
+        """A new probe tries a node that failed before (the failure is remembered only within a probe)."""
+        self._error = None
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
     async def _open(self) -> asyncssh.SSHClientConnection:
         node, s = self.node, self.settings
         if node.trust_on_first_use and not node.host_key:

@@ -28,17 +28,21 @@ from opsbot.inventory import Inventory, load_inventory
 from opsbot.lab import emulator
 from opsbot.lab.emulator.control import CASCADES, STATES, Control, write_control
 from opsbot.lab.layout import (
+    EXPORTER_UNIT,
     NODE_CODE_DIR,
     NODE_STATE_DIR,
     NVIDIA_SMI_WRAPPER,
     LabPlan,
     NodeSpec,
     RoleSpec,
+    exporter_unit_text,
     inventory_data,
     plan_lab,
     sshd_conf,
     unit_text,
 )
+from opsbot.lab.breaks import STOPPED, Break, breaking
+from opsbot.lab.monitoring import Monitoring
 from opsbot.lab.rootfs import ensure_rootfs
 from opsbot.settings import Settings
 
@@ -150,6 +154,7 @@ class Lab:
                     f"port(s) {', '.join(map(str, busy))} on 127.0.0.1 are in use (another lab?): choose other "
                     "bases with OPSBOT_LAB_SSH_PORT_BASE / OPSBOT_LAB_SERVICE_PORT_BASE (and OPSBOT_LAB_PREFIX)"
                 )
+            _room_for_inotify(nodes, step)
             step(f"root file system ({self.settings.lab_cache_dir})")
             rootfs = ensure_rootfs(self.settings.lab_cache_dir, step)
             step("keys: one client key, one host key per node")
@@ -170,6 +175,9 @@ class Lab:
     def down(self, step: Step = lambda _: None, timeout: float = 30.0) -> None:
         """Shut every node down cleanly (SIGTERM → orderly halt), then make sure nothing is left."""
         with self._locked():
+            if any(self.monitoring.running().values()):
+                step("stop Prometheus and Alertmanager")
+                self.monitoring.stop()
             self._halt(self.plan(), step, timeout)
             step("lab is down")
 
@@ -245,6 +253,20 @@ class Lab:
             self.ssh(spec.node, ["systemctl", "reset-failed", spec.unit], 10)
             self.ssh(spec.node, ["systemctl", "restart", "--no-block", spec.unit], 10)
         return [t.key for t in targets]
+
+    def break_class(self, incident: str) -> Break:
+        """Put the lab into ``incident`` (opsbot/lab/breaks.py says how); ``reset`` heals it."""
+        how = breaking(incident)
+        if how.state == STOPPED:
+            role = _by_kind(self.plan(), how.role)
+            self.ssh(role.node, ["systemctl", "stop", role.unit], 20)
+        else:
+            self.inject(how.role, how.state, until_restart=how.until_restart)
+        return how
+
+    @property
+    def monitoring(self) -> Monitoring:
+        return Monitoring(self.dir, self.plan(), self.settings.lab_service_port_base)
 
     def reset(self, timeout: float = 60.0) -> None:
         """Every role back to healthy with load, failed units restarted and the journals emptied (so no
@@ -332,6 +354,8 @@ class Lab:
             (d / "units" / role.unit).write_text(unit_text(
                 role, self.settings.lab_health_check_timeout_s, self.settings.lab_sglang_version))
             write_control(d / "state/control" / f"{role.key}.json", Control())
+        if node.exporter_port:
+            (d / "units" / EXPORTER_UNIT).write_text(exporter_unit_text(node.exporter_port))
         (d / "console.log").unlink(missing_ok=True)
 
     def _boot(self, node: NodeSpec, rootfs: Path) -> None:
@@ -344,12 +368,14 @@ class Lab:
             f"--bind-ro={d / 'nvidia-smi'}:/usr/bin/nvidia-smi",
             f"--bind={d / 'state'}:{NODE_STATE_DIR}",
             *(f"--bind-ro={d / 'units' / r.unit}:/etc/systemd/system/{r.unit}" for r in node.roles),
+            *([f"--bind-ro={d / 'units' / EXPORTER_UNIT}:/etc/systemd/system/{EXPORTER_UNIT}"] if node.exporter_port else []),
         ]
         argv = [
             "systemd-nspawn", "-D", str(rootfs), "-b", "--register=no", "--keep-unit", "--volatile=overlay",
             "-M", node.machine, *binds,
             # init arguments: systemd reads them like a kernel command line and starts the units
             *(f"systemd.wants={r.unit}" for r in node.roles),
+            *([f"systemd.wants={EXPORTER_UNIT}"] if node.exporter_port else []),
         ]
         log = open(d / "console.log", "wb")
         env = dict(os.environ, SYSTEMD_NSPAWN_LOCK="0")  # many nodes boot from one read-only tree
@@ -385,14 +411,14 @@ def isolated_settings(data_dir: Path, base: Settings | None = None) -> Settings:
     base = base or Settings()
     start = os.getpid() % 50
     for slot in (n % 50 for n in range(start, start + 50)):
-        ssh_base, svc_base = 22000 + slot * 10, 40000 + slot * 40
+        ssh_base, svc_base = 22000 + slot * 20, 40000 + slot * 60
         lock = open(f"/tmp/.opsbot-lab-slot-{slot}.lock", "w")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             lock.close()
             continue
-        if all(_port_free(p) for p in [*range(ssh_base, ssh_base + 8), *range(svc_base, svc_base + 20)]):
+        if all(_port_free(p) for p in [*range(ssh_base, ssh_base + 16), *range(svc_base, svc_base + 50)]):
             _SLOT_LOCKS[slot] = lock
             return base.model_copy(update={
                 "data_dir": data_dir, "lab_dir": None, "inventory": None, "lab_prefix": f"opsbot-t{slot}",
@@ -405,10 +431,27 @@ def isolated_settings(data_dir: Path, base: Settings | None = None) -> Settings:
 
 def _ports(plan: LabPlan) -> list[int]:
     """Every port the lab will listen on (sshd, servers, bootstrap, router, its Prometheus)."""
-    ports = {n.ssh_port for n in plan.nodes}
+    ports = {n.ssh_port for n in plan.nodes} | {n.exporter_port for n in plan.nodes if n.exporter_port}
     for r in plan.roles:
         ports |= {p for p in (r.port, r.bootstrap_port if r.kind == "prefill" else None, r.prometheus_port) if p}
     return sorted(ports)
+
+
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+INOTIFY_PER_NODE = 64  # a booted node's systemd, journald, logind and udev each hold several
+
+
+def _room_for_inotify(nodes: int, step: Step) -> None:
+    """Every node's systemd needs inotify instances of root's shared allowance (default 128): a large
+    lab raises the limit, else its later nodes boot without sshd ("Too many open files")."""
+    try:
+        limit = int(INOTIFY_INSTANCES.read_text())
+    except (OSError, ValueError):
+        return
+    want = 256 + nodes * INOTIFY_PER_NODE
+    if limit < want:
+        step(f"raise fs.inotify.max_user_instances {limit} → {want} (each node's systemd holds its own)")
+        INOTIFY_INSTANCES.write_text(f"{want}\n")
 
 
 def _port_free(port: int) -> bool:

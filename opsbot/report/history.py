@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 
 from opsbot.store import Store
-from opsbot.store.models import Action, Alert, Decision, Finding, Note, Probe, Report
+from opsbot.store.models import Action, Alert, Decision, Finding, IncidentRow, Note, Probe, Report
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class History:
     actions: list[Action] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    incidents: list[IncidentRow] = field(default_factory=list)  # incident records first seen in the span
 
 
 def load_history(store: Store, since: datetime, until: datetime, *, cluster: str | None = None,
@@ -71,7 +72,10 @@ def load_history(store: Store, since: datetime, until: datetime, *, cluster: str
                    .order_by(Note.created_at.desc(), Note.id.desc()))
         decisions_q = (select(Decision).where(Decision.created_at >= notes_from, Decision.created_at < until)
                        .order_by(Decision.created_at.desc(), Decision.id.desc()))
+        incidents_q = (select(IncidentRow).where(IncidentRow.first_seen >= since, IncidentRow.first_seen < until)
+                       .order_by(IncidentRow.first_seen))
         if cluster:
+            incidents_q = incidents_q.where(IncidentRow.cluster == cluster)
             probes_q = probes_q.where(Probe.cluster == cluster)
             findings_q = findings_q.where(Finding.cluster == cluster)
             actions_q = actions_q.where(Action.cluster == cluster)
@@ -83,6 +87,7 @@ def load_history(store: Store, since: datetime, until: datetime, *, cluster: str
             actions=list(s.scalars(actions_q)),
             notes=list(s.scalars(notes_q)),
             decisions=list(s.scalars(decisions_q)),
+            incidents=list(s.scalars(incidents_q)),
         )
 
     return store.read(_read)

@@ -132,9 +132,16 @@ def compose_weekly(*, week: Week, now: datetime, history: History, this: WeekDat
         recall_days=days, recall_failed=recall_failures(recall_runs, week),
         by_class=by_class, by_class_previous=by_class_prev,
         time_to_diagnosis=time_to_diagnosis(history, week),
-        time_to_recovery=_durations([(e.recovered_at - e.start).total_seconds() for e in this_eps if e.recovered_at]),
+        time_to_recovery=_durations(recovery_seconds(history, week, this_eps)),
         restarts_by_opsbot=sum(1 for a in week_history.actions if a.kind == "restart" and a.state in _EXECUTED),
     )
+
+
+def recovery_seconds(history: History, week: Week, eps: list[Episode]) -> list[float]:
+    """From the incident records (first alert to resolved) when the week has any, else from probe episodes."""
+    records = [r.time_to_recovery_s for r in history.incidents if _in(week, r.first_seen) and r.resolved_at]
+    return [s for s in records if s is not None] or [
+        (e.recovered_at - e.start).total_seconds() for e in eps if e.recovered_at]
 
 
 def resolve_week(label: str | None, settings: Settings, now: datetime) -> Week:

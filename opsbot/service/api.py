@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -15,6 +16,7 @@ from opsbot.inventory import NAME_RE, UnknownRole
 from opsbot.service.alertmanager import Webhook
 from opsbot.service.auth import Caller, require, require_alert_sender
 from opsbot.service.intake import QueueFull
+from opsbot.store.database import unavailable
 from opsbot.yamlsource import ConfigError
 
 # An inventory name, as the schema says it (and the app checks it: one rule, not two).
@@ -123,13 +125,18 @@ async def get_probe(job_id: str, request: Request, _: Annotated[Caller, Depends(
     "/alerts",
     tags=["alerts"],
     summary="Alertmanager webhook (payload version 4)",
-    responses={503: _problem("queue full, or no inventory: Alertmanager retries")},
+    responses={503: _problem("queue full, no inventory, or the database away: Alertmanager retries")},
 )
 async def post_alerts(hook: Webhook, request: Request, _: Annotated[Caller, Depends(require_alert_sender())]) -> dict[str, int]:
     try:
         accepted = await request.app.state.intake.accept(hook)
     except QueueFull as exc:
         raise HTTPException(503, f"{exc}; retry later", headers={"Retry-After": "5"}) from exc
+    except Exception as exc:  # the database is away: nothing was acknowledged, Alertmanager sends it again
+        if not unavailable(exc):
+            raise
+        request.app.state.flow.telemetry.alerts_rejected.labels("database-unavailable").inc()
+        raise HTTPException(503, "the database is unavailable; retry later", headers={"Retry-After": "5"}) from exc
     return {"stored": accepted.stored, "duplicates": accepted.duplicates}
 
 
@@ -273,3 +280,27 @@ async def dismiss_action(action_id: str, request: Request, caller: Annotated[Cal
             raise HTTPException(404, str(exc.args[0])) from exc
         raise HTTPException(409, f"action {action_id} is {current.state}, not waiting for approval")
     return action_view(row)
+
+
+@router.get("/incidents", tags=["incidents"], summary="Incidents, newest first: class, alerts, probes, actions, timeline")
+async def list_incidents(
+    request: Request, _: Annotated[Caller, Depends(require("read"))],
+    state: Literal["open", "resolved"] | None = None,
+    since: datetime | None = Query(None, description="incidents open at any time since (ISO 8601)"),
+    limit: int = Query(100, ge=1, le=1000),
+) -> list[dict[str, Any]]:
+    flow = request.app.state.flow
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=timezone.utc)
+    rows = await flow.db(flow.store.incidents, since=since, state=state, cluster=flow.settings.cluster,
+                            limit=limit)
+    return [r.as_json() for r in rows]
+
+
+@router.get("/incidents/{incident_id}", tags=["incidents"], summary="One incident with its timeline")
+async def get_incident(incident_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> dict[str, Any]:
+    flow = request.app.state.flow
+    row = await flow.db(flow.store.incident, incident_id[:64])
+    if row is None:
+        raise HTTPException(404, f"no incident {incident_id[:64]!r}; GET /incidents lists them")
+    return row.as_json()

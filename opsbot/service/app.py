@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,12 +13,14 @@ from fastapi.exceptions import RequestValidationError
 
 from opsbot import __version__
 from opsbot.flow import Flow, InventoryUnavailable
+from opsbot.lab.monitoring import with_lab_monitoring
 from opsbot.service import api, pages
 from opsbot.service.intake import AlertIntake
 from opsbot.service.jobs import Jobs
 from opsbot.service.lease import Lease
 from opsbot.service.limits import BodyLimit, inventory_unavailable, validation_error
 from opsbot.settings import Settings, get_settings
+from opsbot.store.exclusive import hold_single_instance, release_single_instance
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,19 @@ def _open_store(settings: Settings) -> Any:
     from opsbot.store import Store
 
     return Store(settings.db_url())
+
+
+def _check_clock(flow: Flow) -> None:
+    """Warn when this host's clock is off the database's: claims and leases written by several
+    instances are compared by time, so a clock minutes off would take over live work or keep dead work."""
+    skew = flow.store.clock_skew() if hasattr(flow.store, "clock_skew") else None
+    if skew is None:
+        return
+    flow.telemetry.clock_skew.set(skew)
+    if abs(skew) > flow.settings.clock_skew_warn_s:
+        log.warning("this host's clock is %.1f s %s the database server's (warn above %.0f s): leases and claims "
+                    "compare times across instances, so fix the clock (NTP/chrony) on this host or the database's",
+                    abs(skew), "ahead of" if skew > 0 else "behind", flow.settings.clock_skew_warn_s)
 
 
 async def _reconcile(flow: Flow) -> None:
@@ -51,16 +67,23 @@ async def _reconcile(flow: Flow) -> None:
 def create_app(settings: Settings | None = None, *, flow: Flow | None = None) -> FastAPI:
     """The service's composition root: one Settings, one Flow, and every trigger started in the lifespan.
 
-    ``flow`` lets tests and benchmarks choose the store and probe function.
+    ``flow`` lets tests and benchmarks choose the store and probe function. In the lab, Prometheus and
+    Alertmanager default to the lab's monitoring when it runs.
     """
-    settings = settings or get_settings()
-    flow = flow or Flow(settings=settings, store=_open_store(settings))
+    settings = with_lab_monitoring(settings or get_settings())
+    if flow is None:
+        from opsbot.collect.pool import KeptPool
+
+        flow = Flow(settings=settings, store=_open_store(settings))
+        flow.pool = KeptPool(settings, settings.ssh_idle_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         slack = app.state.slack
+        lock = hold_single_instance(flow.store.url) if hasattr(flow.store, "url") else None
+        await flow.db(_check_clock, flow)
         await _reconcile(flow)
-        lease = Lease(flow, sweeps=[app.state.intake.recover])
+        lease = Lease(flow, sweeps=[app.state.intake.recover, *_report_sweeps(flow, slack)])
         await lease.start()
         app.state.scheduler = _start_reports(flow, slack)
         app.state.recall_scheduler = _start_recall(flow, slack)
@@ -76,6 +99,11 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
             await app.state.intake.close()
             await lease.stop()
             await app.state.jobs.close()
+            if slack:
+                await slack.incidents.close()
+            if flow.pool is not None:
+                await flow.pool.close()
+            release_single_instance(lock)
 
     app = FastAPI(title="opsbot", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.flow = flow
@@ -96,6 +124,16 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
         app.include_router(slack_router)
     app.state.intake = AlertIntake(flow, notifier=app.state.slack.threads if app.state.slack else None)
     return app
+
+
+def _report_sweeps(flow: Flow, slack: Any) -> list[Any]:
+    """With reports scheduled: after every heartbeat, take over a weekly report whose instance died."""
+    if not flow.settings.report_schedule:
+        return []
+    from opsbot.report.schedule import SlackPoster, resume_weekly
+
+    poster = SlackPoster(slack.client) if slack is not None else None
+    return [partial(resume_weekly, flow.store, flow.settings, poster, instance=flow.instance)]
 
 
 def _start_reports(flow: Flow, slack: Any) -> Any:

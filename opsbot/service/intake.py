@@ -2,8 +2,8 @@
 
 The pipeline has named stages, like Alertmanager's own: ``accept`` (bounded: at most
 ``alert_queue_max`` accepted alerts wait for a probe, beyond that 503 so Alertmanager retries;
-stored before answering) → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at
-a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
+stored before answering, concurrent calls sharing one transaction: ``groupcommit``) → ``_dispatch``
+(group by scope) → ``Coalescer`` (one probe per scope at a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
 its claim is a lease held while this instance lives (``lease.py``): if it dies, a live instance's
 ``recover`` (after every heartbeat) takes the alert over within seconds, exactly one instance per
 alert. A probe that cannot run is recorded on its alerts; a scope the inventory does not know is
@@ -17,16 +17,19 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from datetime import timedelta
 
 from opsbot.bundle import Trigger
 from opsbot.flow import ProbeResult, Flow
-from opsbot.inventory import UnknownRole
+from opsbot.inventory import Inventory, UnknownRole
 from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
 from opsbot.service.coalesce import Coalescer
+from opsbot.service.groupcommit import GroupCommit
 from opsbot.store import AlertIn
+from opsbot.store.database import unavailable
 from opsbot.store.models import Alert as AlertRow
 from opsbot.yamlsource import ConfigError
 
@@ -69,6 +72,7 @@ class AlertIntake:
         self.max_waiting = flow.settings.alert_queue_max
         self.waiting = 0  # alerts accepted (stored) whose probe has not finished yet
         self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, flow.settings.coalesce_window_s)
+        self.writes = GroupCommit(partial(flow.store.save_alerts, claimer=flow.instance), flow.db)
 
     # stage 1: accept --------------------------------------------------------------------------
     async def accept(self, hook: Webhook) -> Accepted:
@@ -81,8 +85,8 @@ class AlertIntake:
         self._count(n)  # reserve before the first await, so concurrent calls cannot overfill
         try:
             default_cluster = self.flow.cluster_name()
-            rows = [_alert_in(hook, a, default_cluster) for a in hook.alerts]
-            saved = await self.flow.db(self.flow.store.save_alerts, rows, self.flow.instance)
+            rows = [_node_scope(_alert_in(hook, a, default_cluster), self.flow.inventory()) for a in hook.alerts]
+            saved = await self.writes.save(rows)
         except BaseException:
             self._count(-n)
             raise
@@ -121,13 +125,27 @@ class AlertIntake:
 
     # stage 3: probe and notify ----------------------------------------------------------------
     async def _handle(self, scope: Scope, alerts: list[StoredAlert]) -> None:
+        """Probe and notify; while the database is away the alerts wait (still counted) and go round again."""
+        away = False
         try:
             await self._probe_and_notify(scope, alerts)
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+            away = True
+            log.warning("database unavailable while handling %d alerts on %s/%s (%s); trying again shortly",
+                        len(alerts), *scope, str(exc).splitlines()[0])
         finally:
-            self._count(-len(alerts))
+            if not away:
+                self._count(-len(alerts))
+        if away:
+            await asyncio.sleep(max(1.0, self.flow.settings.coalesce_window_s))
+            self.coalescer.submit(scope, alerts)
 
     async def _probe_and_notify(self, scope: Scope, alerts: list[StoredAlert]) -> None:
         cluster, role = scope
+        resolved = [a for a in alerts if a.status == "resolved"]
+        closed = await self.flow.incidents.resolved(cluster, resolved) if resolved else []
         trigger = Trigger(kind="alert", text=_names(alerts), alerts=sorted({a.fingerprint for a in alerts}))
         result: ProbeResult | None = None
         error: str | None = None
@@ -135,11 +153,17 @@ class AlertIntake:
             result = await self.flow.run_probe(cluster, None if role == ALL_ROLES else [role], trigger,
                                                   alert_ids=[a.id for a in alerts])
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
+            if unavailable(exc):
+                raise  # not the probe's fault: ``_handle`` tries again once the database is back
             log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
             error = str(exc)
             await self.flow.db(self.flow.store.alert_probe_failed, [a.id for a in alerts], error,
                                   max_attempts=self.flow.settings.alert_probe_attempts,
                                   final=isinstance(exc, (UnknownRole, ConfigError)))
+        firing = [a for a in alerts if a.status == "firing"]
+        opened = await self.flow.incidents.sighted(result, firing) if result is not None and firing else None
+        if opened or closed:
+            return  # the incident's own message says it (one message per incident)
         if self.notifier is not None:
             by_group: dict[str, list[StoredAlert]] = defaultdict(list)
             for a in alerts:
@@ -170,6 +194,19 @@ def _alert_in(hook: Webhook, alert: Alert, default_cluster: str) -> AlertIn:
         cluster=cluster,
         role=role,
     )
+
+
+def _node_scope(row: AlertIn, inventory: Inventory) -> AlertIn:
+    """An alert about a node, not a role (a GPU exporter's: ``role="exporter"``, ``node="node2"``) probes
+    every role, so the GPU axis of the node's roles is read; other unknown roles stay refused."""
+    cluster = inventory.clusters.get(row.cluster or "")
+    if cluster is None or row.role in (None, ALL_ROLES) or not row.labels.get("node"):
+        return row
+    if any(row.role in (r.key, r.role) for r in cluster.roles):
+        return row
+    if any(n.name == row.labels["node"] for n in cluster.nodes):
+        row.role = ALL_ROLES
+    return row
 
 
 def _stored(row: AlertIn | AlertRow, alert_id: int) -> StoredAlert:

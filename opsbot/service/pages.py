@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import html
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +14,9 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from opsbot.report.render import age, when
+from opsbot.report.current import current_from_bundle
 from opsbot.report.status import build_status
+from opsbot.service import integrations
 
 router = APIRouter()
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -25,6 +30,9 @@ class PageData:
     actions: list[Any]
     failed_alerts: list[Any]
     latest_report: Any
+    incidents: list[Any] = field(default_factory=list)
+    integrations: list[Any] = field(default_factory=list)
+    prometheus_alerts: list[Any] = field(default_factory=list)
 
 
 def page_data(store: Any, settings: Any) -> PageData:
@@ -36,6 +44,7 @@ def page_data(store: Any, settings: Any) -> PageData:
         actions=store.actions(cluster=settings.cluster, limit=10),
         failed_alerts=store.failed_alerts(limit=10),
         latest_report=latest,
+        incidents=store.incidents(cluster=settings.cluster, limit=10),
     )
 
 
@@ -43,4 +52,37 @@ def page_data(store: Any, settings: Any) -> PageData:
 async def status_page(request: Request) -> HTMLResponse:
     flow = request.app.state.flow
     data = await flow.db(page_data, flow.store, flow.settings)
+    data.integrations, data.prometheus_alerts = await asyncio.gather(
+        integrations.check(flow.settings, flow.store, flow.db),
+        integrations.prometheus_alerts(flow.settings.prometheus_url))
     return templates.TemplateResponse(request, "status.html", {"d": data, "r": data.report})
+
+
+@router.get("/probes/{probe_id}", response_class=HTMLResponse, tags=["status"],
+            summary="One stored probe: each role's figures and the findings (the evidence behind a Slack message)")
+async def probe_page(probe_id: str, request: Request) -> HTMLResponse:
+    flow = request.app.state.flow
+    data = await flow.db(probe_data, flow.store, probe_id[:64])
+    if data is None:
+        return HTMLResponse(f"<p>no probe {html.escape(probe_id[:64])!s}; <a href=\"/\">status page</a></p>",
+                            status_code=404)
+    return templates.TemplateResponse(request, "probe.html", {"p": data})
+
+
+@dataclass
+class ProbeData:
+    current: Any
+    findings: list[Any]
+    trigger: Any
+    incident: Any
+
+
+def probe_data(store: Any, probe_id: str) -> ProbeData | None:
+    try:
+        bundle = store.load_bundle(probe_id)
+    except KeyError:
+        return None
+    at = datetime.now(timezone.utc)
+    return ProbeData(current=current_from_bundle(bundle, now=at, fresh=True),
+                     findings=store.probe_findings(probe_id), trigger=bundle.trigger,
+                     incident=store.incident_for_probe(probe_id, bundle.cluster))

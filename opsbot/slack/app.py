@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from datetime import timedelta
 from typing import Any
@@ -23,9 +24,11 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from opsbot.bundle import Trigger
-from opsbot.flow import Flow, ProbeResult
-from opsbot.slack.blocks import decided_blocks, escape, finding_blocks, help_blocks, plan_blocks, section
+from opsbot.chat.intents import Intent, parse_intent
+from opsbot.flow import Flow, InventoryUnavailable, ProbeResult
+from opsbot.slack.blocks import context, decided_blocks, escape, finding_blocks, help_blocks, plan_blocks, section
 from opsbot.slack.commands import Command, parse_command
+from opsbot.slack.incident import IncidentMessages
 from opsbot.slack.signing import WINDOW_S, body_problem, signature_problem
 from opsbot.slack.threads import AlertThreads
 
@@ -66,7 +69,10 @@ class SlackSurface:
         self.bolt = AsyncApp(client=self.client, signing_secret=s.slack_signing_secret, process_before_response=False)
         self.handler = AsyncSlackRequestHandler(self.bolt)
         self.threads = AlertThreads(self)
+        self.incidents = IncidentMessages(self.client, flow.store, flow.db, s.slack_alert_channel, s.page_url)
+        flow.incidents.notifier = self.incidents
         self.bolt.command(s.slack_command)(self._command)
+        self.bolt.event("app_mention")(self._mention)
         self.bolt.action("restart_approve")(self._approve)
         self.bolt.action("restart_dismiss")(self._dismiss)
 
@@ -122,9 +128,49 @@ class SlackSurface:
                                                          reason=f"/opsbot restart by <@{user}>")
             commands = [" ".join(step.argv) + f"   # {step.node}" for step in plan.steps]
             return plan_blocks(cmd.args[0], action.id, commands, f"{action.expires_at:%H:%M:%S} UTC"), f"restart {cmd.args[0]}?"
+        intent = parse_intent(cmd.text) if cmd.verb == "ask" else None
+        if intent is not None and intent.kind != "probe":
+            return await self._intent_answer(intent, user)
         roles = cmd.args if cmd.verb == "probe" else flow.roles_for_words(cmd.text)
         result = await flow.run_probe(None, roles or None, Trigger(kind="slack", user=user, text=cmd.text))
-        return self.result_blocks(result), _headline(result)
+        said = [context(intent.understood())] if intent is not None else []
+        return said + self.result_blocks(result), _headline(result)
+
+    async def _intent_answer(self, intent: Intent, user: str) -> tuple[list[dict[str, Any]], str]:
+        """A question the store answers, with times in the asker's zone (Slack profile, else the report zone)."""
+        from datetime import datetime, timezone
+
+        from opsbot.chat.answers import answer, zone
+
+        flow = self.flow
+        try:
+            inventory = flow.inventory()
+        except InventoryUnavailable:
+            inventory = None
+        tz = zone(await self._user_zone(user), flow.settings.report_timezone)
+        said = await flow.db(answer, intent, flow.store, inventory, flow.settings, tz, datetime.now(timezone.utc))
+        lines = "\n".join(f"• {escape(line)}" for line in said.lines)
+        return [context(said.understood), section(f"*{escape(said.title)}*\n{lines}")], said.title
+
+    async def _user_zone(self, user: str) -> str | None:
+        """The IANA zone of the user's Slack profile (``users.info``), None when Slack does not say."""
+        try:
+            info = await self.client.users_info(user=user)
+        except Exception:  # noqa: BLE001 - no profile: the report zone is used
+            return None
+        return ((info.get("user") or {}).get("tz")) or None
+
+    async def _mention(self, event: dict[str, Any], say: Any) -> None:
+        """``@opsbot what happened since 02:00`` in a channel or an incident's thread: answered in the thread."""
+        text = re.sub(r"<@[A-Z0-9]+>", " ", event.get("text", "")).strip()
+        user, thread = event.get("user", "?"), event.get("thread_ts") or event.get("ts")
+        cmd = parse_command(text)
+        try:
+            blocks, title = ((help_blocks(self.flow.settings.slack_command), "opsbot help") if cmd.verb == "help"
+                             else await self._answer(cmd, user))
+        except Exception as exc:  # noqa: BLE001 - the operator sees why
+            blocks, title = [section(f":warning: {escape(str(exc))}")], str(exc)
+        await self.client.chat_postMessage(channel=event["channel"], thread_ts=thread, blocks=blocks, text=title)
 
     def result_blocks(self, result: ProbeResult) -> list[dict[str, Any]]:
         """The findings, with the flow's planned restart (buttons) for each remedy that needs approval."""
@@ -159,6 +205,12 @@ class SlackSurface:
                 text=f":no_entry: <@{user}> is not allowed to approve restarts (ask someone in the approvers list).",
             )
             return
+        if await self.flow.db(self.flow.store.incident_for_action, action_id) is not None:
+            try:  # the incident's message follows the restart (the flow tells it)
+                await self.flow.approve_and_execute(action_id, approver=f"slack:{user}", surface="slack")
+            except ApprovalRefused as exc:
+                await self.client.chat_postEphemeral(channel=channel, user=user, text=f":warning: not done: {escape(exc)}")
+            return
         running = f":hourglass_flowing_sand: *{escape(label)}* approved by <@{user}>; running…"
         await self.client.chat_update(channel=channel, ts=ts, text=label, blocks=decided_blocks(original, running))
         try:
@@ -188,6 +240,8 @@ class SlackSurface:
         if row is None:
             await self.client.chat_postEphemeral(channel=channel, user=user, text=await self._not_pending(action_id))
             return
+        if await self.flow.db(self.flow.store.incident_for_action, action_id) is not None:
+            return  # the incident's message says it
         line = f":heavy_multiplication_x: dismissed by <@{user}>"
         await self.client.chat_update(channel=channel, ts=ts, text=line,
                                       blocks=decided_blocks((body.get("message") or {}).get("blocks", []), line))

@@ -8,6 +8,11 @@ from typing import Literal
 Verb = Literal["help", "status", "probe", "restart", "report", "ask"]
 
 HELP = [
+    ("what happened last night | since 02:00 | this week", "incidents and actions then (your time zone)"),
+    ("why did decode restart", "the latest restart: approver, evidence, outcome"),
+    ("is it safe to restart prefill", "the guards' dry run: cooldown, budget, lock, pair"),
+    ("incidents", "open and recent incidents"),
+    ("history decode 24h", "what opsbot saw and did for a role"),
     ("decode is stuck", "probe the roles the words name, then diagnose"),
     ("status", "the current status of every role"),
     ("probe [ROLE ...]", "probe the roles (all when none) and diagnose"),

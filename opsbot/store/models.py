@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -268,6 +269,59 @@ class ApiToken(Base):
     last_used_at: Mapped[datetime | None]
     expires_at: Mapped[datetime | None]  # refused (401) from then on; None: never expires
     revoked_at: Mapped[datetime | None]  # refused (401) from then on; the row stays for the audit
+
+
+class IncidentRow(Base):
+    """One incident (spec/incidents.md class on a cluster) from the first alert whose probe named it to its resolution.
+
+    ``open_key`` is ``cluster/class`` while open and NULL once resolved: its unique constraint lets at
+    most one open incident per class exist, whichever instance records it. ``timeline`` is append-only
+    ({at, kind, what, ref}); the Slack columns make its one message posted once, then edited.
+    """
+
+    __tablename__ = "incidents"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    open_key: Mapped[str | None] = mapped_column(String(200), unique=True)
+    cluster: Mapped[str] = mapped_column(String(64), index=True)
+    incident: Mapped[str] = mapped_column(String(64), index=True)
+    severity: Mapped[str] = mapped_column(String(16))
+    roles: Mapped[list[str]] = mapped_column(JSON)
+    title: Mapped[str | None] = mapped_column(Text)
+    summary: Mapped[str | None] = mapped_column(Text)
+    confidence: Mapped[float | None] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16), index=True)  # open | resolved
+    first_seen: Mapped[datetime] = mapped_column(index=True)
+    last_seen: Mapped[datetime]
+    resolved_at: Mapped[datetime | None]
+    alerts: Mapped[list[Any]] = mapped_column(JSON)  # alert row ids
+    alertnames: Mapped[list[str]] = mapped_column(JSON)
+    firing: Mapped[list[str]] = mapped_column(JSON)  # fingerprints still firing
+    probes: Mapped[list[str]] = mapped_column(JSON)
+    actions: Mapped[list[str]] = mapped_column(JSON)
+    timeline: Mapped[list[Any]] = mapped_column(JSON)
+    slack_channel: Mapped[str | None] = mapped_column(String(64))
+    slack_ts: Mapped[str | None] = mapped_column(String(32))
+    slack_state: Mapped[str | None] = mapped_column(String(16))  # posting | posted | failed
+    slack_claimed_at: Mapped[datetime | None]
+    slack_error: Mapped[str | None] = mapped_column(Text)
+    slack_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    slack_version: Mapped[int] = mapped_column(Integer, default=0)  # timeline length last shown in Slack
+
+    @property
+    def time_to_recovery_s(self) -> float | None:
+        return None if self.resolved_at is None else (self.resolved_at - self.first_seen).total_seconds()
+
+    def as_json(self) -> dict[str, Any]:
+        """The incident as REST and ``--json`` show it."""
+        keys = ("id", "cluster", "incident", "severity", "roles", "title", "summary", "confidence", "state",
+                "alerts", "alertnames", "probes", "actions", "timeline", "slack_channel", "slack_ts", "slack_state",
+                "slack_error")
+        out: dict[str, Any] = {k: getattr(self, k) for k in keys}
+        for k in ("first_seen", "last_seen", "resolved_at"):
+            value = getattr(self, k)
+            out[k] = value.isoformat() if value else None
+        out["time_to_recovery_s"] = self.time_to_recovery_s
+        return out
 
 
 Index("ix_actions_cluster_started", Action.cluster, Action.started_at)

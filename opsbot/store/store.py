@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterable
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -22,6 +23,7 @@ from opsbot.bundle import Bundle, parse_bundle
 from opsbot.contracts import Diagnosis
 from opsbot.parse.recall import run_record
 from opsbot.store.database import StoreError, make_engine, retrying, upgrade
+from opsbot.store.incidents import IncidentRecords
 from opsbot.store.models import (
     NOTE_KINDS,
     Action,
@@ -147,7 +149,7 @@ class AlertIn:
         return f"{self.fingerprint}:{self.status}:{start}"
 
 
-class Store:
+class Store(IncidentRecords):
     """The one gateway to the database. ``Store(url)`` connects and upgrades the schema to head."""
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 5000, attempts: int = 6, migrate: bool = True):
@@ -167,6 +169,19 @@ class Store:
         self.close()
 
     # -- plumbing -------------------------------------------------------------------------------
+
+    def clock_skew(self) -> float | None:
+        """Seconds this host's clock runs ahead of the PostgreSQL server's (negative: behind); None on
+        SQLite, whose clock is this host's. Claims and leases compare times written by several hosts."""
+        if self.engine.dialect.name != "postgresql":
+            return None
+
+        def _read(s: Session) -> float:
+            before = time.time()
+            server = float(s.scalar(text("SELECT extract(epoch FROM clock_timestamp())")))
+            return (before + time.time()) / 2 - server
+
+        return self.read(_read)
 
     def write(self, fn: Callable[[Session], T], what: str = "write") -> T:
         """Run ``fn`` in one transaction: all of it commits or none; retried while busy."""
@@ -270,6 +285,11 @@ class Store:
         rows = list(self.read(lambda s: s.scalars(q).all()))
         return [f for f in rows if role is None or role in f.roles]
 
+    def probe_findings(self, probe_id: str) -> list[Finding]:
+        """A probe's findings, most likely first (the order diagnose gave them)."""
+        q = select(Finding).where(Finding.probe_id == probe_id).order_by(Finding.id)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
     # -- alerts -----------------------------------------------------------------------------
 
     def save_alert(self, alert: AlertIn) -> tuple[int, bool]:
@@ -294,16 +314,16 @@ class Store:
                 received_at=at, claimed_by=claimer, claimed_at=at if claimer else None,
             ))
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        # one statement for every row (executemany with RETURNING: SQLAlchemy's insertmanyvalues), compiled
+        # once and cached; a multi-row VALUES would be compiled afresh for every row count
+        stmt = insert(Alert.__table__).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(
+            Alert.__table__.c.dedup_key)
         values, keys = list(rows.values()), list(rows)
-        chunks = range(0, len(values), ALERT_CHUNK)  # keeps each statement under SQLite's bound-parameter limit
 
         def _save(s: Session) -> list[tuple[int, bool]]:
-            fresh: set[str] = set()
+            fresh = set(s.scalars(stmt, values).all())
             ids: dict[str, int] = {}
-            for i in chunks:
-                stmt = insert(Alert).values(values[i:i + ALERT_CHUNK]).on_conflict_do_nothing(
-                    index_elements=["dedup_key"]).returning(Alert.dedup_key)
-                fresh.update(s.scalars(stmt).all())
+            for i in range(0, len(keys), ALERT_CHUNK):  # keeps each IN under SQLite's bound-parameter limit
                 ids.update(s.execute(select(Alert.dedup_key, Alert.id)
                                      .where(Alert.dedup_key.in_(keys[i:i + ALERT_CHUNK]))).all())
             seen: set[str] = set()
@@ -523,14 +543,35 @@ class Store:
 
     # -- scheduled jobs ----------------------------------------------------------------------
 
-    def claim_period(self, job: str, period: str, claimer: str = "") -> bool:
-        """True for exactly one caller per (job, period), across processes and hosts."""
+    def claim_period(self, job: str, period: str, claimer: str = "", *, lease: timedelta | None = None) -> bool:
+        """True for exactly one caller per (job, period), across processes and hosts.
+
+        With ``lease``, a claim its instance left unfinished and that is no longer held by a live
+        instance (no heartbeat within ``lease``: it was killed mid-job) is taken over, by one caller;
+        a claim younger than ``lease`` never is (its claimer may not have beaten yet).
+        """
         claimer = claimer or f"pid-{uuid.uuid4().hex[:8]}"
         try:
             self.write(lambda s: s.add(JobRun(job=job, period=period, claimed_by=claimer)), "claim job")
+            return True
         except IntegrityError:
-            return False
-        return True
+            if lease is None:
+                return False
+        at = now()
+        live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
+        take = (update(JobRun).where(JobRun.job == job, JobRun.period == period, JobRun.finished_at.is_(None),
+                                     JobRun.claimed_at < at - lease, JobRun.claimed_by != claimer,
+                                     JobRun.claimed_by.not_in(live))
+                .values(claimed_by=claimer, claimed_at=at))
+        return bool(self.write(lambda s: s.execute(take).rowcount, "take over job"))
+
+    def orphaned_periods(self, job: str, lease: timedelta) -> list[str]:
+        """Periods of ``job`` claimed, unfinished, by instances that are no longer alive."""
+        at = now()
+        live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
+        q = select(JobRun.period).where(JobRun.job == job, JobRun.finished_at.is_(None), JobRun.claimed_at < at - lease,
+                                        JobRun.claimed_by.not_in(live))
+        return list(self.read(lambda s: s.scalars(q).all()))
 
     def finish_period(self, job: str, period: str, result: str) -> None:
         self.write(lambda s: s.execute(

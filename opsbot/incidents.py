@@ -1,0 +1,96 @@
+"""An incident's life, between the flow and the record: an alert's probe that names a class opens (or
+joins) the incident and plans the restart its finding asks for; approvals, restarts and their outcomes
+are its timeline; resolved alerts close it. After each change the notifier (the Slack message) is told.
+
+Every surface reaches this through the flow (``Runtime``), never directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+
+log = logging.getLogger(__name__)
+LIVE_ACTIONS = ("planned", "approved", "executing")
+
+
+class IncidentNotifier(Protocol):
+    def notify(self, incident_id: str) -> None: ...
+
+
+class Incidents:
+    """The incident steps of the flow; ``db`` runs store calls off the event loop."""
+
+    def __init__(self, store: Any, db: Callable[..., Awaitable[Any]]) -> None:
+        self.store = store
+        self.db = db
+        self.notifier: IncidentNotifier | None = None
+
+    def _tell(self, incident_id: str) -> None:
+        if self.notifier is not None:
+            self.notifier.notify(incident_id)
+
+    async def sighted(self, result: Any, alerts: list[Any]) -> str | None:
+        """A probe triggered by firing alerts: open or join the incident its top finding names, and take
+        the restart the flow planned for that finding (unless one of the incident's is under way).
+        The incident id, or None."""
+        from opsbot.store import Sighting
+
+        findings = result.diagnosis.findings
+        if not findings:
+            return None
+        f = findings[0]  # diagnose orders them, most likely first
+        sighting = Sighting(
+            cluster=result.bundle.cluster, incident=f.incident, severity=str(f.severity), roles=list(f.roles),
+            title=f.title, summary=f.summary, confidence=f.confidence, probe_id=str(result.probe_id),
+            alert_ids=[a.id for a in alerts], fingerprints=sorted({a.fingerprint for a in alerts}),
+            alertnames=sorted({a.labels.get("alertname", "alert") for a in alerts}))
+        row, opened = await self.db(self.store.record_sighting, sighting)
+        for remedy in f.remedies:
+            if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role:
+                continue
+            action_id = result.plans.get(remedy.role)
+            if action_id is None:
+                why = next((r for r in result.refused if r.startswith(f"restart {remedy.role}:")), "not planned")
+                if opened:
+                    await self.db(self.store.incident_event, row.id, "action", f"restart not offered: {why}")
+            elif not await self._restart_under_way(row, remedy.role):
+                await self.db(self.store.incident_event, row.id, "action",
+                              f"approval asked: restart {remedy.role} (plan {action_id})", action_id, action_id=action_id)
+        self._tell(row.id)
+        return str(row.id)
+
+    async def _restart_under_way(self, row: Any, role: str) -> bool:
+        for action_id in row.actions:
+            action = await self.db(self.store.action, action_id)
+            if action.state in LIVE_ACTIONS and role in action.role.split(","):
+                return True
+        return False
+
+    async def resolved(self, cluster: str, alerts: list[Any]) -> list[str]:
+        """Resolved alerts: the incidents holding them close once none of their alerts fires and no
+        restart of theirs runs (stopping a role ends its alert's series: that is not a recovery)."""
+        hold = frozenset(await self.db(self._restarting, cluster))
+        rows = await self.db(self.store.resolve_alerts, cluster, sorted({a.fingerprint for a in alerts}),
+                             sorted({a.labels.get("alertname", "alert") for a in alerts}), hold=hold)
+        for row in rows:
+            self._tell(row.id)
+        return [r.id for r in rows]
+
+    def _restarting(self, cluster: str) -> list[str]:
+        """Open incidents of the cluster with an approved or running restart (runs in a worker thread)."""
+        return [r.id for r in self.store.incidents(cluster=cluster, state="open")
+                if any(self.store.action(a).state in ("approved", "executing") for a in r.actions)]
+
+    async def action_moved(self, action_id: str, what: str, probe_id: str | None = None) -> None:
+        """An action of an incident moved (approved, running, verified, failed, dismissed); once it
+        ended, an incident whose alerts all resolved meanwhile closes."""
+        row = await self.db(self.store.incident_for_action, action_id)
+        if row is None:
+            return
+        await self.db(self.store.incident_event, row.id, "action", what, probe_id, probe_id=probe_id)
+        if (await self.db(self.store.action, action_id)).state not in LIVE_ACTIONS:
+            await self.db(self.store.close_if_quiet, row.id)
+        self._tell(row.id)

@@ -1,0 +1,217 @@
+"""One Slack message per incident, kept current: posted once when the incident opens, then edited in
+place (``chat.update``) as it moves (alerts coalesced, a second probe, approval asked, restart running,
+verified, resolved); each timeline entry is also a reply in its thread.
+
+``incident_blocks`` is pure (the incident, its actions and its latest finding in, blocks out).
+``IncidentMessages`` does the I/O: a claim in the store makes the message posted at most once across
+instances; Slack errors are retried with backoff, and a post that may have reached Slack (a timeout)
+is looked up by its metadata before it is sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from opsbot.slack.blocks import context, escape, restart_buttons, section
+from opsbot.store.incidents import duration_text
+
+log = logging.getLogger(__name__)
+Block = dict[str, Any]
+ICON = {"critical": ":red_circle:", "high": ":large_red_square:", "warning": ":large_orange_circle:",
+        "info": ":large_blue_circle:"}
+EVENT_TYPE = "opsbot_incident"
+CLAIM_STALE = timedelta(minutes=2)
+
+
+def stage(incident: Any, actions: list[Any], restart_helps: bool) -> str:
+    """Where the incident stands, in one line (the message's status line)."""
+    if incident.state == "resolved":
+        return (f":white_check_mark: *Resolved*: its alerts resolved; time to recovery "
+                f"*{duration_text(incident.time_to_recovery_s or 0)}*")
+    latest = actions[0] if actions else None
+    if latest is None:
+        return (":rotating_light: *Open*: a restart would help but was not offered (the thread says why)"
+                if restart_helps else ":rotating_light: *Open*: a restart does not help this class; see what to do")
+    who = f" (approved by {escape(latest.approved_by)})" if latest.approved_by else ""
+    return {
+        "planned": f":raising_hand: *Approval asked*: restart {escape(latest.role)}; an approver clicks Restart",
+        "approved": f":hourglass_flowing_sand: *Restart approved*{who}; starting",
+        "executing": f":hourglass_flowing_sand: *Restart running*{who}",
+        "succeeded": f":large_green_circle: *Verified*: {escape(latest.outcome or 'restarted')}; waiting for the alerts to resolve",
+        "failed": f":x: *Restart failed*: {escape(latest.outcome or '')}",
+        "refused": f":no_entry: *Restart not done*: {escape(latest.outcome or '')}",
+        "expired": f":zzz: *Restart plan expired*: {escape(latest.outcome or '')}",
+    }.get(latest.state, f"*{escape(latest.state)}*")
+
+
+def incident_blocks(incident: Any, actions: list[Any], finding: Any | None, evidence_url: str) -> list[Block]:
+    """The message: what, where, confidence, alerts and probes, evidence, what to do, where it stands,
+    and a Restart button only while a restart the finding asks for waits for approval."""
+    icon = ICON.get(incident.severity, ":grey_question:")
+    head = (f"{icon} *{escape(incident.title or incident.incident)}* (`{incident.incident}`) on "
+            f"*{escape(', '.join(incident.roles))}* in `{escape(incident.cluster)}`")
+    facts = (f"confidence *{(incident.confidence or 0):.0%}* · first seen {incident.first_seen:%H:%M:%S} UTC · "
+             f"{len(incident.alertnames)} alert(s): {escape(', '.join(incident.alertnames) or 'none')} · "
+             f"{len(incident.probes)} probe(s)")
+    blocks = [section(head + (f"\n{escape(incident.summary)}" if incident.summary else "")), context(facts)]
+    if finding is not None and finding.evidence:
+        blocks.append(section("*Evidence*\n" + "\n".join(f"• {escape(e)}" for e in finding.evidence[:8])))
+    remedies = list(finding.detail.get("remedies") or []) if finding is not None else []
+    if remedies:
+        blocks.append(section("*What to do*\n" + "\n".join(f"• {escape(r.get('text'))}" for r in remedies if r.get("text"))))
+    blocks.append(section(stage(incident, actions, any(r.get("kind") == "restart" for r in remedies))))
+    waiting = [a for a in actions if a.state == "planned"] if incident.state == "open" else []
+    blocks += [restart_buttons(a.role, a.id) for a in waiting[:1]]
+    blocks.append(context(f"<{evidence_url}|evidence: probe {incident.probes[-1]}> · incident `{incident.id}` · "
+                          "timeline in the thread"))
+    return blocks
+
+
+def headline(incident: Any) -> str:
+    word = "resolved" if incident.state == "resolved" else "open"
+    return f"[{word}] {incident.incident} on {', '.join(incident.roles)} ({incident.cluster})"
+
+
+Snapshot = tuple[Any, list[Any], Any | None]
+
+
+class IncidentMessages:
+    """Keeps each incident's message current; ``changed(id)`` after every change (from the flow)."""
+
+    def __init__(self, client: Any, store: Any, db: Callable[..., Awaitable[Any]], channel: str | None,
+                 page_url: Callable[[str], str], *, attempts: int = 5, first_delay_s: float = 0.5,
+                 timeout_s: float = 10.0) -> None:
+        self.client, self.store, self.db, self.channel = client, store, db, channel
+        self.page_url = page_url
+        self.attempts, self.first_delay_s, self.timeout_s = attempts, first_delay_s, timeout_s
+        self.resync_delays_s = [5.0, 15.0, 30.0, 60.0, 120.0, 300.0]  # Slack still down: try again later
+        self._dirty: set[str] = set()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def notify(self, incident_id: str) -> None:
+        """The incident changed: bring its message up to date in the background, one sync at a time."""
+        if not self.channel:
+            return
+        self._dirty.add(incident_id)
+        if incident_id not in self._tasks:
+            self._tasks[incident_id] = asyncio.create_task(self._drive(incident_id), name=f"incident:{incident_id}")
+
+    async def _drive(self, incident_id: str) -> None:
+        try:
+            failures = 0
+            while incident_id in self._dirty:
+                self._dirty.discard(incident_id)
+                if await self.changed(incident_id):
+                    failures = 0
+                    continue
+                if failures < len(self.resync_delays_s):
+                    await asyncio.sleep(self.resync_delays_s[failures])
+                    failures += 1
+                    self._dirty.add(incident_id)
+        finally:
+            del self._tasks[incident_id]
+
+    async def drain(self) -> None:
+        """Until every pending message is up to date or given up on (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+    async def changed(self, incident_id: str) -> bool:
+        """Post or edit the message and add the new timeline entries to its thread; False when Slack failed."""
+        try:
+            await self._sync(incident_id)
+            return True
+        except Exception as exc:  # noqa: BLE001 - Slack down must not stop the incident; the store says why
+            log.warning("incident %s: Slack message not up to date: %s", incident_id, exc)
+            await self.db(self.store.slack_failed, incident_id, f"{type(exc).__name__}: {exc}")
+            return False
+
+    async def _snapshot(self, incident_id: str) -> Snapshot:
+        return await self.db(_snapshot, self.store, incident_id)
+
+    async def _sync(self, incident_id: str) -> None:
+        incident, actions, finding = await self._snapshot(incident_id)
+        if incident is None:
+            return
+        blocks = incident_blocks(incident, actions, finding, self.page_url(f"/probes/{incident.probes[-1]}"))
+        text = headline(incident)
+        if incident.slack_ts is None:
+            if not await self.db(self.store.claim_slack_post, incident_id, CLAIM_STALE):
+                return  # posted meanwhile, or another instance is posting it
+            ts = await self._post_once(incident_id, text, blocks)
+            await self.db(self.store.slack_posted, incident_id, self.channel, ts, 0)
+            channel, shown = self.channel, 0
+        else:
+            channel, ts, shown = incident.slack_channel, incident.slack_ts, incident.slack_version
+            await self._retry(lambda: self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks))
+        for i, event in enumerate(incident.timeline[shown:], start=shown):
+            await self._retry(lambda e=event: self.client.chat_postMessage(
+                channel=channel, thread_ts=ts, text=f"{e['at'][11:19]} UTC · {escape(e['what'])}"))
+            await self.db(self.store.slack_updated, incident_id, i + 1)
+
+    async def _post_once(self, incident_id: str, text: str, blocks: list[Block]) -> str:
+        """``chat.postMessage`` with retries; after a timeout the channel is searched for the message first."""
+        metadata = {"event_type": EVENT_TYPE, "event_payload": {"incident": incident_id}}
+        maybe_sent = False
+        delay = self.first_delay_s
+        for attempt in range(1, self.attempts + 1):
+            if maybe_sent and (ts := await self._find_posted(incident_id)):
+                return ts
+            try:
+                answer = await asyncio.wait_for(self.client.chat_postMessage(
+                    channel=self.channel, text=text, blocks=blocks, metadata=metadata), self.timeout_s)
+                return str(answer["ts"])
+            except (asyncio.TimeoutError, SlackClientError, OSError) as exc:
+                maybe_sent = maybe_sent or not _refused(exc)
+                if attempt == self.attempts:
+                    raise
+                log.info("incident %s: post attempt %d failed (%s); retrying in %.1f s", incident_id, attempt, exc, delay)
+                await self.db(self.store.slack_failed_attempt, incident_id, f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 8.0)
+        raise AssertionError("unreachable")
+
+    async def _find_posted(self, incident_id: str) -> str | None:
+        answer = await asyncio.wait_for(self.client.conversations_history(
+            channel=self.channel, limit=100, include_all_metadata=True), self.timeout_s)
+        for message in answer.get("messages") or []:
+            meta = message.get("metadata") or {}
+            if meta.get("event_type") == EVENT_TYPE and (meta.get("event_payload") or {}).get("incident") == incident_id:
+                return str(message["ts"])
+        return None
+
+    async def _retry(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        delay = self.first_delay_s
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return await asyncio.wait_for(call(), self.timeout_s)
+            except (asyncio.TimeoutError, SlackClientError, OSError):
+                if attempt == self.attempts:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 8.0)
+
+
+def _refused(exc: BaseException) -> bool:
+    """Slack answered and said no (the message was not posted): safe to send again without looking."""
+    return isinstance(exc, SlackApiError) and exc.response is not None and exc.response.status_code < 500
+
+
+def _snapshot(store: Any, incident_id: str) -> Snapshot:
+    incident = store.incident(incident_id)
+    if incident is None:
+        return None, [], None
+    actions = sorted((store.action(a) for a in incident.actions), key=lambda a: a.created_at, reverse=True)
+    findings = [f for p in reversed(incident.probes) for f in store.probe_findings(p) if f.incident == incident.incident]
+    return incident, actions, findings[0] if findings else None
