@@ -15,7 +15,7 @@ STAMP_PY := $(VENV)/.py-installed
 setup: deps-deb deps-py
 
 deps-deb: $(STAMP_DEB)
-$(STAMP_DEB):
+$(STAMP_DEB): Makefile
 	@mkdir -p $(VENV)
 	@if [ "$$(id -u)" = 0 ]; then \
 		echo "==> installing Debian packages: $(DEB_PACKAGES)"; \
