@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEB_PACKAGES := openssh-server openssh-client procps systemd-container debootstrap iproute2 \
-	prometheus prometheus-alertmanager postgresql chromium fonts-dejavu-core
+	prometheus prometheus-alertmanager postgresql chromium fonts-dejavu-core faketime
 STAMP_DEB := $(VENV)/.deb-installed
 STAMP_PY := $(VENV)/.py-installed
 
@@ -15,7 +15,7 @@ STAMP_PY := $(VENV)/.py-installed
 setup: deps-deb deps-py
 
 deps-deb: $(STAMP_DEB)
-$(STAMP_DEB):
+$(STAMP_DEB): Makefile
 	@mkdir -p $(VENV)
 	@if [ "$$(id -u)" = 0 ]; then \
 		echo "==> installing Debian packages: $(DEB_PACKAGES)"; \

@@ -128,19 +128,37 @@ class NodeEvidence(_Open):
     kernel_log: KernelLogEvidence | None = None
 
 
+class Canary(Envelope):
+    """One short completion through the router: the only check that moves KV from prefill to decode."""
+
+    endpoint: str = ""
+    model: str | None = None
+    status: int | None = None
+    ttft_ms: float | None = None
+    total_ms: float | None = None
+    tokens: int | None = None
+    body: str | None = None
+
+
 class RecallCase(_Open):
     tokens: int
     depth: float
+    filler: str = "prose"
+    distractors: int = 0
     needle: str = ""
     found: bool | None = None
-    answer: str = ""
-    elapsed_ms: float = 0.0
+    answer: str | None = None
+    elapsed_ms: float | None = None
+    error: str | None = None
 
 
 class Recall(_Open):
-    model: str
-    endpoint: str
+    model: str | None = None
+    endpoint: str = ""
+    tokenizer: str | None = Field(None, description="whose tokens the lengths are in: the server's endpoint or a local tokenizer")
+    started_at: str | None = None
     cases: list[RecallCase] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="lengths skipped and other things said about the run")
 
 
 class Bundle(_Open):
@@ -152,6 +170,7 @@ class Bundle(_Open):
     finished_at: str = ""
     roles: list[RoleEvidence] = Field(default_factory=list)
     nodes: list[NodeEvidence] = Field(default_factory=list)
+    canary: Canary | None = None
     recall: Recall | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)

@@ -14,6 +14,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -73,6 +74,16 @@ class ProbeResult:
 
 
 @dataclass
+class RecallResult:
+    """One recall run as recorded; ``worse_than``: the last good run (a ``RecallRun``) when this one recalls less."""
+
+    probe_id: str
+    bundle: Bundle
+    diagnosis: Diagnosis
+    worse_than: Any | None = None
+
+
+@dataclass
 class Flow:
     settings: Settings
     store: Any  # opsbot.store.Store; typed loosely so this module loads without SQLAlchemy
@@ -80,17 +91,24 @@ class Flow:
     diagnose: DiagnoseFn = field(default_factory=_default_diagnose)
     telemetry: Telemetry = field(default_factory=Telemetry)
     instance: str = field(default_factory=_instance_id)
+    pool: Any = None  # opsbot.collect.pool.KeptPool: connections kept across probes (set by the service)
     _inventory: tuple[float, Inventory] | None = None
+    _inventory_checked: float = 0.0
     incidents: Incidents = field(init=False)  # an incident's life: opened by alerts' probes, its actions, resolved
 
     def __post_init__(self) -> None:
         self.incidents = Incidents(self.store, self.db)
 
     def inventory(self) -> Inventory:
-        """The inventory file, reloaded when it changes (the lab rewrites it on ``lab up``)."""
+        """The inventory file, reloaded when it changes (the lab rewrites it on ``lab up``); its time stamp is
+        looked at once a second at most (every alert call asks for it: a stat each was 7 % of the intake)."""
+        checked = time.monotonic()
+        if self._inventory is not None and checked - self._inventory_checked < 1.0:
+            return self._inventory[1]
         path: Path = self.settings.inventory_path()
         try:
             mtime = path.stat().st_mtime
+            self._inventory_checked = checked
             if self._inventory is None or self._inventory[0] != mtime:
                 self._inventory = (mtime, load_inventory(path))
         except FileNotFoundError as exc:
@@ -108,6 +126,10 @@ class Flow:
 
         return roles_for_words(text, self.inventory().cluster(cluster or self.settings.cluster)[1])
 
+    def _kept(self) -> dict[str, Any]:
+        """The service's kept connections for one probe (none for the CLI: its probe opens and closes its own)."""
+        return {"pool": self.pool.view()} if self.pool is not None else {}
+
     async def db(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run a store call off the event loop."""
         return await to_thread.run_sync(lambda: fn(*args, **kwargs))
@@ -121,7 +143,7 @@ class Flow:
         outcome = "error"
         try:
             bundle = await self.probe(inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings,
-                                      **({"progress": progress} if progress else {}))
+                                      **({"progress": progress} if progress else {}), **self._kept())
             diagnosis = self.diagnose(bundle)
             probe_id = await self.db(self.store.save_probe, bundle, diagnosis, alert_ids)
             outcome = "finding" if diagnosis.findings else "no-finding"
@@ -189,16 +211,61 @@ class Flow:
 
         async def evidence(cluster: str, roles: list[str], why: str) -> str:
             bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
-                                      trigger=trigger.model_copy(update={"text": why}))
+                                      trigger=trigger.model_copy(update={"text": why}), **self._kept())
             return await self.db(self.store.save_probe, bundle, self.diagnose(bundle))
 
         async def look(cluster: str, roles: list[str], why: str) -> tuple[Bundle, Diagnosis]:
             bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
-                                      trigger=trigger.model_copy(update={"text": why}))
+                                      trigger=trigger.model_copy(update={"text": why}), **self._kept())
             return bundle, self.diagnose(bundle)
 
         return RunContext(store=self.store, inventory=self.inventory(), settings=self.settings, actor=actor,
                           surface=surface, evidence=evidence, look=look)
+
+    # -- the long-context recall probe: by hand, after a deploy, on a schedule ------------------------
+    async def run_recall(self, cluster: str | None, trigger: Trigger, *, plan: Any | None = None,
+                         progress: Callable[..., None] | None = None,
+                         probe_progress: Progress | None = None) -> RecallResult:
+        """The recall grid and a probe of every role, diagnosed and recorded, compared with the last good run.
+
+        The deploy recorded since the last good run (act's ``deploy restart`` audit entries) goes into
+        the bundle, so the finding names the deploy that preceded the first failing run."""
+        from opsbot.collect.recall import plan_from, recall_bundle
+        from opsbot.parse.recall import run_record, worse
+
+        inventory = self.inventory()
+        name = self.cluster_name(cluster)
+        runs = await self.db(self.store.recall_runs, cluster=name)
+        good = next((r for r in reversed(runs) if r.record.get("pattern") == "full"), None)
+        deploy = await self.db(self._deploy_since, name, good.at if good else None)
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            bundle = await recall_bundle(inventory, cluster=name, plan=plan or plan_from(self.settings),
+                                         settings=self.settings, trigger=trigger, progress=progress,
+                                         probe_progress=probe_progress, after_deploy=deploy)
+            diagnosis = self.diagnose(bundle)
+            probe_id = await self.db(self.store.save_probe, bundle, diagnosis)
+            outcome = "finding" if diagnosis.findings else "no-finding"
+        finally:
+            self.telemetry.probes.labels(trigger.kind, outcome).inc()
+            self.telemetry.probe_seconds.labels(trigger.kind).observe(time.perf_counter() - started)
+        for finding in diagnosis.findings:
+            self.telemetry.findings.labels(finding.incident).inc()
+        record = run_record(bundle.recall) if bundle.recall is not None else {}
+        return RecallResult(probe_id, bundle, diagnosis, good if good is not None and worse(record, good.record) else None)
+
+    def _deploy_since(self, cluster: str, since: datetime | None) -> str | None:
+        """The latest deploy of ``cluster`` recorded after ``since``, in a line; None when there was none."""
+        restarts = [e for e in self.store.audit_log(since=since, limit=200)
+                    if e.cluster == cluster and e.what == "deploy restart"]
+        if not restarts:
+            return None
+        last = restarts[0]
+        deploy = (last.detail or {}).get("deploy")
+        roles = sorted({e.role for e in restarts if e.role and (e.detail or {}).get("deploy") == deploy})
+        return (f"{deploy or 'a deploy'} by {last.actor} at {last.at:%Y-%m-%d %H:%M} UTC"
+                + (f" (restarted {', '.join(roles)})" if roles else ""))
 
     async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Any:
         """A planned restart nobody will approve: closed as refused, with who dismissed it."""

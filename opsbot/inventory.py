@@ -73,6 +73,9 @@ class Role(_Strict):
     unit: str
     metrics_url: str | None = Field(None, description="as the node sees it, e.g. http://127.0.0.1:30000/metrics")
     health_url: str | None = Field(None, description="as the node sees it, e.g. http://127.0.0.1:30000/health")
+    api_url: str | None = Field(
+        None, description="router: the OpenAI-compatible base as the node sees it; default: health_url's origin"
+    )
     http_via_ssh: bool = Field(True, description="reach the URLs through an SSH port forward from the node")
     gpus: list[int] = Field(default_factory=list)
     numa_node: int | None = None
@@ -95,7 +98,16 @@ class Role(_Strict):
             raise ValueError("role names are lower-case letters, digits and '-'")
         return v
 
-    @field_validator("metrics_url", "health_url")
+    @property
+    def api_base(self) -> str | None:
+        """Where ``/v1/completions`` lives for this role: ``api_url``, else the origin of ``health_url``."""
+        url = self.api_url or self.health_url
+        if url is None:
+            return None
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://{rest.split('/', 1)[0]}" if self.api_url is None else url.rstrip("/")
+
+    @field_validator("metrics_url", "health_url", "api_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
         if v is not None and not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(:\d+)?(/[\w./\-]*)?", v, re.ASCII):
@@ -106,6 +118,8 @@ class Role(_Strict):
 class Cluster(_Strict):
     nodes: list[Node]
     roles: list[Role]
+    canary: bool = Field(True, description="send one short completion through the router on every probe")
+    model: str | None = Field(None, description="served model name for the canary and recall; default: the router's first")
 
     @model_validator(mode="after")
     def _refs(self) -> Cluster:
@@ -121,6 +135,10 @@ class Cluster(_Strict):
             if r.node not in names:
                 raise ValueError(f"role {r.key!r} runs on node {r.node!r}, which is not in nodes ({', '.join(names)})")
         return self
+
+    def router(self) -> Role | None:
+        """The role requests go through: the first router with an API base."""
+        return next((r for r in self.roles if r.role == "router" and r.api_base), None)
 
     def node(self, name: str) -> Node:
         for n in self.nodes:

@@ -21,6 +21,7 @@ class Settings(BaseSettings):
 
     metrics_window_s: float = Field(3.0, ge=0.0, description="seconds between the two /metrics samples")
     ssh_connect_timeout_s: float = Field(5.0, gt=0)
+    ssh_idle_s: float = Field(300.0, gt=0, description="the service closes a node's SSH connection unused this long")
     command_timeout_s: float = Field(8.0, gt=0)
     http_timeout_s: float = Field(5.0, gt=0)
     probe_deadline_s: float = Field(20.0, gt=0, description="no probe takes longer than this")
@@ -28,6 +29,22 @@ class Settings(BaseSettings):
     output_cap_bytes: int = Field(256 * 1024, ge=1024, description="cap on any one command's output")
     log_lines_cap: int = Field(400, ge=10)
     log_since: str = Field("-15min", description="journalctl --since for log axes")
+    canary_deadline_s: float = Field(10.0, gt=0, description="the canary completion through the router must finish by then")
+
+    # the long-context recall probe (opsbot recall, after deploy apply, OPSBOT_RECALL_SCHEDULE)
+    recall_schedule: str | None = Field(
+        None, pattern=r"^\s*\S+(\s+\S+){4}\s*$",
+        description="crontab line (5 fields, report_timezone) for the recall probe in the service; off when unset",
+    )
+    recall_lengths: str = Field("1k,2k,4k,8k,16k", description="default grid lengths, in the server's tokens")
+    recall_depths: str = Field("0,0.25,0.5,0.75,1", description="default needle depths (0 = start, 1 = end)")
+    recall_fillers: str = Field("prose", description="default haystack kinds: prose, code, config")
+    recall_distractors: int = Field(3, ge=0, le=64, description="near-miss keys around each needle")
+    recall_concurrency: int = Field(4, ge=1, le=64, description="recall requests in flight at most")
+    recall_queue_limit: float = Field(8, ge=0, description="no recall request is sent while prefill queues more")
+    recall_queue_wait_s: float = Field(300.0, ge=0, description="give up waiting for the prefill queue after this")
+    recall_request_timeout_s: float = Field(600.0, gt=0, description="deadline of one recall completion")
+    recall_max_tokens: int = Field(16, ge=1, le=256, description="answer length bound")
 
     goal: str | None = Field(None, description="the deployment's goal, the first line of every status report")
     spec: Path | None = Field(None, description="serving spec YAML: the reports' critical context")
@@ -67,6 +84,8 @@ class Settings(BaseSettings):
     instance_heartbeat_s: float = Field(1.0, gt=0, description="how often this instance renews its lease and sweeps")
     instance_lease_s: float = Field(
         5.0, gt=0, description="an instance silent this long is dead: a live one takes over the alerts it claimed")
+    clock_skew_warn_s: float = Field(
+        5.0, gt=0, description="warn when this host's clock and PostgreSQL's differ by more than this")
     slack_bot_token: str | None = Field(None, description="xoxb- token; Slack is off without it")
     slack_signing_secret: str | None = Field(None, description="verifies requests from Slack")
     slack_app_token: str | None = Field(None, description="xapp- token for Socket Mode")

@@ -26,4 +26,5 @@ class Telemetry:
         )
         self.alerts_rejected = Counter("opsbot_alerts_rejected", "Webhook calls refused, by reason", ["reason"], registry=r)
         self.alerts_waiting = Gauge("opsbot_alerts_waiting", "Accepted alerts whose probe has not finished", registry=r)
+        self.clock_skew = Gauge("opsbot_clock_skew_seconds", "This host's clock minus the database server's", registry=r)
         self.actions = Counter("opsbot_actions", "Restart actions, by outcome", ["outcome"], registry=r)

@@ -66,12 +66,22 @@ class PostgresServer:
                                  "--no-sync", "-E", "UTF8")
         if init.returncode != 0:
             raise PostgresUnavailable(f"initdb failed: {init.stderr.strip()[-500:]}")
+        try:
+            self.resume()
+        except PostgresUnavailable as exc:
+            log = self.log.read_text(errors="replace")[-800:] if self.log.exists() else ""
+            raise PostgresUnavailable(f"{exc} {log}") from exc
+
+    def pause(self) -> None:
+        """Stop the server and keep its data: clients see connections refused until ``resume``."""
+        self._as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
         opts = f"-c listen_addresses=127.0.0.1 -c port={self.port} -k {self.dir} -c fsync=off -c max_connections=200"
         up = self._as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", opts,
                                "-w", "-t", "60", "start")
         if up.returncode != 0:
-            log = self.log.read_text(errors="replace")[-800:] if self.log.exists() else ""
-            raise PostgresUnavailable(f"pg_ctl start failed: {up.stderr.strip()} {log}")
+            raise PostgresUnavailable(f"pg_ctl start failed: {up.stderr.strip()}")
 
     def stop(self) -> None:
         if self.data.exists():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -41,15 +44,31 @@ class Sshd:
         self.proc.terminate()
         self.proc.wait(timeout=5)
 
+    def crash(self) -> None:
+        """The node goes away: the listener and its per-connection processes (its children) die."""
+        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == self.proc.pid]
+        self.stop()
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
-def start_sshd(tmp: Path) -> Sshd:
+
+def _ppid(proc_dir: Path) -> int | None:
+    try:
+        return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def start_sshd(tmp: Path, port: int | None = None) -> Sshd:
     need_root()
     sshd = "/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else need_binary("sshd")
     need_binary("ssh-keygen")
+    tmp.mkdir(parents=True, exist_ok=True)
     for name in ("host", "client"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)], check=True)
     (tmp / "authorized_keys").write_text((tmp / "client.pub").read_text())
-    port = free_port()
+    port = port or free_port()
     cfg = tmp / "sshd_config"
     cfg.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host'}\nAuthorizedKeysFile {tmp / 'authorized_keys'}\n"

@@ -295,7 +295,7 @@ def test_nvidia_smi_refuses_unknown_fields(capsys) -> None:
 
 # ---- layout --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("nodes", [1, 2, 3, 4])
+@pytest.mark.parametrize("nodes", [1, 2, 3, 4, 5, 16])
 def test_every_port_in_a_lab_is_unique_and_the_inventory_validates(nodes: int) -> None:
     plan = plan_lab(Settings(), nodes)
     ports = [n.ssh_port for n in plan.nodes] + [p for r in plan.roles for p in (r.port, r.prometheus_port) if p]
@@ -305,6 +305,23 @@ def test_every_port_in_a_lab_is_unique_and_the_inventory_validates(nodes: int) -
     data = inventory_data(plan, keys, Path("/k"))
     inv = Inventory.model_validate(yaml.safe_load(yaml.safe_dump(data)))
     assert {r.role for r in inv.clusters["lab"].roles} == {"prefill", "decode", "router"}
+
+
+def test_a_sixteen_node_lab_has_pd_pairs_with_routers_of_their_own_within_the_port_slot() -> None:
+    settings = Settings()
+    plan = plan_lab(settings, 16)
+    kinds = [r.kind for r in plan.roles]
+    assert (kinds.count("prefill"), kinds.count("decode"), kinds.count("router")) == (8, 8, 4)
+    offsets = [p - settings.lab_service_port_base for r in plan.roles
+               for p in (r.port, r.prometheus_port, r.bootstrap_port) if p]
+    assert all(0 <= o < 28 or 48 <= o < 60 for o in offsets), "clear of the lab's Prometheus, Alertmanager, exporters"
+    router2 = plan.role("router-2")
+    assert router2.node == plan.role("prefill-2").node
+    assert "http://127.0.0.1:%d" % plan.role("decode-3").port in router2.argv
+    decode3 = plan.role("decode-3")
+    assert decode3.bootstrap_port == plan.role("prefill-2").bootstrap_port != plan.role("prefill").bootstrap_port
+    later = plan.role("router-4").argv  # pairs past the third extra router join it
+    assert all(f"http://127.0.0.1:{plan.role(k).port}" in later for k in ("prefill-8", "decode-15"))
 
 
 def test_unit_runs_the_emulator_with_restart_policy_and_visible_crash_loop() -> None:

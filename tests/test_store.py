@@ -220,6 +220,41 @@ def test_concurrent_claimers_exactly_one_wins(database_url):
     [s.close() for s in stores]
 
 
+def test_a_dead_instances_unfinished_period_is_taken_over_once(database_url):
+    """Every scheduled job claims its period; the claim of an instance killed mid-job is taken over
+    by exactly one live instance, and a finished period never runs again."""
+    Store(database_url).close()
+    stores = [Store(database_url) for _ in range(4)]
+    lease = timedelta(seconds=1)
+    stores[0].heartbeat("i0", "host", 100)
+    assert stores[0].claim_period("recall", "2026-12-01T22:00", "i0", lease=lease)
+    assert not stores[1].claim_period("recall", "2026-12-01T22:00", "i1", lease=lease), "i0 is alive"
+    stores[0].leave("i0")  # as if its heartbeat stopped: SIGKILL, then the lease ran out
+    assert stores[1].orphaned_periods("recall", lease) == [], "a claim younger than the lease is left alone"
+    time.sleep(1.1)
+    for i in (1, 2, 3):
+        stores[i].heartbeat(f"i{i}", "host", 100 + i)
+    assert stores[1].orphaned_periods("recall", lease) == ["2026-12-01T22:00"]
+    barrier = threading.Barrier(3)
+    wins: list[str] = []
+
+    def _take(i: int) -> None:
+        barrier.wait()
+        if stores[i].claim_period("recall", "2026-12-01T22:00", f"i{i}", lease=lease):
+            wins.append(f"i{i}")
+
+    threads = [threading.Thread(target=_take, args=(i,)) for i in (1, 2, 3)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(wins) == 1
+    assert stores[1].orphaned_periods("recall", lease) == []
+    stores[1].finish_period("recall", "2026-12-01T22:00", "done")
+    for i in (1, 2, 3):
+        stores[i].leave(f"i{i}")
+    assert not stores[1].claim_period("recall", "2026-12-01T22:00", "i9", lease=lease), "finished: never again"
+    [s.close() for s in stores]
+
+
 def test_probe_bundle_is_compressed_and_round_trips_with_findings(store):
     b = _bundle(ok=False)
     diag = diagnosis(b.id, [  # diagnose() puts the most likely first

@@ -7,6 +7,7 @@ import typer
 from opsbot import __version__
 from opsbot.cli import db, deploy, diagnose, evaluate, history, incidents, inventory, lab, report, restart, serve, tokens
 from opsbot.cli.probe import probe_command
+from opsbot.cli.recall import recall_command
 
 app = typer.Typer(
     name="opsbot",
@@ -18,6 +19,7 @@ app = typer.Typer(
 
 app.command("probe")(probe_command)
 app.command("ask")(diagnose.ask)
+app.command("recall")(recall_command)
 app.command("diagnose")(diagnose.diagnose_cmd)
 app.command("eval")(evaluate.eval_cmd)
 app.command("restart")(restart.restart)

@@ -165,8 +165,13 @@ def diff_command(spec: Path = SpecArg) -> None:
 def apply_command(
     spec: Path = SpecArg,
     restart_all: bool = typer.Option(False, "--restart-all", help="restart every role, changed or not"),
+    recall: bool = typer.Option(True, "--recall/--no-recall",
+                                help="run the long-context recall probe after a successful apply (default: on)"),
 ) -> None:
-    """Upload changed files, daemon-reload, restart prefill, decode, router in order with health checks."""
+    """Upload changed files, daemon-reload, restart prefill, decode, router in order with health checks.
+
+    Then the recall probe (the default grid) checks that the deployment still finds facts in long
+    prompts; a run worse than the last good one is said so and, with Slack configured, posted."""
     import asyncio
     import getpass
 
@@ -208,3 +213,32 @@ def apply_command(
                 err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     out.print("[green]applied[/]")
+    if recall:
+        recall_after_deploy(settings, s.name)
+
+
+def recall_after_deploy(settings: Settings, cluster: str) -> None:
+    """The recall probe after a deploy (the flow's run, compared with the last good one); posted when worse."""
+    import asyncio
+    import getpass
+
+    from opsbot.bundle import Trigger
+    from opsbot.cli.probe import cli_flow
+    from opsbot.cli.recall import cost_line, run_with_progress, show_result
+    from opsbot.collect.recall import plan_from
+    from opsbot.flow import InventoryUnavailable
+    from opsbot.service.recall_schedule import report_worse, slack_poster
+    from opsbot.yamlsource import ConfigError
+
+    flow = cli_flow(settings)
+    try:
+        name = flow.cluster_name(cluster)
+    except (InventoryUnavailable, ConfigError) as exc:
+        err.print(f"recall probe not run: {exc}", markup=False, highlight=False)
+        return
+    plan = plan_from(settings)
+    err.print(cost_line(plan), highlight=False)
+    result = run_with_progress(flow, name, plan, Trigger(kind="cli", text="recall after deploy apply",
+                                                         user=getpass.getuser()))
+    show_result(result)
+    asyncio.run(report_worse(result, slack_poster(settings), "after a deploy"))

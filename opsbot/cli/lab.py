@@ -36,7 +36,7 @@ def _fail(e: Exception) -> None:
 
 @app.command()
 def up(
-    nodes: int = typer.Option(2, "--nodes", "-n", min=1, max=8, help="how many nodes to boot"),
+    nodes: int = typer.Option(2, "--nodes", "-n", min=1, max=16, help="how many nodes to boot (4+: more PD pairs and routers)"),
     sglang_version: str = typer.Option(None, "--sglang-version", help="emulate 0.5.23 (default) or 0.5.12"),
     monitoring: bool = typer.Option(False, "--monitoring", help="also start Prometheus (the lab's alert rules) "
                                     "and Alertmanager routing to opsbot serve"),
@@ -154,11 +154,15 @@ def inject(
     no_load: bool = typer.Option(False, "--no-load", help="stop the emulator's own light load"),
     until_restart: bool = typer.Option(False, "--until-restart",
                                        help="the state clears at the role's next start (as a restart fixes it)"),
+    beyond: int = typer.Option(None, "--beyond", min=1,
+                               help="recall-loss: prompts longer than this many tokens lose their needles"),
 ) -> None:
     from opsbot.lab.nodes import LabError
 
+    if beyond is not None and state != "recall-loss":
+        _fail(ValueError("--beyond applies to the recall-loss state"))
     try:
-        changed = _lab().inject(role, state, message, load=not no_load, until_restart=until_restart)
+        changed = _lab().inject(role, state, message, load=not no_load, until_restart=until_restart, beyond=beyond)
     except (LabError, KeyError) as e:
         _fail(e)
     console.print(f"{', '.join(changed)} → [bold]{state}[/bold]" + (" until the next start" if until_restart else ""))

@@ -56,10 +56,10 @@ def run_with_progress(flow: Flow, cluster: str | None, roles: list[str] | None, 
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from opsbot.collect.probe import planned_axes, scope
+    from opsbot.collect.probe import canary_planned, planned_axes, scope
 
-    _name, selected, nodes = scope(flow.inventory(), cluster, roles)
-    names = planned_axes(selected, nodes)
+    name, selected, nodes = scope(flow.inventory(), cluster, roles)
+    names = planned_axes(selected, nodes) + (["canary"] if canary_planned(flow.inventory(), name) else [])
     columns = (SpinnerColumn(), TextColumn("probing {task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
@@ -98,7 +98,7 @@ def probe_command(
     import getpass
 
     from opsbot.bundle import Trigger
-    from opsbot.cli.probe_view import failures_table, nodes_table, roles_table
+    from opsbot.cli.probe_view import canary_line, failures_table, nodes_table, roles_table
     from opsbot.collect.probe import scope
     from opsbot.inventory import UnknownRole
     from opsbot.settings import get_settings
@@ -121,6 +121,8 @@ def probe_command(
     out = Console()
     out.print(roles_table(bundle))
     out.print(nodes_table(bundle))
+    if bundle.canary is not None:
+        out.print(canary_line(bundle.canary), markup=False, highlight=False)
     failed = failures_table(bundle)
     if failed is not None:
         out.print(failed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from opsbot.bundle import Bundle
+from opsbot.bundle import Bundle, Canary
 from opsbot.parse import ParseError
 from opsbot.parse.figures import AXES, RoleFigures, role_figures
 from opsbot.parse.gpu import parse_gpu_csv
@@ -80,3 +80,11 @@ def failures_table(bundle: Bundle) -> Table | None:
     for row in rows:
         t.add_row(*row)
     return t
+
+
+def canary_line(c: Canary) -> str:
+    """The canary in one line: the end-to-end PD check through the router."""
+    if not c.ok:
+        return f"canary through the router: FAILED after {c.elapsed_ms or 0:.0f} ms: {c.error}"
+    return (f"canary through the router: HTTP {c.status}, first token {c.ttft_ms or 0:.0f} ms, "
+            f"total {c.total_ms or 0:.0f} ms, {c.tokens or 0} tokens")

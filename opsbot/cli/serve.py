@@ -15,9 +15,15 @@ def serve(
 
     from opsbot.service.app import create_app
     from opsbot.settings import get_settings
+    from opsbot.store.exclusive import SecondInstance, hold_single_instance
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        hold_single_instance(settings.db_url())  # the app's start-up takes it again (same process: kept)
+    except SecondInstance as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     app = create_app(settings)
     typer.echo(f"opsbot serving on http://{host or settings.host}:{port or settings.port}  (docs: /docs)")
     uvicorn.run(app, host=host or settings.host, port=port or settings.port, log_level=log_level)

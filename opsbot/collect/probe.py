@@ -6,16 +6,20 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from opsbot.bundle import (
-    Bundle, Envelope, GpuEvidence, HealthEvidence, KernelLogEvidence, LogsEvidence, MetricsEvidence, NodeEvidence,
+    Bundle, Canary, Envelope, GpuEvidence, HealthEvidence, KernelLogEvidence, LogsEvidence, MetricsEvidence, NodeEvidence,
     RoleEvidence, SystemdEvidence, Trigger, utcnow,
 )
 from opsbot.collect import axes
+from opsbot.collect.canary import send_canary
 from opsbot.collect.transport import TransportPool
 from opsbot.inventory import Inventory, Node, Role
 from opsbot.settings import Settings
+
+if TYPE_CHECKING:
+    from opsbot.collect.pool import ProbeView
 
 Progress = Callable[[str, str], None]
 E = TypeVar("E", bound=Envelope)
@@ -73,7 +77,7 @@ async def probe(
     trigger: Trigger | None = None,
     settings: Settings,
     progress: Progress | None = None,
-    pool: TransportPool | None = None,
+    pool: TransportPool | ProbeView | None = None,
 ) -> Bundle:
     """Collect every axis concurrently; a failed piece is ``ok: false``, never an exception."""
     s = settings
@@ -106,7 +110,9 @@ async def probe(
             )
             for n in nodes
         ]
-        role_results, node_results = await asyncio.gather(asyncio.gather(*role_tasks), asyncio.gather(*node_tasks))
+        canary_task = _canary(inventory, cluster_name, pool, s, report)
+        role_results, node_results, canary = await asyncio.gather(
+            asyncio.gather(*role_tasks), asyncio.gather(*node_tasks), canary_task)
     finally:
         if own:
             await pool.close()
@@ -122,10 +128,28 @@ async def probe(
             for r, (sd, m, h, lg) in zip(selected, role_results)
         ],
         nodes=[NodeEvidence(node=n.name, gpu=g, kernel_log=k) for n, (g, k) in zip(nodes, node_results)],
+        canary=canary,
     )
+
+
+async def _canary(inventory: Inventory, cluster: str, pool: TransportPool, s: Settings, report: Progress) -> Canary | None:
+    """The canary through the cluster's router, when the inventory keeps it on; never raises."""
+    _name, cl = inventory.cluster(cluster)
+    router = cl.router()
+    if not cl.canary or router is None:
+        return None
+    transport = await pool.get(cl.node(router.node))
+    return await _bounded("canary", lambda: send_canary(cl, router, transport, s.canary_deadline_s),
+                          lambda err: Canary(ok=False, error=err), s.canary_deadline_s + 1, report)
 
 
 def planned_axes(roles: list[Role], nodes: list[Node]) -> list[str]:
     """The ``role/axis`` and ``node/axis`` names a probe of this scope reports progress for."""
     names = [f"{r.key}/{a}" for r in roles for a in ("systemd", "metrics", "health", "logs")]
     return names + [f"{n.name}/{a}" for n in nodes for a in ("gpu", "kernel")]
+
+
+def canary_planned(inventory: Inventory, cluster: str | None) -> bool:
+    """Whether a probe of this cluster sends the canary (it is on and there is a router)."""
+    _name, cl = inventory.cluster(cluster)
+    return cl.canary and cl.router() is not None

@@ -59,6 +59,7 @@ class HttpResult:
     error: str | None = None
     truncated: bool = False
     location: str | None = None  # a redirect's target, kept as evidence and never followed
+    first_byte_ms: float | None = None  # when the first byte of the body arrived (a stream's first token)
 
     @property
     def ok(self) -> bool:
@@ -70,6 +71,10 @@ class Transport(Protocol):
 
     async def http_get(
         self, url: str, timeout: float, cap: int | None = None, *, direct: bool = False
+    ) -> HttpResult: ...
+
+    async def http_post(
+        self, url: str, body: bytes, timeout: float, cap: int | None = None, *, direct: bool = False
     ) -> HttpResult: ...
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
@@ -108,28 +113,36 @@ def _timeout_error(argv: Sequence[str], timeout: float) -> str:
 
 
 async def _http_get(
-    client: httpx.AsyncClient, url: str, timeout: float, cap: int, deadline: float | None = None
+    client: httpx.AsyncClient, url: str, timeout: float, cap: int, deadline: float | None = None,
+    body: bytes | None = None,
 ) -> HttpResult:
-    """GET ``url`` reading at most ``cap`` bytes of body; never raises. ``deadline`` names the budget."""
+    """GET ``url`` (POST ``body`` as JSON when given) reading at most ``cap`` bytes of body; never raises.
+    ``deadline`` names the budget."""
     t0 = time.monotonic()
     deadline = deadline or timeout
+    method = "GET" if body is None else "POST"
+    headers = {"content-type": "application/json"} if body is not None else None
+    first: float | None = None
     try:
         async with asyncio.timeout(timeout):
-            async with client.stream("GET", url, timeout=timeout) as resp:
+            async with client.stream(method, url, timeout=timeout, content=body, headers=headers) as resp:
                 buf = bytearray()
                 truncated = False
                 async for chunk in resp.aiter_bytes():
+                    first = first if first is not None else _ms(t0)
                     buf += chunk
                     if len(buf) > cap:
                         del buf[cap:]
                         truncated = True
                         break
                 return HttpResult(resp.status_code, _decode(bytes(buf)), _ms(t0), truncated=truncated,
-                                  location=resp.headers.get("location") if resp.is_redirect else None)
+                                  location=resp.headers.get("location") if resp.is_redirect else None,
+                                  first_byte_ms=first)
     except TimeoutError:
-        return HttpResult(None, "", _ms(t0), error=f"GET {url}: no answer within {deadline:g} s")
+        return HttpResult(None, "", _ms(t0), error=f"{method} {url}: no answer within {deadline:g} s",
+                          first_byte_ms=first)
     except httpx.HTTPError as exc:
-        return HttpResult(None, "", _ms(t0), error=f"GET {url}: {type(exc).__name__}: {exc}".rstrip(": "))
+        return HttpResult(None, "", _ms(t0), error=f"{method} {url}: {type(exc).__name__}: {exc}".rstrip(": "))
 
 
 def _http_client() -> httpx.AsyncClient:
@@ -182,6 +195,12 @@ class LocalTransport:
     async def http_get(self, url: str, timeout: float, cap: int | None = None, *, direct: bool = False) -> HttpResult:
         """GET ``url`` from here (on the node itself every request is direct)."""
         return await _http_get(self._client, url, timeout, cap or self.settings.output_cap_bytes)
+
+    async def http_post(
+        self, url: str, body: bytes, timeout: float, cap: int | None = None, *, direct: bool = False
+    ) -> HttpResult:
+        """POST a JSON ``body`` to ``url`` from here."""
+        return await _http_get(self._client, url, timeout, cap or self.settings.output_cap_bytes, body=body)
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         target = Path(path)
@@ -282,6 +301,14 @@ class SshTransport:
                 raise ConnectionError(self._error) from exc
             return self._conn
 
+    def forget_failure(self) -> None:
+        """A new probe tries a node that failed before (the failure is remembered only within a probe)."""
+        self._error = None
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
     async def _open(self) -> asyncssh.SSHClientConnection:
         node, s = self.node, self.settings
         if node.trust_on_first_use and not node.host_key:
@@ -355,9 +382,18 @@ class SshTransport:
 
     async def http_get(self, url: str, timeout: float, cap: int | None = None, *, direct: bool = False) -> HttpResult:
         """GET ``url`` as the node sees it: through an SSH local port forward unless ``direct``."""
+        return await self._request(url, timeout, cap, direct, None)
+
+    async def http_post(
+        self, url: str, body: bytes, timeout: float, cap: int | None = None, *, direct: bool = False
+    ) -> HttpResult:
+        """POST a JSON ``body`` to ``url`` as the node sees it (through the same port forward)."""
+        return await self._request(url, timeout, cap, direct, body)
+
+    async def _request(self, url: str, timeout: float, cap: int | None, direct: bool, body: bytes | None) -> HttpResult:
         cap = cap or self.settings.output_cap_bytes
         if direct:
-            return await _http_get(self._client, url, timeout, cap)
+            return await _http_get(self._client, url, timeout, cap, body=body)
         t0 = time.monotonic()
         parts = urlsplit(url)
         try:
@@ -370,7 +406,7 @@ class SshTransport:
         except (asyncssh.Error, OSError) as exc:
             return HttpResult(None, "", _ms(t0), error=f"GET {url}: port forward failed: {exc}")
         tunneled = urlunsplit((parts.scheme, f"127.0.0.1:{local}", parts.path, parts.query, ""))
-        result = await _http_get(self._client, tunneled, timeout - (time.monotonic() - t0), cap, timeout)
+        result = await _http_get(self._client, tunneled, timeout - (time.monotonic() - t0), cap, timeout, body)
         if result.error:
             result.error = result.error.replace(tunneled, f"{url} (via SSH to {self.node.name})")
         result.elapsed_ms = _ms(t0)
@@ -416,6 +452,12 @@ class PooledTransport:
     async def http_get(self, url: str, timeout: float, cap: int | None = None, *, direct: bool = False) -> HttpResult:
         async with self.limit:
             return await self.inner.http_get(url, timeout, cap, direct=direct)
+
+    async def http_post(
+        self, url: str, body: bytes, timeout: float, cap: int | None = None, *, direct: bool = False
+    ) -> HttpResult:
+        """Outside the fan-out limit: a long completion must not hold up the probe's commands."""
+        return await self.inner.http_post(url, body, timeout, cap, direct=direct)
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         async with self.limit:

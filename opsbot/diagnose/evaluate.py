@@ -45,7 +45,7 @@ def _finding(rb: Runbook, key: str, scope: dict[str, Any], kinds: dict[str, str]
         title=spec.title,
         severity=spec.severity,
         roles=roles,
-        evidence=[t.render(scope).strip() for t in rb.evidence],
+        evidence=[line for t in rb.evidence if (line := t.render(scope).strip())],  # a line may render to nothing
         summary=rb.summary.render(scope).strip(),
         explain=" ".join(spec.explain.split()),
         remedies=remedies,

@@ -23,8 +23,7 @@ INCIDENTS: dict[str, str] = {
     "healthy": "Nothing abnormal",
 }
 
-# Classes no runbook in runbooks/ diagnoses: "healthy" is the empty finding list, and the
-# recall regression needs the recall probe (a later issue).
-NOT_BY_RUNBOOK = frozenset({"healthy", "long-context-recall-regression"})
+# Classes no runbook in runbooks/ diagnoses: "healthy" is the empty finding list.
+NOT_BY_RUNBOOK = frozenset({"healthy"})
 
 INCIDENT_IDS: frozenset[str] = frozenset(INCIDENTS)

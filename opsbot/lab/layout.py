@@ -116,8 +116,17 @@ def router_argv(prefill: list[RoleSpec], decode: list[RoleSpec], port: int, prom
     return tuple(argv)
 
 
+# a lab of 4 or more nodes: more PD pairs, with routers of their own at these offsets (port, Prometheus
+# port) from the service port base, and each extra prefill's bootstrap port at BOOTSTRAP_OFFSET + pair
+EXTRA_ROUTER_OFFSETS = ((5, 6), (7, 8), (26, 27))
+BOOTSTRAP_OFFSET = 48
+
+
 def plan_lab(settings: Settings, nodes: int = 2) -> LabPlan:
-    """Node 1 runs prefill + router, node 2 decode, nodes 3.. one more decode each (1 node: all)."""
+    """Node 1 runs prefill + router, node 2 decode (1 node: all). With 3 nodes node 3 is one more
+    decode; with 4 or more, nodes 3, 4 are the next PD pair (prefill-2, decode-3) and so on, the first
+    three extra pairs each with a router of its own (router-2.., on the pair's prefill node), later
+    pairs joining the last of them; an odd last node is one more decode of the first pair."""
     if nodes < 1:
         raise ValueError("a lab needs at least one node")
     base = settings.lab_service_port_base
@@ -129,18 +138,30 @@ def plan_lab(settings: Settings, nodes: int = 2) -> LabPlan:
         half = max(1, len(gpus) // 2)
         prefill = RoleSpec("prefill", "prefill", names[0], base, gpus[:half], bootstrap_port=base + 4)
         decodes = [RoleSpec("decode", "decode", names[0], base + 1, gpus[half:] or gpus, bootstrap_port=base + 4)]
-    for i, name in enumerate(names[2:], start=2):
+    groups: list[tuple[list[RoleSpec], list[RoleSpec]]] = [([prefill], decodes)]
+    extra = list(enumerate(names[2:], start=2))
+    pairs = list(zip(extra[0::2], extra[1::2])) if nodes >= 4 else []
+    for j, ((ip, pnode), (id_, dnode)) in enumerate(pairs):
+        boot = base + BOOTSTRAP_OFFSET + j
+        group = min(j + 1, len(EXTRA_ROUTER_OFFSETS))
+        if group == len(groups):
+            groups.append(([], []))
+        groups[group][0].append(RoleSpec(f"prefill-{ip}", "prefill", pnode, base + 10 + ip, gpus, bootstrap_port=boot))
+        groups[group][1].append(RoleSpec(f"decode-{id_}", "decode", dnode, base + 10 + id_, gpus, bootstrap_port=boot))
+    for i, name in extra[2 * len(pairs):]:  # 3 nodes, or the odd last node: a decode of the first pair
         decodes.append(RoleSpec(f"decode-{i}", "decode", name, base + 10 + i, gpus, bootstrap_port=base + 4))
-    prefill = _with_argv(prefill, server_argv("prefill", prefill.port, base + 4, len(prefill.gpus)))
-    decodes = [_with_argv(d, server_argv("decode", d.port, base + 4, len(d.gpus))) for d in decodes]
-    router = RoleSpec(
-        "router", "router", names[0], base + 2, prometheus_port=base + 3,
-        argv=router_argv([prefill], decodes, base + 2, base + 3),
-    )
+    roles: list[RoleSpec] = []
+    for g, (prefills, decs) in enumerate(groups):
+        prefills = [_with_argv(p, server_argv("prefill", p.port, p.bootstrap_port or 0, len(p.gpus))) for p in prefills]
+        decs = [_with_argv(d, server_argv("decode", d.port, d.bootstrap_port or 0, len(d.gpus))) for d in decs]
+        port, prom = (base + 2, base + 3) if g == 0 else (base + o for o in EXTRA_ROUTER_OFFSETS[g - 1])
+        router = RoleSpec("router" if g == 0 else f"router-{g + 1}", "router", prefills[0].node, port,
+                          prometheus_port=prom, argv=router_argv(prefills, decs, port, prom))
+        roles += [*prefills, router, *decs]
     specs = []
     for i, name in enumerate(names):
-        roles = tuple(r for r in [prefill, router, *decodes] if r.node == name)
-        specs.append(NodeSpec(name, f"{settings.lab_prefix}-{name}", settings.lab_ssh_port_base + i, roles,
+        on_node = tuple(r for r in roles if r.node == name)
+        specs.append(NodeSpec(name, f"{settings.lab_prefix}-{name}", settings.lab_ssh_port_base + i, on_node,
                               exporter_port=base + EXPORTER_OFFSET + i))
     return LabPlan(tuple(specs))
 

@@ -154,6 +154,7 @@ class Lab:
                     f"port(s) {', '.join(map(str, busy))} on 127.0.0.1 are in use (another lab?): choose other "
                     "bases with OPSBOT_LAB_SSH_PORT_BASE / OPSBOT_LAB_SERVICE_PORT_BASE (and OPSBOT_LAB_PREFIX)"
                 )
+            _room_for_inotify(nodes, step)
             step(f"root file system ({self.settings.lab_cache_dir})")
             rootfs = ensure_rootfs(self.settings.lab_cache_dir, step)
             step("keys: one client key, one host key per node")
@@ -226,7 +227,7 @@ class Lab:
     # ---- acting on nodes ---------------------------------------------------------------------
 
     def inject(self, role: str, state: str, message: str | None = None, load: bool = True,
-               until_restart: bool = False) -> list[str]:
+               until_restart: bool = False, beyond: int | None = None) -> list[str]:
         """Put ``role`` (and the peer its state cascades to) into ``state``; returns the roles changed.
 
         ``until_restart``: the state clears at the role's next start (as a restart fixes a wedge in
@@ -247,7 +248,7 @@ class Lab:
         for target in targets:
             node = plan.node(target.node)
             write_control(self.node_dir(node) / "state/control" / f"{target.key}.json",
-                          Control(state, message, load, until_restart))
+                          Control(state, message, load, until_restart, beyond=beyond))
         if state == "crash" or not self._active(spec):  # start-up states need a start; so does a failed unit
             self.ssh(spec.node, ["systemctl", "reset-failed", spec.unit], 10)
             self.ssh(spec.node, ["systemctl", "restart", "--no-block", spec.unit], 10)
@@ -434,6 +435,23 @@ def _ports(plan: LabPlan) -> list[int]:
     for r in plan.roles:
         ports |= {p for p in (r.port, r.bootstrap_port if r.kind == "prefill" else None, r.prometheus_port) if p}
     return sorted(ports)
+
+
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+INOTIFY_PER_NODE = 64  # a booted node's systemd, journald, logind and udev each hold several
+
+
+def _room_for_inotify(nodes: int, step: Step) -> None:
+    """Every node's systemd needs inotify instances of root's shared allowance (default 128): a large
+    lab raises the limit, else its later nodes boot without sshd ("Too many open files")."""
+    try:
+        limit = int(INOTIFY_INSTANCES.read_text())
+    except (OSError, ValueError):
+        return
+    want = 256 + nodes * INOTIFY_PER_NODE
+    if limit < want:
+        step(f"raise fs.inotify.max_user_instances {limit} → {want} (each node's systemd holds its own)")
+        INOTIFY_INSTANCES.write_text(f"{want}\n")
 
 
 def _port_free(port: int) -> bool:

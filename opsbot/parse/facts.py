@@ -25,6 +25,7 @@ from opsbot.parse.logs import LogEntry, parse_log_lines
 from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
 from opsbot.parse.patch import PatchSeen, seen_in, window_start
+from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ ROLE_ROOTS = frozenset(
     "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing"
     " patch".split()
 )
-TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors"}
+TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors", "recall", "canary"}  # the last two: probe-wide
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
 
@@ -131,6 +132,8 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "logs": pattern_names,
         "logs_window": pattern_names,
         "metrics": GAUGES | set(METRIC_ALIASES.values()),
+        "recall": RECALL_FACTS,
+        "canary": CANARY_FACTS,
     }.get(root)
     if known is not None:
         return None if leaf in known else f"{path}: {leaf!r} is not a {root} fact (see runbooks/README.md)"
@@ -609,6 +612,7 @@ def bundle_facts(
     it does not name, or no mapping, gets every family parsed.
     """
     out = BundleFacts(problems=[f"bundle: {p}" for p in bundle.problems])
+    probe_wide = {"recall": recall_facts(bundle.recall), "canary": canary_facts(bundle.canary)}
     wanted = metrics or {}
     own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role), table) for ev in bundle.roles}
     if previous is not None:
@@ -622,6 +626,7 @@ def bundle_facts(
     for ev in bundle.roles:
         # the 5xx answers the router logged from workers of this role's kind (SMG/sgl-router pd_router lines)
         routed = sum(r.get("logs", {}).get(f"{ev.role}_error_status", 0) for r in routers)
-        out.scopes[ev.key] = {**own[ev.key], "roles": peers, "router_blocked": blocked, "routed_errors": routed}
+        out.scopes[ev.key] = {**own[ev.key], **probe_wide, "roles": peers, "router_blocked": blocked,
+                              "routed_errors": routed}
         out.kinds[ev.key] = ev.role
     return out

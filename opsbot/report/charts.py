@@ -20,7 +20,7 @@ _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _THIS, _PREV = "#1f6feb", "#8b949e"
 
 
-def _png(fig: MplFigure) -> str:
+def png(fig: MplFigure) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     return base64.b64encode(buf.getvalue()).decode("ascii")
@@ -57,7 +57,7 @@ def week_lines(title: str, panels: Sequence[tuple[str, str, Points, Points]]) ->
         if this or prev:
             ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=2, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=12, x=0.01, ha="left")
-    return _png(fig)
+    return png(fig)
 
 
 def incidents_bars(by_class: dict[str, int], by_class_prev: dict[str, int]) -> str:
@@ -75,7 +75,7 @@ def incidents_bars(by_class: dict[str, int], by_class_prev: dict[str, int]) -> s
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="lower right", fontsize=8, frameon=False)
     fig.suptitle("Incidents by class", fontsize=12, x=0.01, ha="left")
-    return _png(fig)
+    return png(fig)
 
 
 def weekly_charts(week: Week, this: WeekData, prev: WeekData,

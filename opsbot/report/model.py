@@ -6,7 +6,7 @@ report says is decided once, in ``status.py`` / ``weekly.py``.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -120,6 +120,28 @@ class Chart(BaseModel):
     png_base64: str
 
 
+class RecallDay(BaseModel):
+    """One day of recall runs: the longest length every run of the day recalled fully (None: none, or no run)."""
+
+    day: date
+    runs: int = 0
+    longest_full: int | None = None
+    failed: int = 0
+
+
+class RecallFailure(BaseModel):
+    """A recall run that lost needles or could not judge any."""
+
+    at: datetime
+    probe_id: str
+    cluster: str
+    trigger: str
+    pattern: str
+    longest_full: int | None = None
+    threshold: int | None = None
+    errors: int = 0
+
+
 class Durations(BaseModel):
     """Time to diagnosis / recovery over the incidents of a period, in seconds."""
 
@@ -158,6 +180,8 @@ class WeeklyReport(StatusReport):
     time_to_recovery: Durations = Field(default_factory=Durations)
     restarts_by_opsbot: int = 0
     missing: list[str] = Field(default_factory=list, description="figures that could not be had, and why")
+    recall_days: list[RecallDay] = Field(default_factory=list, description="long-context recall per day")
+    recall_failed: list[RecallFailure] = Field(default_factory=list, description="recall runs that failed")
 
     def figure(self, key: str) -> Figure | None:
         return next((f for f in self.figures if f.key == key), None)

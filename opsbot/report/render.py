@@ -8,6 +8,7 @@ from typing import Literal
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from opsbot.parse.recall import short_length
 from opsbot.report.model import Figure, StatusReport
 
 Format = Literal["markdown", "html", "blocks", "json"]
@@ -87,7 +88,8 @@ def _environment() -> Environment:
         autoescape=select_autoescape(["html.j2"]),
         undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     )
-    env.filters.update(age=age, when=when, duration=duration, number=number, change=change, clip=clip, slack=slack)
+    env.filters.update(age=age, when=when, duration=duration, number=number, change=change, clip=clip, slack=slack,
+                       tokens=lambda n: "none" if n is None else short_length(n))
     return env
 
 

@@ -11,7 +11,7 @@ import asyncio
 import base64
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from apscheduler.job import Job
@@ -51,14 +51,16 @@ class SlackPoster:
 
 async def run_weekly(store: Store, settings: Settings, poster: ReportPoster | None = None, *,
                      now: datetime | None = None, instance: str = "") -> str | None:
-    """Make, keep and post last week's report, unless another instance has claimed that week.
+    """Make, keep and post last week's report, unless another instance has claimed that week (a claim
+    left unfinished by an instance that died is taken over: ``resume_weekly``).
 
     Returns the week reported on, or None when the claim was lost. A failure is recorded on the
     claim (``opsbot report weekly --week W --save`` redoes it by hand) and re-raised.
     """
     now = now or datetime.now(timezone.utc)
     week = last_complete_week(now, zone(settings.report_timezone))
-    if not await asyncio.to_thread(store.claim_period, JOB, week.label, instance):
+    lease = timedelta(seconds=settings.instance_lease_s)
+    if not await asyncio.to_thread(store.claim_period, JOB, week.label, instance, lease=lease):
         log.info("weekly report %s: already claimed by another instance", week.label)
         return None
     try:
@@ -77,6 +79,17 @@ async def run_weekly(store: Store, settings: Settings, poster: ReportPoster | No
         raise
     await asyncio.to_thread(store.finish_period, JOB, week.label, result)
     return week.label
+
+
+async def resume_weekly(store: Store, settings: Settings, poster: ReportPoster | None = None, *,
+                        instance: str = "") -> int:
+    """The lease sweep's part: last week's report, if the instance making it died before finishing."""
+    week = last_complete_week(datetime.now(timezone.utc), zone(settings.report_timezone))
+    lease = timedelta(seconds=settings.instance_lease_s)
+    if week.label not in await asyncio.to_thread(store.orphaned_periods, JOB, lease):
+        return 0
+    log.warning("weekly report %s: its instance died before finishing; taking it over", week.label)
+    return 1 if await run_weekly(store, settings, poster, instance=instance) else 0
 
 
 def weekly_trigger(settings: Settings) -> CronTrigger:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -18,11 +19,13 @@ from opsbot.report.charts import weekly_charts
 from opsbot.report.history import History, load_history
 from opsbot.report.model import Durations, Figure, WeeklyReport
 from opsbot.report.prom import FIGURES, WeekData, fetch_week
+from opsbot.report.recall import recall_chart, recall_days, recall_failures
 from opsbot.report.status import (OPEN_ITEMS_WINDOW, compose_status, current_state, load_context,
                                   with_observed_index_keys)
 from opsbot.report.week import Week, check_over, last_complete_week, parse_week, zone
 from opsbot.settings import Settings
 from opsbot.store import Store
+from opsbot.store.store import RecallRun
 from serving.spec import DeploymentSpec
 
 _EXECUTED = ("succeeded", "failed")
@@ -105,7 +108,7 @@ def missing_lines(this: WeekData) -> list[str]:
 
 
 def compose_weekly(*, week: Week, now: datetime, history: History, this: WeekData, prev: WeekData,
-                   status_parts: dict[str, Any]) -> WeeklyReport:
+                   status_parts: dict[str, Any], recall_runs: Sequence[RecallRun] = ()) -> WeeklyReport:
     """The weekly report from a history spanning the week before and this one (pure)."""
     before = week.previous()
     eps = episodes(history)
@@ -118,12 +121,15 @@ def compose_weekly(*, week: Week, now: datetime, history: History, this: WeekDat
                            notes=history.notes, decisions=[d for d in history.decisions if _in(week, d.created_at)])
     base = compose_status(now=now, since=week.start, history=week_history, **status_parts)
     base_data = base.model_dump(exclude={"kind", "title", "until"})
+    days = recall_days(recall_runs, week)
+    recall = recall_chart(days)
     return WeeklyReport(
         **base_data,
         title=f"Weekly report {week.label}" + (f": {base.current.cluster}" if base.current.cluster else ""),
         until=week.end, week=week.label, previous_week=before.label,
         figures=figures(this, prev), missing=missing_lines(this),
-        charts=weekly_charts(week, this, prev, by_class, by_class_prev),
+        charts=weekly_charts(week, this, prev, by_class, by_class_prev) + ([recall] if recall else []),
+        recall_days=days, recall_failed=recall_failures(recall_runs, week),
         by_class=by_class, by_class_previous=by_class_prev,
         time_to_diagnosis=time_to_diagnosis(history, week),
         time_to_recovery=_durations(recovery_seconds(history, week, this_eps)),
@@ -165,5 +171,7 @@ async def build_weekly(store: Store, prom_url: str | None, week: Week | str | No
                                       notes_since=week.end - OPEN_ITEMS_WINDOW)
     current = await asyncio.to_thread(current_state, store, bundle, now, settings.cluster, context=context)
     context = with_observed_index_keys(context, current)
+    runs = await asyncio.to_thread(store.recall_runs, cluster=settings.cluster, since=week.start, until=week.end)
     parts = {"current": current, "context": context, "goal": settings.goal}
-    return compose_weekly(week=week, now=now, history=history, this=this, prev=prev, status_parts=parts)
+    return compose_weekly(week=week, now=now, history=history, this=this, prev=prev, status_parts=parts,
+                          recall_runs=runs)

@@ -16,6 +16,7 @@ from opsbot.inventory import NAME_RE, UnknownRole
 from opsbot.service.alertmanager import Webhook
 from opsbot.service.auth import Caller, require, require_alert_sender
 from opsbot.service.intake import QueueFull
+from opsbot.store.database import unavailable
 from opsbot.yamlsource import ConfigError
 
 # An inventory name, as the schema says it (and the app checks it: one rule, not two).
@@ -124,13 +125,18 @@ async def get_probe(job_id: str, request: Request, _: Annotated[Caller, Depends(
     "/alerts",
     tags=["alerts"],
     summary="Alertmanager webhook (payload version 4)",
-    responses={503: _problem("queue full, or no inventory: Alertmanager retries")},
+    responses={503: _problem("queue full, no inventory, or the database away: Alertmanager retries")},
 )
 async def post_alerts(hook: Webhook, request: Request, _: Annotated[Caller, Depends(require_alert_sender())]) -> dict[str, int]:
     try:
         accepted = await request.app.state.intake.accept(hook)
     except QueueFull as exc:
         raise HTTPException(503, f"{exc}; retry later", headers={"Retry-After": "5"}) from exc
+    except Exception as exc:  # the database is away: nothing was acknowledged, Alertmanager sends it again
+        if not unavailable(exc):
+            raise
+        request.app.state.flow.telemetry.alerts_rejected.labels("database-unavailable").inc()
+        raise HTTPException(503, "the database is unavailable; retry later", headers={"Retry-After": "5"}) from exc
     return {"stored": accepted.stored, "duplicates": accepted.duplicates}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,6 +20,7 @@ from opsbot.service.jobs import Jobs
 from opsbot.service.lease import Lease
 from opsbot.service.limits import BodyLimit, inventory_unavailable, validation_error
 from opsbot.settings import Settings, get_settings
+from opsbot.store.exclusive import hold_single_instance, release_single_instance
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,19 @@ def _open_store(settings: Settings) -> Any:
     from opsbot.store import Store
 
     return Store(settings.db_url())
+
+
+def _check_clock(flow: Flow) -> None:
+    """Warn when this host's clock is off the database's: claims and leases written by several
+    instances are compared by time, so a clock minutes off would take over live work or keep dead work."""
+    skew = flow.store.clock_skew() if hasattr(flow.store, "clock_skew") else None
+    if skew is None:
+        return
+    flow.telemetry.clock_skew.set(skew)
+    if abs(skew) > flow.settings.clock_skew_warn_s:
+        log.warning("this host's clock is %.1f s %s the database server's (warn above %.0f s): leases and claims "
+                    "compare times across instances, so fix the clock (NTP/chrony) on this host or the database's",
+                    abs(skew), "ahead of" if skew > 0 else "behind", flow.settings.clock_skew_warn_s)
 
 
 async def _reconcile(flow: Flow) -> None:
@@ -56,34 +71,46 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
     Alertmanager default to the lab's monitoring when it runs.
     """
     settings = with_lab_monitoring(settings or get_settings())
-    flow = flow or Flow(settings=settings, store=_open_store(settings))
+    if flow is None:
+        from opsbot.collect.pool import KeptPool
+
+        flow = Flow(settings=settings, store=_open_store(settings))
+        flow.pool = KeptPool(settings, settings.ssh_idle_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         slack = app.state.slack
+        lock = hold_single_instance(flow.store.url) if hasattr(flow.store, "url") else None
+        await flow.db(_check_clock, flow)
         await _reconcile(flow)
-        lease = Lease(flow, sweeps=[app.state.intake.recover])
+        lease = Lease(flow, sweeps=[app.state.intake.recover, *_report_sweeps(flow, slack)])
         await lease.start()
         app.state.scheduler = _start_reports(flow, slack)
+        app.state.recall_scheduler = _start_recall(flow, slack)
         socket = await slack.start_socket_mode() if slack else None
         try:
             yield
         finally:
             if socket is not None:
                 await socket.close_async()
-            if app.state.scheduler is not None:
-                app.state.scheduler.shutdown(wait=False)
+            for scheduler in (app.state.scheduler, app.state.recall_scheduler):
+                if scheduler is not None:
+                    scheduler.shutdown(wait=False)
             await app.state.intake.close()
             await lease.stop()
             await app.state.jobs.close()
             if slack:
                 await slack.incidents.close()
+            if flow.pool is not None:
+                await flow.pool.close()
+            release_single_instance(lock)
 
     app = FastAPI(title="opsbot", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.flow = flow
     app.state.jobs = Jobs()
     app.state.slack = None
     app.state.scheduler = None
+    app.state.recall_scheduler = None
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout_s=settings.body_read_timeout_s)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(InventoryUnavailable, inventory_unavailable)  # type: ignore[arg-type]
@@ -99,6 +126,16 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
     return app
 
 
+def _report_sweeps(flow: Flow, slack: Any) -> list[Any]:
+    """With reports scheduled: after every heartbeat, take over a weekly report whose instance died."""
+    if not flow.settings.report_schedule:
+        return []
+    from opsbot.report.schedule import SlackPoster, resume_weekly
+
+    poster = SlackPoster(slack.client) if slack is not None else None
+    return [partial(resume_weekly, flow.store, flow.settings, poster, instance=flow.instance)]
+
+
 def _start_reports(flow: Flow, slack: Any) -> Any:
     """The weekly report trigger (APScheduler, claimed once per week across instances), posted through Slack."""
     if not flow.settings.report_schedule:
@@ -107,3 +144,18 @@ def _start_reports(flow: Flow, slack: Any) -> Any:
 
     poster = SlackPoster(slack.client) if slack is not None else None
     return start_report_scheduler(flow.store, flow.settings, poster, instance=flow.instance)
+
+
+def _start_recall(flow: Flow, slack: Any) -> Any:
+    """The recall probe on ``OPSBOT_RECALL_SCHEDULE`` (one instance per slot); a worse run is posted to Slack."""
+    if not flow.settings.recall_schedule:
+        return None
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    from opsbot.report.week import zone
+    from opsbot.service.recall_schedule import schedule_recall, slack_poster
+
+    scheduler = AsyncIOScheduler(timezone=zone(flow.settings.report_timezone))
+    schedule_recall(scheduler, flow, slack_poster(flow.settings, slack.client if slack is not None else None))
+    scheduler.start()
+    return scheduler

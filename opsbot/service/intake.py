@@ -2,8 +2,8 @@
 
 The pipeline has named stages, like Alertmanager's own: ``accept`` (bounded: at most
 ``alert_queue_max`` accepted alerts wait for a probe, beyond that 503 so Alertmanager retries;
-stored before answering) → ``_dispatch`` (group by scope) → ``Coalescer`` (one probe per scope at
-a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
+stored before answering, concurrent calls sharing one transaction: ``groupcommit``) → ``_dispatch``
+(group by scope) → ``Coalescer`` (one probe per scope at a time) → ``_handle`` (probe, link the alerts to it, notify). An alert is *accepted* once stored;
 its claim is a lease held while this instance lives (``lease.py``): if it dies, a live instance's
 ``recover`` (after every heartbeat) takes the alert over within seconds, exactly one instance per
 alert. A probe that cannot run is recorded on its alerts; a scope the inventory does not know is
@@ -17,6 +17,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from datetime import timedelta
@@ -26,7 +27,9 @@ from opsbot.flow import ProbeResult, Flow
 from opsbot.inventory import Inventory, UnknownRole
 from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
 from opsbot.service.coalesce import Coalescer
+from opsbot.service.groupcommit import GroupCommit
 from opsbot.store import AlertIn
+from opsbot.store.database import unavailable
 from opsbot.store.models import Alert as AlertRow
 from opsbot.yamlsource import ConfigError
 
@@ -69,6 +72,7 @@ class AlertIntake:
         self.max_waiting = flow.settings.alert_queue_max
         self.waiting = 0  # alerts accepted (stored) whose probe has not finished yet
         self.coalescer: Coalescer[Scope, StoredAlert] = Coalescer(self._handle, flow.settings.coalesce_window_s)
+        self.writes = GroupCommit(partial(flow.store.save_alerts, claimer=flow.instance), flow.db)
 
     # stage 1: accept --------------------------------------------------------------------------
     async def accept(self, hook: Webhook) -> Accepted:
@@ -82,7 +86,7 @@ class AlertIntake:
         try:
             default_cluster = self.flow.cluster_name()
             rows = [_node_scope(_alert_in(hook, a, default_cluster), self.flow.inventory()) for a in hook.alerts]
-            saved = await self.flow.db(self.flow.store.save_alerts, rows, self.flow.instance)
+            saved = await self.writes.save(rows)
         except BaseException:
             self._count(-n)
             raise
@@ -121,10 +125,22 @@ class AlertIntake:
 
     # stage 3: probe and notify ----------------------------------------------------------------
     async def _handle(self, scope: Scope, alerts: list[StoredAlert]) -> None:
+        """Probe and notify; while the database is away the alerts wait (still counted) and go round again."""
+        away = False
         try:
             await self._probe_and_notify(scope, alerts)
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+            away = True
+            log.warning("database unavailable while handling %d alerts on %s/%s (%s); trying again shortly",
+                        len(alerts), *scope, str(exc).splitlines()[0])
         finally:
-            self._count(-len(alerts))
+            if not away:
+                self._count(-len(alerts))
+        if away:
+            await asyncio.sleep(max(1.0, self.flow.settings.coalesce_window_s))
+            self.coalescer.submit(scope, alerts)
 
     async def _probe_and_notify(self, scope: Scope, alerts: list[StoredAlert]) -> None:
         cluster, role = scope
@@ -137,6 +153,8 @@ class AlertIntake:
             result = await self.flow.run_probe(cluster, None if role == ALL_ROLES else [role], trigger,
                                                   alert_ids=[a.id for a in alerts])
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
+            if unavailable(exc):
+                raise  # not the probe's fault: ``_handle`` tries again once the database is back
             log.warning("probe for alerts on %s/%s failed: %s", cluster, role, exc)
             error = str(exc)
             await self.flow.db(self.flow.store.alert_probe_failed, [a.id for a in alerts], error,

@@ -58,5 +58,5 @@ class Lease:
     async def _sweep(self) -> None:
         for sweep in self.sweeps:
             taken = await sweep()
-            if taken:  # after a crash (or a failed probe's retry): worth a line in any log
-                log.warning("took over %d stored alerts no live instance was probing", taken)
+            if taken:  # after a crash (or a failed probe's retry, or an orphaned weekly report): worth a line in any log
+                log.warning("%s took over %d things no live instance held", getattr(sweep, "__name__", "a sweep"), taken)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from opsbot.report.render import slack as escape
+from opsbot.bundle import Recall
 from opsbot.contracts import SEVERITY_EMOJI, UNKNOWN_EMOJI, Finding
+from opsbot.parse.recall import grid, short_length, summarize
+from opsbot.report.render import slack as escape
 from opsbot.slack.commands import HELP
 
 Block = dict[str, Any]
@@ -106,3 +108,22 @@ def _fit(blocks: list[Block], room: int = BLOCKS_MAX) -> list[Block]:
     if len(blocks) <= room:
         return blocks
     return blocks[: room - 1] + [context(f"{len(blocks) - room + 1} more blocks left out; see the status page")]
+
+
+def recall_blocks(recall: Recall, title: str, note: str | None = None) -> list[Block]:
+    """A recall run for Slack: the title, the grid (length x depth) in a code block, the summary, a note."""
+    lengths, depths, cells = grid(recall)
+    mark = {"found": "found", "lost": "LOST", "error": "error", "mixed": "mixed"}
+    rows = [["length", *(f"{d:g}" for d in depths)]]
+    rows += [[short_length(n), *(mark.get(cells.get((n, d), ""), "-") for d in depths)] for n in lengths]
+    width = max(len(c) for r in rows for c in r) + 2
+    table = "\n".join("".join(c.ljust(width) for c in r).rstrip() for r in rows)
+    s = summarize(recall)
+    where = (f"full recall up to {short_length(s.longest_full)}" if s.longest_full else "no length fully recalled") + (
+        f", lost from {short_length(s.threshold)}" if s.threshold else "")
+    blocks = [section(f"*{escape(title)}*"), section(f"```{escape(table)}```"),
+              context(escape(f"{where}; {s.found}/{s.judged} found, {s.errors} not judged; model {recall.model}; "
+                            f"tokenizer {recall.tokenizer}"))]
+    if note:
+        blocks.append(section(escape(note)))
+    return blocks

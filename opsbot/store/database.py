@@ -107,6 +107,12 @@ def is_busy(exc: BaseException) -> bool:
     return getattr(exc.orig, "sqlstate", None) in {"40001", "40P01", "55P03"}
 
 
+def unavailable(exc: BaseException) -> bool:
+    """The database cannot be reached or stays locked: a caller should answer "retry later" (503)."""
+    return isinstance(exc, (StoreError, OperationalError)) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated)
+
+
 def retrying(fn: Callable[[], T], *, attempts: int, first_delay_s: float, what: str) -> T:
     """Run ``fn``; on a lock conflict wait (doubling) and try again, then raise ``StoreBusy``."""
     delay = first_delay_s

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterable
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -20,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from opsbot.bundle import Bundle, parse_bundle
 from opsbot.contracts import Diagnosis
+from opsbot.parse.recall import run_record
 from opsbot.store.database import StoreError, make_engine, retrying, upgrade
 from opsbot.store.incidents import IncidentRecords
 from opsbot.store.models import (
@@ -63,14 +65,30 @@ def decompress_bundle(blob: bytes, source: str = "stored bundle") -> Bundle:
     return parse_bundle(zlib.decompress(blob).decode(), source)
 
 
-def ok_axes(bundle: Bundle) -> dict[str, dict[str, bool]]:
-    """Which evidence axes came back, per role and node: the probe's health at a glance."""
-    out: dict[str, dict[str, bool]] = {}
+def ok_axes(bundle: Bundle) -> dict[str, dict[str, Any]]:
+    """Which evidence axes came back, per role and node: the probe's health at a glance; with the
+    canary's outcome and a recall run's record (``opsbot.parse.recall.run_record``) for trends."""
+    out: dict[str, dict[str, Any]] = {}
     for r in bundle.roles:
         out[r.key] = {"systemd": r.systemd.ok, "metrics": r.metrics.ok, "health": r.health.ok, "logs": r.logs.ok}
     for n in bundle.nodes:
         out[f"node:{n.node}"] = {"gpu": n.gpu.ok}
+    if bundle.canary is not None:
+        out["canary"] = {"ok": bundle.canary.ok}
+    if bundle.recall is not None:
+        out["recall"] = run_record(bundle.recall)
     return out
+
+
+@dataclass(frozen=True)
+class RecallRun:
+    """One stored recall run: its probe and the record ``run_record`` made of it."""
+
+    probe_id: str
+    cluster: str
+    at: datetime
+    trigger: str
+    record: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -152,6 +170,19 @@ class Store(IncidentRecords):
 
     # -- plumbing -------------------------------------------------------------------------------
 
+    def clock_skew(self) -> float | None:
+        """Seconds this host's clock runs ahead of the PostgreSQL server's (negative: behind); None on
+        SQLite, whose clock is this host's. Claims and leases compare times written by several hosts."""
+        if self.engine.dialect.name != "postgresql":
+            return None
+
+        def _read(s: Session) -> float:
+            before = time.time()
+            server = float(s.scalar(text("SELECT extract(epoch FROM clock_timestamp())")))
+            return (before + time.time()) / 2 - server
+
+        return self.read(_read)
+
     def write(self, fn: Callable[[Session], T], what: str = "write") -> T:
         """Run ``fn`` in one transaction: all of it commits or none; retried while busy."""
 
@@ -196,6 +227,22 @@ class Store(IncidentRecords):
             return bundle.id
 
         return self.write(_save, "save probe")
+
+    def recall_runs(self, *, cluster: str | None = None, since: datetime | None = None,
+                    until: datetime | None = None, limit: int = 10_000) -> list[RecallRun]:
+        """Probes that carried a recall run, oldest first, with the run's record (no bundle is read)."""
+        q = select(Probe.id, Probe.cluster, Probe.started_at, Probe.trigger_kind, Probe.ok_axes).order_by(
+            Probe.started_at.desc()).limit(limit)
+        if cluster:
+            q = q.where(Probe.cluster == cluster)
+        if since:
+            q = q.where(Probe.started_at >= since)
+        if until:
+            q = q.where(Probe.started_at < until)
+        rows = self.read(lambda s: s.execute(q).all())
+        runs = [RecallRun(pid, cl, at, kind, axes["recall"]) for pid, cl, at, kind, axes in rows
+                if isinstance(axes, dict) and isinstance(axes.get("recall"), dict)]
+        return runs[::-1]
 
     def load_bundle(self, probe_id: str) -> Bundle:
         row = self.read(lambda s: s.get(Probe, probe_id))
@@ -267,16 +314,16 @@ class Store(IncidentRecords):
                 received_at=at, claimed_by=claimer, claimed_at=at if claimer else None,
             ))
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        # one statement for every row (executemany with RETURNING: SQLAlchemy's insertmanyvalues), compiled
+        # once and cached; a multi-row VALUES would be compiled afresh for every row count
+        stmt = insert(Alert.__table__).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(
+            Alert.__table__.c.dedup_key)
         values, keys = list(rows.values()), list(rows)
-        chunks = range(0, len(values), ALERT_CHUNK)  # keeps each statement under SQLite's bound-parameter limit
 
         def _save(s: Session) -> list[tuple[int, bool]]:
-            fresh: set[str] = set()
+            fresh = set(s.scalars(stmt, values).all())
             ids: dict[str, int] = {}
-            for i in chunks:
-                stmt = insert(Alert).values(values[i:i + ALERT_CHUNK]).on_conflict_do_nothing(
-                    index_elements=["dedup_key"]).returning(Alert.dedup_key)
-                fresh.update(s.scalars(stmt).all())
+            for i in range(0, len(keys), ALERT_CHUNK):  # keeps each IN under SQLite's bound-parameter limit
                 ids.update(s.execute(select(Alert.dedup_key, Alert.id)
                                      .where(Alert.dedup_key.in_(keys[i:i + ALERT_CHUNK]))).all())
             seen: set[str] = set()
@@ -496,14 +543,35 @@ class Store(IncidentRecords):
 
     # -- scheduled jobs ----------------------------------------------------------------------
 
-    def claim_period(self, job: str, period: str, claimer: str = "") -> bool:
-        """True for exactly one caller per (job, period), across processes and hosts."""
+    def claim_period(self, job: str, period: str, claimer: str = "", *, lease: timedelta | None = None) -> bool:
+        """True for exactly one caller per (job, period), across processes and hosts.
+
+        With ``lease``, a claim its instance left unfinished and that is no longer held by a live
+        instance (no heartbeat within ``lease``: it was killed mid-job) is taken over, by one caller;
+        a claim younger than ``lease`` never is (its claimer may not have beaten yet).
+        """
         claimer = claimer or f"pid-{uuid.uuid4().hex[:8]}"
         try:
             self.write(lambda s: s.add(JobRun(job=job, period=period, claimed_by=claimer)), "claim job")
+            return True
         except IntegrityError:
-            return False
-        return True
+            if lease is None:
+                return False
+        at = now()
+        live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
+        take = (update(JobRun).where(JobRun.job == job, JobRun.period == period, JobRun.finished_at.is_(None),
+                                     JobRun.claimed_at < at - lease, JobRun.claimed_by != claimer,
+                                     JobRun.claimed_by.not_in(live))
+                .values(claimed_by=claimer, claimed_at=at))
+        return bool(self.write(lambda s: s.execute(take).rowcount, "take over job"))
+
+    def orphaned_periods(self, job: str, lease: timedelta) -> list[str]:
+        """Periods of ``job`` claimed, unfinished, by instances that are no longer alive."""
+        at = now()
+        live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
+        q = select(JobRun.period).where(JobRun.job == job, JobRun.finished_at.is_(None), JobRun.claimed_at < at - lease,
+                                        JobRun.claimed_by.not_in(live))
+        return list(self.read(lambda s: s.scalars(q).all()))
 
     def finish_period(self, job: str, period: str, result: str) -> None:
         self.write(lambda s: s.execute(

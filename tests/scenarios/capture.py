@@ -22,6 +22,7 @@ from rich.console import Console
 
 from opsbot.bundle import Trigger
 from opsbot.collect.probe import probe
+from opsbot.collect.recall import RecallPlan, recall_bundle
 from opsbot.diagnose import diagnose
 from opsbot.lab.nodes import Lab, isolated_settings
 from tests.scenarios.split import DEV
@@ -40,6 +41,8 @@ class Capture:
     also: tuple[str, ...] = ()
     must_not: tuple[str, ...] = ()
     note: str = ""
+    recall: RecallPlan | None = None  # also run the recall grid (opsbot recall) before the probe
+    beyond: int | None = None
 
 
 CAPTURES: dict[str, Capture] = {
@@ -64,18 +67,30 @@ CAPTURES: dict[str, Capture] = {
                             must_not=("scheduler-watchdog", "prefill-wedged", "role-down")),
     "no-healthy-workers": Capture("router", "no-healthy-workers", "router-no-healthy-workers", 6.0),
     "gpu-fault": Capture("decode", "gpu-fault", "gpu-fault", 5.0, must_not=("decode-wedged",)),
+    "recall-loss": Capture("decode", "recall-loss", "long-context-recall-regression", 1.0, recall=RecallPlan(),
+                           beyond=4096, note="the default grid; needles lost past 4096 tokens at every depth"),
+    "recall-blind": Capture("decode", "recall-blind", "healthy", 1.0, recall=RecallPlan(lengths=(1024, 2048, 4096)),
+                            must_not=("long-context-recall-regression",),
+                            note="lost at every length, the shortest included: a broken prompt, not this class"),
+    "recall-edges": Capture("decode", "recall-edges", "healthy", 1.0, recall=RecallPlan(lengths=(1024, 2048, 4096)),
+                            must_not=("long-context-recall-regression",),
+                            note="lost only at depths 0 and 1: positional, not this class"),
 }
 
 
 def capture(lab: Lab, name: str, c: Capture, version: str) -> Path:
     lab.reset()
     since = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    lab.inject(c.role, c.state, c.message)
+    lab.inject(c.role, c.state, c.message, beyond=c.beyond)
     time.sleep(c.settle_s)
     trigger = Trigger(kind="cli", text=f"lab capture: {c.role} {c.state}", user="capture")
     # only the journal since the injection: earlier captures' lines must not leak into this one
     settings = lab.settings.model_copy(update={"log_since": since})
-    bundle = asyncio.run(probe(lab.inventory, trigger=trigger, settings=settings))
+    if c.recall is not None:
+        bundle = asyncio.run(recall_bundle(lab.inventory, cluster=None, plan=c.recall, settings=settings,
+                                           trigger=trigger))
+    else:
+        bundle = asyncio.run(probe(lab.inventory, trigger=trigger, settings=settings))
     data = json.loads(bundle.to_json())
     if version != "0.5.23":
         name = f"{name}-{version}"
@@ -83,7 +98,8 @@ def capture(lab: Lab, name: str, c: Capture, version: str) -> Path:
     data["label"] = {
         "expected": c.expected, "also": list(c.also), "must_not": list(c.must_not),
         "source": f"opsbot lab (emulating SGLang {version}): `opsbot lab inject {c.role} {c.state}`"
-        + (f" --message {c.message!r}" if c.message else ""),
+        + (f" --message {c.message!r}" if c.message else "") + (f" --beyond {c.beyond}" if c.beyond else "")
+        + (", then `opsbot recall`" if c.recall else ""),
         "note": c.note,
     }
     OUT.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,12 @@ STATES: dict[str, tuple[tuple[str, ...], str]] = {
     "no-healthy-workers": (("router",), "router marks every worker unhealthy; /readiness 503"),
     "pd-desync": (("prefill", "decode"), "after one side restarted: bootstrap/handshake failures on both"),
     "gpu-fault": (("prefill", "decode"), "nvidia-smi drops one of the role's GPUs; the role hangs"),
+    "recall-loss": (("decode",), "prompts longer than --beyond tokens (default 4096 with fp8 index keys, the whole "
+                                 "context with bf16 ones) get a wrong answer at every depth"),
+    "recall-edges": (("decode",), "needles on the first or last line of a prompt are answered wrongly (positional)"),
+    "recall-blind": (("decode",), "every needle is answered wrongly at every length (a broken prompt or tokenizer)"),
+    "garbage": (("router",), "answers completions with 200 and a body that is not a completion"),
+    "slow": (("router",), "holds completions without answering (clients hit their deadlines)"),
 }
 
 # states that also put the peer role into the same state (the other half of the incident)
@@ -43,6 +49,7 @@ class Control:
     load: bool = True  # generate light load of its own
     until_restart: bool = False  # the state clears at the next start of the role, as a restart would fix it
     held_by: str | None = None  # the process that took up an ``until_restart`` state
+    beyond: int | None = None  # recall-loss: prompts longer than this many tokens lose their needles
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -64,7 +71,8 @@ def read_control(path: str | os.PathLike[str] | None) -> Control:
         print(f"[sglang-emulator] unknown state {state!r} in {path}; staying healthy", flush=True)
         state = "healthy"
     return Control(state=state, message=data.get("message"), load=bool(data.get("load", True)),
-                   until_restart=bool(data.get("until_restart", False)), held_by=data.get("held_by"))
+                   until_restart=bool(data.get("until_restart", False)), held_by=data.get("held_by"),
+                   beyond=data.get("beyond") if isinstance(data.get("beyond"), int) else None)
 
 
 def take_up_control(path: str | os.PathLike[str] | None, *, starting: bool = False) -> Control:

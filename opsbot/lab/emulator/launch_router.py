@@ -37,6 +37,8 @@ from .control import DEFAULT_CRASH_MESSAGE, control_path, read_control
 from .exposition import Registry
 from .flags import parse_router
 from .launch_server import QuietHTTPServer, crash_text, serve
+from .recall import tokenize
+from .scheduler import CONTEXT_LEN
 
 SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(.*)$")
 
@@ -217,7 +219,23 @@ class Router:
             return 503, f"Decode {d[0].url} returned status {ds}"
         return 200, "Health check passed"
 
+    def tokenize(self, body: bytes) -> tuple[int, bytes]:
+        """``/v1/tokenize``: SMG tokenizes in the router itself, with the model's tokenizer (the emulator's)."""
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            return 400, json.dumps({"error": {"message": "invalid JSON body", "code": "validation_error"}}).encode()
+        code, answer = tokenize(request if isinstance(request, dict) else {}, CONTEXT_LEN)
+        return code, json.dumps(answer).encode()
+
     def route(self, path: str, body: bytes) -> tuple[int, bytes]:
+        state = self.state
+        end = time.monotonic() + self.args.request_timeout_secs
+        while state == "slow" and time.monotonic() < end:  # holds the request past any client deadline
+            time.sleep(0.2)
+            state = self.state
+        if state == "garbage":
+            return 200, b"<html><body>upstream said: 42</body></html>"
         p, d = self.healthy("prefill"), self.healthy("decode")
         labels = {"router_type": "http", "backend_type": "pd", "connection_mode": "http", "model": "default",
                   "endpoint": path, "streaming": "false"}
@@ -300,6 +318,9 @@ def api_handler(router: Router) -> type[BaseHTTPRequestHandler]:
             if self.command == "POST" and path in ("/generate", "/v1/chat/completions", "/v1/completions"):
                 n = int(self.headers.get("content-length") or 0)
                 return self._send(*router.route(path, self.rfile.read(n)))
+            if self.command == "POST" and path == "/v1/tokenize":
+                n = int(self.headers.get("content-length") or 0)
+                return self._send(*router.tokenize(self.rfile.read(n)))
             return self._send(404, {"error": {"message": f"no route for {path}", "code": "not_found"}})
 
         def do_GET(self) -> None:

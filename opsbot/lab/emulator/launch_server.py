@@ -13,7 +13,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from . import gpu, logfmt
+from . import gpu, logfmt, recall
 from .control import DEFAULT_CRASH_MESSAGE, control_path, take_up_control
 from .flags import parse_server
 from .gpu import TOTAL_MIB
@@ -85,6 +85,16 @@ def die_running(sched: Scheduler, role: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+PREFILL_TOKENS_PER_S = float(os.getenv("SGLANG_EMULATOR_PREFILL_TOKENS_PER_S", 20_000))
+
+
+def _prompt(body: dict) -> str:
+    prompt = body.get("prompt") if "prompt" in body else body.get("text")
+    if isinstance(prompt, str):
+        return prompt
+    return json.dumps(body.get("messages") or prompt or "")
+
+
 class App:
     """The HTTP surface of ``sglang.srt.entrypoints.http_server``, backed by the emulated scheduler."""
 
@@ -94,6 +104,27 @@ class App:
         self.status = "Starting"
         self.started = time.time()
         self.health_timeout = int(os.getenv("SGLANG_HEALTH_CHECK_TIMEOUT", 20))
+        self.gpu = threading.Lock()  # one prefill forward at a time, as on the GPU
+        self.bf16_keys = recall.bf16_index_keys(os.environ)
+
+    def prefill(self, tokens: int) -> None:
+        """Prefill time proportional to the prompt, one request at a time; counted in ``/v1/loads``."""
+        with self.sched.lock:
+            self.sched.http_waiting += 1
+        with self.gpu:
+            with self.sched.lock:
+                self.sched.http_waiting -= 1
+            seconds = tokens / PREFILL_TOKENS_PER_S
+            time.sleep(seconds)
+            self.sched.account_prefill(tokens, seconds)
+
+    def recall_window(self) -> int | None:
+        control = self.sched.control
+        if control.state == "recall-blind":
+            return None
+        if control.state == "recall-loss":
+            return recall.recall_window(control.beyond, self.bf16_keys, CONTEXT_LEN)
+        return CONTEXT_LEN
 
     def model_info(self) -> dict:
         return {
@@ -162,20 +193,35 @@ class App:
                 "num_accelerators": self.args.tp_size, "loads": [rank]}
         return 200, body, "application/json"
 
-    def generate(self, body: dict, chat: bool) -> tuple[int, dict]:
+    def generate(self, body: dict, path: str) -> tuple[int, dict]:
         max_new = int(body.get("max_tokens") or body.get("sampling_params", {}).get("max_new_tokens") or 16)
-        text = json.dumps(body.get("messages") or body.get("text") or "")
-        req = self.sched.submit(max(1, len(text) // 4), max_new)
+        prompt = _prompt(body)
+        tokens = recall.count(prompt) if isinstance(body.get("prompt"), str) else max(1, len(prompt) // 4)
+        if tokens + max_new > CONTEXT_LEN:
+            return 400, {"object": "error", "message": f"The input ({tokens} tokens) is longer than the model's "
+                         f"context length ({CONTEXT_LEN} tokens).", "type": "BadRequestError", "code": 400}
         if not self.wait_unstalled(3600):
             return 503, {"object": "error", "message": "Request running timeout reached.", "type": "503", "code": 503}
-        while req in self.sched.running or req in self.sched.queue:
-            if self.sched.stalled:
-                self.wait_unstalled(3600)
-            time.sleep(0.05)
+        edges = self.sched.control.state == "recall-edges"
+        content = recall.answer(prompt, tokens, self.recall_window(), edges) if self.sched.mode == "decode" else ""
+        out_len = min(max_new, max(1, recall.count(content, False))) if content else max_new
+        if self.sched.mode == "prefill":
+            self.prefill(tokens)
+            req = self.sched.finished_prefill(tokens)
+        else:
+            req = self.sched.submit(tokens, out_len)
+            while req in self.sched.running or req in self.sched.queue:
+                if self.sched.stalled:
+                    self.wait_unstalled(3600)
+                time.sleep(0.01)
+        content = content or recall.EMULATOR_ANSWER
         usage = {"prompt_tokens": req.input_len, "completion_tokens": req.output_len,
                  "total_tokens": req.input_len + req.output_len}
-        content = "This is the SGLang emulator of the opsbot lab."
-        if chat:
+        if path == "/v1/completions":
+            return 200, {"id": req.rid, "object": "text_completion", "created": int(time.time()),
+                         "model": self.args.served_model_name, "usage": usage, "choices": [{
+                             "index": 0, "text": content, "logprobs": None, "finish_reason": "stop"}]}
+        if path == "/v1/chat/completions":
             return 200, {"id": req.rid, "object": "chat.completion", "created": int(time.time()),
                          "model": self.args.served_model_name, "usage": usage, "choices": [{
                              "index": 0, "finish_reason": "length",
@@ -235,13 +281,20 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
                 return self._send(200 if old or app.status == "Up" else 503, "", "text/plain")
             if path == "/ready" and not old:  # 0.5.23 only
                 return self._send(200 if app.status == "Up" else 503, "", "text/plain")
-            if path in ("/generate", "/v1/chat/completions", "/v1/completions") and self.command == "POST":
+            if path in ("/generate", "/v1/chat/completions", "/v1/completions", "/v1/tokenize", "/tokenize") \
+                    and self.command == "POST":
                 n = int(self.headers.get("content-length") or 0)
                 try:
                     body = json.loads(self.rfile.read(n) or b"{}")
                 except ValueError:
                     return self._send(400, {"object": "error", "message": "invalid JSON body", "code": 400})
-                code, out = app.generate(body, chat=path != "/generate")
+                if not isinstance(body, dict):
+                    return self._send(400, {"object": "error", "message": "the body must be a JSON object", "code": 400})
+                if path.endswith("tokenize"):
+                    return self._send(*recall.tokenize(body, CONTEXT_LEN))
+                code, out = app.generate(body, path)
+                if code == 200 and body.get("stream") and path.startswith("/v1/"):
+                    return self._send(200, stream_events(out), "text/event-stream")
                 return self._send(code, out)
             return self._send(404, {"detail": "Not Found"})
 
@@ -252,6 +305,18 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
             self._route()
 
     return Handler
+
+
+def stream_events(out: dict) -> str:
+    """A finished OpenAI answer as server-sent events: one chunk per choice, usage, then ``[DONE]``."""
+    chunk = dict(out, object=out["object"] + ".chunk" if out["object"] == "chat.completion" else out["object"])
+    choices = []
+    for c in out["choices"]:
+        piece = {"delta": {"role": "assistant", "content": c["message"]["content"]}} if "message" in c else {
+            "text": c["text"]}
+        choices.append({"index": c["index"], **piece, "finish_reason": c["finish_reason"]})
+    events = [dict(chunk, choices=choices, usage=None), dict(chunk, choices=[], usage=out["usage"])]
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
 
 
 class _Bootstrap(BaseHTTPRequestHandler):

@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(REFUSAL_EXIT_CODE)
     print(f"{PATCH_NAME} {EMULATED_VERSION} attached: index_keys={opts.index_keys} sglang={VERSION}",
           file=sys.stderr, flush=True)
+    os.environ["SGLANG_EMULATOR_INDEX_KEYS"] = opts.index_keys  # the emulated model's recall follows it
     sys.argv = [opts.module, *opts.args]
     runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
 

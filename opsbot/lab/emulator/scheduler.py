@@ -182,6 +182,9 @@ class Scheduler:
         self.heartbeat_failures = 0
         self.prefill_lost = False
         self.pid = str(os.getpid())
+        self.http_waiting = 0  # requests over HTTP waiting for the prefill forward (the GPU)
+        self.prefill_busy_us = 0  # /v1/loads total_prefill_busy_us: what prefill spent on requests
+        self.prefill_uncached = 0
         self._static_gauges()
 
     # ---- control -------------------------------------------------------------------------------
@@ -229,6 +232,21 @@ class Scheduler:
         req = self._new_req(input_len, output_len)
         with self.lock:
             (self.running if self.mode == "decode" else self.queue).append(req)
+        return req
+
+    def account_prefill(self, tokens: int, seconds: float) -> None:
+        """A request over HTTP prefilled for ``seconds``: counters and the load snapshot's busy time."""
+        with self.lock:
+            self.prefill_busy_us += int(seconds * 1e6)
+            self.prefill_uncached += tokens
+            self.reg.inc("sglang:realtime_tokens_total", tokens, {"mode": "prefill_compute"})
+            self._gauge("num_queue_reqs", len(self.queue) + self.http_waiting)
+
+    def finished_prefill(self, tokens: int) -> Req:
+        req = self._new_req(tokens, 1)
+        with self.lock:
+            self._observe_transfer(tokens)
+            self._finish(req, 1)
         return req
 
     def _finish(self, req: Req, generated: int) -> None:
@@ -320,7 +338,7 @@ class Scheduler:
         usage = min(used / MAX_TOTAL_TOKENS, 0.99)
         self._set_usage(used, usage)
         self._gauge("num_running_reqs", batch)
-        self._gauge("num_queue_reqs", len(self.queue))
+        self._gauge("num_queue_reqs", len(self.queue) + self.http_waiting)
         self._gauge("num_prefill_bootstrap_queue_reqs", self.bootstrap_q)
         self._gauge("num_prefill_inflight_queue_reqs", self.inflight_q)
         self._gauge("cache_hit_rate", hit_rate)
@@ -507,6 +525,7 @@ class Scheduler:
             "max_running_requests": MAX_RUNNING, "token_usage": g("sglang:token_usage"),
             "gen_throughput": g("sglang:gen_throughput"), "cache_hit_rate": g("sglang:cache_hit_rate"),
             "utilization": g("sglang:utilization"),
+            "total_prefill_uncached_tokens": self.prefill_uncached, "total_prefill_busy_us": self.prefill_busy_us,
             "disaggregation": {
                 "mode": self.engine_type,
                 "prefill_bootstrap_queue_reqs": int(g("sglang:num_prefill_bootstrap_queue_reqs")),

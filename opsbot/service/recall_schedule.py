@@ -1,0 +1,96 @@
+"""The recall probe by itself: on ``OPSBOT_RECALL_SCHEDULE`` (started by the service) and after a deploy.
+
+A run that recalls less than the last good one is posted to Slack with its grid
+(``OPSBOT_SLACK_ALERT_CHANNEL``). Instances sharing a database run each scheduled slot once
+(``Store.claim_period``), as the weekly report does.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from apscheduler.job import Job
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+
+from opsbot.bundle import Trigger
+from opsbot.parse.recall import short_length
+from opsbot.report.week import zone
+from opsbot.settings import Settings
+from opsbot.slack.blocks import recall_blocks
+
+JOB = "recall"
+log = logging.getLogger("opsbot.recall")
+
+
+class RecallPoster(Protocol):
+    async def post(self, text: str, blocks: list[dict]) -> None: ...
+
+
+class SlackRecallPoster:
+    """Posts to a channel through a slack_sdk ``AsyncWebClient``."""
+
+    def __init__(self, client: Any, channel: str) -> None:
+        self.client, self.channel = client, channel
+
+    async def post(self, text: str, blocks: list[dict]) -> None:
+        await self.client.chat_postMessage(channel=self.channel, text=text, blocks=blocks)
+
+
+def slack_poster(settings: Settings, client: Any | None = None) -> SlackRecallPoster | None:
+    """A poster when Slack is configured (a bot token and the alert channel), else None."""
+    if not (settings.slack_bot_token and settings.slack_alert_channel):
+        return None
+    if client is None:
+        from slack_sdk.web.async_client import AsyncWebClient
+
+        client = AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
+    return SlackRecallPoster(client, settings.slack_alert_channel)
+
+
+async def report_worse(result: Any, poster: RecallPoster | None, why: str) -> None:
+    """Post a run with its grid when it recalls less than the last good run (``result.worse_than``)."""
+    if poster is None or result.worse_than is None or result.bundle.recall is None:
+        return
+    good = result.worse_than
+    title = (f"Long-context recall is worse {why} on {result.bundle.cluster}: the last good run "
+             f"({good.at:%Y-%m-%d %H:%M} UTC) recalled every needle up to "
+             f"{short_length(good.record.get('longest_full') or 0)}")
+    incidents = ", ".join(f.incident for f in result.diagnosis.findings) or "no finding"
+    await poster.post(title, recall_blocks(result.bundle.recall, title, f"diagnosis: {incidents}; probe {result.probe_id}"))
+
+
+async def run_scheduled(flow: Any, poster: RecallPoster | None, *, now: datetime | None = None) -> str | None:
+    """One scheduled run, unless another instance claimed this slot; returns the probe id."""
+    now = now or datetime.now(timezone.utc)
+    slot = now.strftime("%Y-%m-%dT%H:%M")
+    if not await flow.db(flow.store.claim_period, JOB, slot, flow.instance):
+        log.info("recall %s: already claimed by another instance", slot)
+        return None
+    try:
+        result = await flow.run_recall(None, Trigger(kind="schedule", text="recall (OPSBOT_RECALL_SCHEDULE)"))
+        await report_worse(result, poster, "on its schedule")
+    except Exception as exc:
+        await flow.db(flow.store.finish_period, JOB, slot, f"failed: {type(exc).__name__}: {exc}")
+        raise
+    await flow.db(flow.store.finish_period, JOB, slot, f"probe {result.probe_id}")
+    return result.probe_id
+
+
+def recall_trigger(settings: Settings) -> CronTrigger:
+    """``OPSBOT_RECALL_SCHEDULE``: a crontab line (``0 */6 * * *``) in the report time zone; refused when malformed."""
+    if not settings.recall_schedule:
+        raise ValueError("OPSBOT_RECALL_SCHEDULE is not set")
+    try:
+        return CronTrigger.from_crontab(settings.recall_schedule, timezone=zone(settings.report_timezone))
+    except ValueError as exc:
+        raise ValueError(f"OPSBOT_RECALL_SCHEDULE={settings.recall_schedule!r}: {exc}; write a crontab line "
+                         "such as '0 */6 * * *'") from exc
+
+
+def schedule_recall(scheduler: AsyncIOScheduler, flow: Any, poster: RecallPoster | None) -> Job:
+    return scheduler.add_job(run_scheduled, recall_trigger(flow.settings), id=JOB, name="recall probe",
+                             replace_existing=True, kwargs={"flow": flow, "poster": poster},
+                             misfire_grace_time=600, coalesce=True, max_instances=1)
