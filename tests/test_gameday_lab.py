@@ -40,7 +40,9 @@ def test_break_alert_message_recover_resolve(gameday: GameDay, incident: str, re
         gameday.quiet()
     assert run.alert_s is not None and run.finding_s is not None and run.slack_s is not None
     assert run.alert_s < run.finding_s <= run.slack_s, run
-    assert run.probes_at_message >= 1 and "1 probe(s)" in run.first_message  # one probe named it
+    # one probe opens the incident; another alert group's probe (smg's RouterWorkerUnhealthy beside
+    # RouterNoHealthyWorkers) may join it before the message is posted: still one message
+    assert run.probes_at_message >= 1 and "probe(s)" in run.first_message
     assert incident in run.first_message and "confidence" in run.first_message and "/probes/" in run.first_message
     assert run.messages == 1, f"one Slack message for the incident, saw {run.messages}"
     assert run.restart_offered is restart_helps
