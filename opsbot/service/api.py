@@ -286,18 +286,24 @@ async def dismiss_action(action_id: str, request: Request, caller: Annotated[Cal
 async def list_incidents(
     request: Request, _: Annotated[Caller, Depends(require("read"))],
     state: Literal["open", "resolved"] | None = None,
-    since: datetime | None = Query(None, description="incidents open at any time since (ISO 8601)"),
+    since: str | None = Query(None, description="incidents open at any time since (RFC 3339 / ISO 8601)",
+                              json_schema_extra={"format": "date-time"}),
     limit: int = Query(100, ge=1, le=1000),
 ) -> list[dict[str, Any]]:
     flow = request.app.state.flow
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=timezone.utc)
-    rows = await flow.db(flow.store.incidents, since=since, state=state, cluster=flow.settings.cluster,
+    try:
+        start = datetime.fromisoformat(since.replace("z", "Z")) if since is not None else None
+    except ValueError as exc:
+        raise HTTPException(422, f"since: {since[:40]!r} is not an ISO 8601 time") from exc
+    if start is not None and start.tzinfo is None:
+        start = start.replace(tzinfo=timezone.utc)
+    rows = await flow.db(flow.store.incidents, since=start, state=state, cluster=flow.settings.cluster,
                             limit=limit)
     return [r.as_json() for r in rows]
 
 
-@router.get("/incidents/{incident_id}", tags=["incidents"], summary="One incident with its timeline")
+@router.get("/incidents/{incident_id}", tags=["incidents"], summary="One incident with its timeline",
+            responses=NOT_FOUND)
 async def get_incident(incident_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> dict[str, Any]:
     flow = request.app.state.flow
     row = await flow.db(flow.store.incident, incident_id[:64])

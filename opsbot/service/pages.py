@@ -59,7 +59,8 @@ async def status_page(request: Request) -> HTMLResponse:
 
 
 @router.get("/probes/{probe_id}", response_class=HTMLResponse, tags=["status"],
-            summary="One stored probe: each role's figures and the findings (the evidence behind a Slack message)")
+            summary="One stored probe: each role's figures and the findings (the evidence behind a Slack message)",
+            responses={404: {"description": "no such probe", "content": {"text/html": {}}}})
 async def probe_page(probe_id: str, request: Request) -> HTMLResponse:
     flow = request.app.state.flow
     data = await flow.db(probe_data, flow.store, probe_id[:64])
