@@ -286,8 +286,8 @@ def test_same_incident_on_two_roles_is_one_finding():
             "KVTransferError(bootstrap_room=5): Failed to send kv chunk of 5 to 10.0.0.2:1")
     roles[0].logs, roles[1].logs = [line], [line.replace("Prefill", "Decode")]
     (f,) = _diag(roles).findings
-    assert f.incident == "kv-transfer-failure" and f.roles == ["prefill", "decode"]
-    assert f.evidence[0].startswith("prefill: ") and any(e.startswith("decode: ") for e in f.evidence)
+    assert f.incident == "kv-transfer-failure" and sorted(f.roles) == ["decode", "prefill"]  # strongest first
+    assert f.evidence[0].startswith(f"{f.roles[0]}: ") and any(e.startswith(f"{f.roles[1]}: ") for e in f.evidence)
     assert len({r.text for r in f.remedies}) == len(f.remedies)
 
 

@@ -65,9 +65,11 @@ async def test_alert_labels_and_operator_text_are_escaped_in_slack(service):
                               headers={"X-Opsbot-Alert-Token": ALERT_TOKEN, "Content-Type": "application/json"})
         assert r.status_code == 200
         await drained(flow)
-        (post,) = await slack.wait_for("chat.postMessage", where=lambda c: c.args.get("channel") == "C0ALERTS")
+        # the incident's message (and its thread): every post names the alert, escaped
+        posts = await slack.wait_for("chat.postMessage", where=lambda c: c.args.get("channel") == "C0ALERTS")
         command = await _post(client, slash_body(f"probe {INJECTION}"))
-    sent = json.dumps(post.args) + command.text
-    assert "<!channel>" not in sent and "<https://evil.example" not in sent
-    assert "&lt;!channel&gt; &lt;https://evil.example|click me&gt;" in json.dumps(post.args)
+    posted = json.dumps([p.args for p in slack.of("chat.postMessage") + slack.of("chat.update")])
+    sent = posted + command.text
+    assert posts and "<!channel>" not in sent and "<https://evil.example" not in sent
+    assert "&lt;!channel&gt; &lt;https://evil.example|click me&gt;" in posted
     assert "&lt;!channel&gt;" in command.text
