@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.integration]
 
 @pytest.fixture(scope="module")
 def gameday(lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GameDay]:
+    lab.reset()  # a healthy lab, whatever the tests before left it in: a game day starts from quiet
     day = GameDay(lab, tmp_path_factory.mktemp("gameday"))
     try:
         day.start().quiet()
