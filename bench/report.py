@@ -31,15 +31,20 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from opsbot.report.history import AlertRow, History, ProbeRow  # noqa: E402
 from opsbot.report.prom import WeekData  # noqa: E402
 from opsbot.report.render import render  # noqa: E402
-from opsbot.report.status import build_status, compose_status, current_state, load_context  # noqa: E402
+from opsbot.report.status import (  # noqa: E402
+    build_status,
+    compose_status,
+    current_state,
+    load_context,
+)
 from opsbot.report.week import parse_week, zone  # noqa: E402
 from opsbot.report.weekly import build_weekly, compose_weekly  # noqa: E402
 from opsbot.settings import Settings  # noqa: E402
 from opsbot.store import Store  # noqa: E402
 from opsbot.store.models import Action, Decision, Finding, Note, Probe  # noqa: E402
+from opsbot.store.periods import AlertRow, History, ProbeRow  # noqa: E402
 from opsbot.store.store import compress_bundle  # noqa: E402
 from tests.reportseed import CLUSTER, QUEUE, WEDGED, bundle_at  # noqa: E402
 

@@ -52,6 +52,7 @@ class Run:
     recovery_s: float | None = None  # (d) the approved restart verified the role healthy
     resolved_s: float | None = None  # the alerts resolved and the incident closed
     named: str | None = None  # the class the first incident message named
+    plan_id: str | None = None  # the restart plan the approver clicked
     restart_offered: bool = False
     messages: int = 0  # top-level Slack messages for the incident (must be 1)
     probes_at_message: int = 0  # alert-triggered probes from the break to the message
@@ -238,6 +239,7 @@ class GameDay:
         plan = _restart_plan(message["blocks"])
         run.restart_offered = plan is not None
         if plan is not None:
+            run.plan_id = plan
             self.click_restart(message["ts"], plan)
             action = wait(f"{incident}: the approved restart finishing", lambda: _done(self.store.action(plan)),
                           timeout + self.lab.settings.verify_deadline_s, 0.2)

@@ -9,7 +9,6 @@ from datetime import datetime, timedelta, timezone
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from opsbot.report.history import History, ProbeRow
 from opsbot.report.model import (
     CriticalContext,
     CurrentState,
@@ -24,6 +23,7 @@ from opsbot.report.render import SLACK_BLOCKS_LIMIT, change, number, render
 from opsbot.report.status import notes_from
 from opsbot.report.week import parse_week, zone
 from opsbot.report.weekly import episodes, figures, missing_lines
+from opsbot.store.periods import History, ProbeRow
 
 T0 = datetime(2026, 11, 23, tzinfo=timezone.utc)
 

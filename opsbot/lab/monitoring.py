@@ -109,6 +109,7 @@ class Monitoring:
         self.plan = plan
         self.urls = urls(service_port_base)
         self.base = service_port_base
+        self._started: dict[str, subprocess.Popen[bytes]] = {}
 
     @property
     def state_file(self) -> Path:
@@ -182,11 +183,12 @@ class Monitoring:
         with open(self.dir / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         (self.dir / f"{name}.pid").write_text(str(proc.pid))
+        self._started[name] = proc
 
     def _wait_ready(self, name: str, url: str, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._pid(name) is None:
+            if self._exited(name):
                 raise MonitoringError(f"{name} exited: {self._log_tail(name)}")
             try:
                 with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
@@ -196,6 +198,12 @@ class Monitoring:
                 pass
             time.sleep(0.2)
         raise MonitoringError(f"{name} not ready in {timeout:.0f} s: {self._log_tail(name)}")
+
+    def _exited(self, name: str) -> bool:
+        """A server this object started has exited (its exit status, not a look at /proc, which can
+        race the new process); one it found running is judged by its pid file."""
+        proc = self._started.get(name)
+        return proc.poll() is not None if proc is not None else self._pid(name) is None
 
     def _log_tail(self, name: str) -> str:
         try:

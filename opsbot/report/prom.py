@@ -16,7 +16,14 @@ import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
-from opsbot.parse.metricnames import ITL, QUEUE_REQS, REALTIME_TOKENS, TOKEN_USAGE, TTFT, exposed
+from opsbot.parse.metricnames import (
+    ITL,
+    QUEUE_REQS,
+    REALTIME_TOKENS,
+    TOKEN_USAGE,
+    TTFT,
+    exposed,
+)
 from opsbot.report.week import Week
 
 # ``_M`` marks where the deployment's job matcher goes (see ``promql``).

@@ -10,7 +10,6 @@ from typing import Any
 from opsbot.bundle import Bundle
 from opsbot.contracts import severity_rank
 from opsbot.report.current import current_from_bundle
-from opsbot.report.history import History, last_report_at, latest_probe, load_history
 from opsbot.report.model import (
     ActionEntry,
     CriticalContext,
@@ -23,6 +22,7 @@ from opsbot.report.model import (
 )
 from opsbot.settings import Settings
 from opsbot.store import Store
+from opsbot.store.periods import History
 from serving.spec import DeploymentSpec, load_spec
 
 DEFAULT_PERIOD = timedelta(days=7)
@@ -134,7 +134,7 @@ def current_state(store: Store, bundle: Bundle | None, now: datetime, cluster: s
     role_gpus = {rc.role: rc.gpus for rc in context.roles} if context else None
     if bundle is not None:
         return current_from_bundle(bundle, now=now, fresh=True, incidents=incidents, role_gpus=role_gpus)
-    row = latest_probe(store, cluster)
+    row = store.latest_probe(cluster)
     if row is None:
         return CurrentState(cluster=cluster, missing="no probe stored yet: run `opsbot status --probe --save`")
     return current_from_bundle(store.load_bundle(row.id), now=now, fresh=now - row.started_at < _FRESH,
@@ -145,8 +145,8 @@ def build_status(store: Store, bundle: Bundle | None, settings: Settings, spec: 
                  now: datetime | None = None, incidents: list[str] | None = None) -> StatusReport:
     """Everything since the last saved status report (or the last 7 days), as one ``StatusReport``."""
     now = now or datetime.now(timezone.utc)
-    since = last_report_at(store, "status") or now - DEFAULT_PERIOD
-    history = load_history(store, since, now, cluster=settings.cluster, notes_since=now - OPEN_ITEMS_WINDOW)
+    since = store.last_report_at("status") or now - DEFAULT_PERIOD
+    history = store.period_history(since, now, cluster=settings.cluster, notes_since=now - OPEN_ITEMS_WINDOW)
     context = load_context(settings, spec)
     current = current_state(store, bundle, now, settings.cluster, incidents=incidents, context=context)
     context = with_observed_index_keys(context, current)

@@ -16,15 +16,20 @@ from typing import Any
 
 from opsbot.bundle import Bundle
 from opsbot.report.charts import weekly_charts
-from opsbot.report.history import History, load_history
 from opsbot.report.model import Durations, Figure, WeeklyReport
 from opsbot.report.prom import FIGURES, WeekData, fetch_week
 from opsbot.report.recall import recall_chart, recall_days, recall_failures
-from opsbot.report.status import (OPEN_ITEMS_WINDOW, compose_status, current_state, load_context,
-                                  with_observed_index_keys)
+from opsbot.report.status import (
+    OPEN_ITEMS_WINDOW,
+    compose_status,
+    current_state,
+    load_context,
+    with_observed_index_keys,
+)
 from opsbot.report.week import Week, check_over, last_complete_week, parse_week, zone
 from opsbot.settings import Settings
 from opsbot.store import Store
+from opsbot.store.periods import History
 from opsbot.store.store import RecallRun
 from serving.spec import DeploymentSpec
 
@@ -167,7 +172,7 @@ async def build_weekly(store: Store, prom_url: str | None, week: Week | str | No
     else:
         reason = "no Prometheus configured (set OPSBOT_PROMETHEUS_URL)"
         this, prev = WeekData(missing={q.key: reason for q in FIGURES}), WeekData()
-    history = await asyncio.to_thread(load_history, store, before.start, week.end, cluster=settings.cluster,
+    history = await asyncio.to_thread(store.period_history, before.start, week.end, cluster=settings.cluster,
                                       notes_since=week.end - OPEN_ITEMS_WINDOW)
     current = await asyncio.to_thread(current_state, store, bundle, now, settings.cluster, context=context)
     context = with_observed_index_keys(context, current)

@@ -1,0 +1,155 @@
+"""Guarded actions (record stage): plans, approvals, state transitions and role locks."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from opsbot.store.audit import audit_row
+from opsbot.store.models import (
+    Action,
+    Approval,
+    RoleLock,
+    now,
+)
+
+
+@dataclass(frozen=True)
+class LockHeld:
+    """Why a lock could not be taken: who holds it and until when."""
+
+    holder: str
+    action_id: str
+    expires_at: datetime
+
+
+class ActionRecords:
+    """Actions, approvals and role locks. Mixed into ``Store`` (it needs ``write`` and ``read``)."""
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def create_action(self, *, kind: str, cluster: str, role: str, plan: dict[str, Any], reason: str | None,
+                      requested_by: str, surface: str, ttl: timedelta, plan_key: str | None = None) -> Action:
+        """A new ``planned`` action; with ``plan_key``, the one already planned under that key if there is one."""
+        if plan_key is not None:
+            existing = self.read(lambda s: s.scalars(select(Action).where(Action.plan_key == plan_key)).first())
+            if existing is not None:
+                return existing
+
+        def _add(s: Session) -> Action:
+            row = Action(id=uuid.uuid4().hex[:12], kind=kind, cluster=cluster, role=role, state="planned",
+                         plan=plan, reason=reason, requested_by=requested_by, surface=surface,
+                         expires_at=now() + ttl, plan_key=plan_key)
+            s.add(row)
+            s.add(audit_row(requested_by, surface, f"{kind} planned", {"action": row.id, "reason": reason},
+                             cluster, role))
+            return row
+
+        try:
+            return self.write(_add, "create action")
+        except IntegrityError:  # another instance planned it between our read and our write
+            if plan_key is None:
+                raise
+            return self.read(lambda s: s.scalars(select(Action).where(Action.plan_key == plan_key)).one())
+
+    def action(self, action_id: str) -> Action:
+        row = self.read(lambda s: s.get(Action, action_id))
+        if row is None:
+            raise KeyError(f"no action {action_id!r}; see `opsbot actions list`")
+        return row
+
+    def actions(self, *, state: str | None = None, cluster: str | None = None, role: str | None = None,
+                since: datetime | None = None, limit: int = 100) -> list[Action]:
+        q = select(Action).order_by(Action.created_at.desc()).limit(limit)
+        if state:
+            q = q.where(Action.state == state)
+        if cluster:
+            q = q.where(Action.cluster == cluster)
+        if role:
+            q = q.where(Action.role == role)
+        if since:
+            q = q.where(Action.created_at >= since)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    def transition(self, action_id: str, from_states: tuple[str, ...], to_state: str, *, actor: str, surface: str,
+                   what: str, audit_detail: dict[str, Any] | None = None, **values: Any) -> Action | None:
+        """Compare-and-set the action's state (and other columns) with its audit entry; None if the state moved."""
+
+        def _go(s: Session) -> Action | None:
+            res = s.execute(update(Action).where(Action.id == action_id, Action.state.in_(from_states))
+                            .values(state=to_state, **values))
+            if res.rowcount != 1:  # type: ignore[attr-defined]
+                return None
+            row = s.get(Action, action_id)
+            assert row is not None
+            s.refresh(row)
+            s.add(audit_row(actor, surface, what, {"action": action_id, **(audit_detail or {})}, row.cluster, row.role))
+            return row
+
+        return self.write(_go, f"action {to_state}")
+
+    def approve_action(self, action_id: str, approver: str, surface: str, ttl: timedelta) -> Action | None:
+        """planned → approved with an approval row, if still planned and not expired; None otherwise."""
+        at = now()
+
+        def _go(s: Session) -> Action | None:
+            res = s.execute(update(Action).where(Action.id == action_id, Action.state == "planned",
+                                                 Action.expires_at > at)
+                            .values(state="approved", approved_by=approver, approved_surface=surface,
+                                    approved_at=at, expires_at=at + ttl))
+            if res.rowcount != 1:  # type: ignore[attr-defined]
+                return None
+            row = s.get(Action, action_id)
+            assert row is not None
+            s.refresh(row)
+            s.add(Approval(action_id=action_id, approver=approver, surface=surface, at=at, expires_at=at + ttl))
+            s.add(audit_row(approver, surface, f"{row.kind} approved", {"action": action_id}, row.cluster, row.role))
+            return row
+
+        return self.write(_go, "approve action")
+
+    def approvals(self, action_id: str) -> list[Approval]:
+        return list(self.read(lambda s: s.scalars(select(Approval).where(Approval.action_id == action_id)).all()))
+
+    def restarts_since(self, cluster: str, since: datetime, role: str | None = None) -> list[Action]:
+        """Restarts that were executed (whatever their outcome) since ``since``: the cooldown and budget."""
+        q = (select(Action).where(Action.cluster == cluster, Action.kind == "restart",
+                                  Action.state.in_(("executing", "succeeded", "failed")), Action.started_at >= since)
+             .order_by(Action.started_at))
+        if role:
+            q = q.where(Action.role == role)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    # -- role locks ---------------------------------------------------------------------------
+
+    def take_lock(self, cluster: str, role: str, action_id: str, holder: str, ttl: timedelta) -> LockHeld | None:
+        """Take the role's lock (None) or say who holds it; an expired lock is taken over."""
+        at = now()
+
+        def _take(s: Session) -> None:
+            s.execute(delete(RoleLock).where(RoleLock.cluster == cluster, RoleLock.role == role,
+                                             RoleLock.expires_at < at))
+            s.add(RoleLock(cluster=cluster, role=role, action_id=action_id, holder=holder, acquired_at=at,
+                           expires_at=at + ttl))
+
+        try:
+            self.write(_take, "take lock")
+            return None
+        except IntegrityError:
+            held = self.read(lambda s: s.get(RoleLock, (cluster, role)))
+            if held is None:  # released between our insert and this read: try once more
+                return self.take_lock(cluster, role, action_id, holder, ttl)
+            return LockHeld(held.holder, held.action_id, held.expires_at)
+
+    def release_lock(self, cluster: str, role: str, action_id: str) -> None:
+        self.write(lambda s: s.execute(delete(RoleLock).where(
+            RoleLock.cluster == cluster, RoleLock.role == role, RoleLock.action_id == action_id)), "release lock")
+
+    def locks(self, cluster: str) -> list[RoleLock]:
+        return list(self.read(lambda s: s.scalars(select(RoleLock).where(RoleLock.cluster == cluster)).all()))

@@ -1,0 +1,185 @@
+"""Alerts from Alertmanager (record stage): kept before the 200, claimed by a live instance, and the Slack threads they open."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from opsbot.store.models import (
+    Alert,
+    Instance,
+    SlackSignature,
+    SlackThread,
+    now,
+)
+
+ALERT_CHUNK = 500
+
+
+@dataclass
+class AlertIn:
+    """One alert to keep; ``dedup_key`` is fingerprint, status and start time."""
+
+    fingerprint: str
+    status: str
+    labels: dict[str, Any]
+    annotations: dict[str, Any] = field(default_factory=dict)
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    group_key: str | None = None
+    cluster: str | None = None
+    role: str | None = None
+
+    @property
+    def dedup_key(self) -> str:
+        start = self.starts_at.isoformat() if self.starts_at else ""
+        return f"{self.fingerprint}:{self.status}:{start}"
+
+
+class AlertRecords:
+    """Alerts, their claims and probe failures, and Slack alert threads and signatures. Mixed into ``Store`` (it needs ``write`` and ``read``)."""
+
+    # -- alerts -----------------------------------------------------------------------------
+
+    def save_alert(self, alert: AlertIn) -> tuple[int, bool]:
+        """Keep an alert; (row id, True) when new, (existing id, False) when a duplicate."""
+        return self.save_alerts([alert])[0]
+
+    def save_alerts(self, alerts: Iterable[AlertIn], claimer: str | None = None) -> list[tuple[int, bool]]:
+        """Keep one notification's alerts in one transaction (all or none); duplicates by key stay single.
+
+        ``claimer`` marks the new rows as being probed by that instance (see ``claim_unprocessed``).
+        """
+        alerts = list(alerts)
+        if not alerts:
+            return []
+        at = now()
+        rows: dict[str, dict[str, Any]] = {}
+        for a in alerts:  # the first of a repeated key in one notification is the one kept
+            rows.setdefault(a.dedup_key, dict(
+                dedup_key=a.dedup_key, fingerprint=a.fingerprint, status=a.status,
+                alertname=a.labels.get("alertname"), cluster=a.cluster, role=a.role, group_key=a.group_key,
+                labels=a.labels, annotations=a.annotations, starts_at=a.starts_at, ends_at=a.ends_at,
+                received_at=at, claimed_by=claimer, claimed_at=at if claimer else None,
+            ))
+        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        # one statement for every row (executemany with RETURNING: SQLAlchemy's insertmanyvalues), compiled
+        # once and cached; a multi-row VALUES would be compiled afresh for every row count
+        stmt = insert(Alert.__table__).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(
+            Alert.__table__.c.dedup_key)
+        values, keys = list(rows.values()), list(rows)
+
+        def _save(s: Session) -> list[tuple[int, bool]]:
+            fresh = set(s.scalars(stmt, values).all())
+            ids: dict[str, int] = {}
+            for i in range(0, len(keys), ALERT_CHUNK):  # keeps each IN under SQLite's bound-parameter limit
+                ids.update(s.execute(select(Alert.dedup_key, Alert.id)
+                                     .where(Alert.dedup_key.in_(keys[i:i + ALERT_CHUNK]))).all())
+            seen: set[str] = set()
+            out = []
+            for a in alerts:
+                key = a.dedup_key
+                out.append((ids[key], key in fresh and key not in seen))
+                seen.add(key)
+            return out
+
+        return self.write(_save, "save alerts")
+
+    def link_alert_probe(self, alert_ids: list[int], probe_id: str) -> None:
+        self.write(lambda s: s.execute(update(Alert).where(Alert.id.in_(alert_ids)).values(probe_id=probe_id)))
+
+    def alerts(self, *, since: datetime | None = None, limit: int = 1000) -> list[Alert]:
+        q = select(Alert).order_by(Alert.received_at.desc()).limit(limit)
+        if since:
+            q = q.where(Alert.received_at >= since)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    def count_alerts(self) -> int:
+        return self.read(lambda s: s.scalar(select(func.count()).select_from(Alert)) or 0)
+
+    def claim_unprocessed(self, claimer: str, *, lease: timedelta, retry_after: timedelta = timedelta(0),
+                          limit: int = 10_000) -> list[Alert]:
+        """Claim the alerts no probe has handled (compare-and-set): each goes to exactly one instance.
+
+        Free to claim: alerts nobody holds (a failed probe's, once ``retry_after`` has passed since it
+        failed) and alerts held by a dead instance (no heartbeat within ``lease``: see ``Instance``).
+        Skipped: alerts given up on (``probe_failed_at``), and those a live instance or ``claimer`` holds.
+        """
+        at = now()
+        open_ = (Alert.probe_id.is_(None), Alert.probe_failed_at.is_(None))
+        live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
+        free = ((Alert.claimed_by.is_(None) & (Alert.claimed_at.is_(None) | (Alert.claimed_at <= at - retry_after)))
+                | ((Alert.claimed_by != claimer) & Alert.claimed_by.not_in(live)))
+
+        def _claim(s: Session) -> list[Alert]:
+            ids = list(s.scalars(select(Alert.id).where(*open_, free).order_by(Alert.id).limit(limit)).all())
+            if not ids:
+                return []
+            # the WHERE is checked again row by row: a concurrent claimer's rows are left alone
+            s.execute(update(Alert).where(Alert.id.in_(ids), *open_, free).values(claimed_by=claimer, claimed_at=at))
+            return list(s.scalars(select(Alert).where(Alert.id.in_(ids), Alert.claimed_by == claimer,
+                                                      Alert.claimed_at == at).order_by(Alert.id)).all())
+
+        return self.write(_claim, "claim alerts")
+
+    def alert_probe_failed(self, alert_ids: list[int], error: str, *, max_attempts: int, final: bool = False) -> None:
+        """Record a probe that could not run; after ``max_attempts`` (or a ``final`` error) it is given up on."""
+        at = now()
+
+        def _fail(s: Session) -> None:
+            for row in s.scalars(select(Alert).where(Alert.id.in_(alert_ids))).all():
+                row.probe_error = error[:2000]
+                row.probe_attempts = (row.probe_attempts or 0) + 1
+                if final or row.probe_attempts >= max_attempts:
+                    row.probe_failed_at = at
+                row.claimed_by, row.claimed_at = None, at  # released: retried after a delay, unless given up on
+
+        self.write(_fail, "record alert probe failure")
+
+    def failed_alerts(self, *, since: datetime | None = None, limit: int = 100) -> list[Alert]:
+        """Alerts given up on: their probe could never run (the error says why)."""
+        q = select(Alert).where(Alert.probe_failed_at.is_not(None)).order_by(Alert.probe_failed_at.desc()).limit(limit)
+        if since:
+            q = q.where(Alert.probe_failed_at >= since)
+        return list(self.read(lambda s: s.scalars(q).all()))
+
+    # -- Slack alert threads -----------------------------------------------------------------
+
+    def slack_thread(self, group_key: str) -> SlackThread | None:
+        return self.read(lambda s: s.get(SlackThread, group_key))
+
+    def save_slack_thread(self, group_key: str, channel: str, ts: str, state: str) -> SlackThread:
+        """Remember (or update the state of) an alert group's thread; the first thread of a group is kept."""
+
+        def _save(s: Session) -> SlackThread:
+            row = s.get(SlackThread, group_key)
+            if row is None:
+                row = SlackThread(group_key=group_key, channel=channel, ts=ts, state=state)
+                s.add(row)
+            else:
+                row.state, row.updated_at = state, now()
+            return row
+
+        return self.write(_save, "save slack thread")
+
+    def first_use(self, signature: str, window: timedelta) -> bool:
+        """True the first time a Slack signature is seen within ``window`` (across instances); False for a replay."""
+        at = now()
+
+        def _use(s: Session) -> None:
+            s.execute(delete(SlackSignature).where(SlackSignature.seen_at < at - window))
+            s.add(SlackSignature(signature=signature, seen_at=at))
+
+        try:
+            self.write(_use, "record slack signature")
+        except IntegrityError:
+            return False
+        return True
