@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import jinja2
 import jinja2.sandbox
@@ -298,28 +298,8 @@ def compile_runbook(path: Path, pattern_names: set[str]) -> Runbook:
                 loc = (key,) if key == "summary" else (key, i)
                 problems.append(ConfigProblem(str(path), lines.line_of(loc), ".".join(map(str, loc)), f"template: {exc.message}"))
         templates.append(tuple(compiled))
-    remedy_conds: list[Condition | None] = []
-    for i, r in enumerate(spec.remedies):
-        try:
-            remedy_conds.append(Condition(r.when) if r.when else None)
-        except ConditionError as exc:
-            problems.append(ConfigProblem(str(path), lines.line_of(("remedies", i, "when")), f"remedies.{i}.when", str(exc)))
-            continue
-        for fact in remedy_conds[-1].facts if remedy_conds[-1] else ():
-            why = unknown_fact(fact, pattern_names)
-            if why:
-                problems.append(ConfigProblem(str(path), lines.line_of(("remedies", i, "when")), f"remedies.{i}.when", why))
-    decides: list[Condition | None] = []
-    for i, d in enumerate(spec.decide):
-        try:
-            decides.append(Condition(d.when) if d.when else None)
-        except ConditionError as exc:
-            problems.append(ConfigProblem(str(path), lines.line_of(("decide", i, "when")), f"decide.{i}.when", str(exc)))
-            continue
-        for fact in decides[-1].facts if decides[-1] else ():
-            why = unknown_fact(fact, pattern_names)
-            if why:
-                problems.append(ConfigProblem(str(path), lines.line_of(("decide", i, "when")), f"decide.{i}.when", why))
+    remedy_conds = _optional_conditions([r.when for r in spec.remedies], "remedies", path, lines, pattern_names, problems)
+    decides = _optional_conditions([d.when for d in spec.decide], "decide", path, lines, pattern_names, problems)
     if problems:
         raise ConfigError(problems)
     assert condition is not None
@@ -353,3 +333,21 @@ def load_runbooks(directory: Path = Path("runbooks")) -> RunbookSet:
         seen[rb.id] = path
         rs.runbooks.append(rb)
     return rs
+
+
+def _optional_conditions(whens: list[str | None], key: str, path: Path, lines: Any, pattern_names: set[str],
+                         problems: list[ConfigProblem]) -> list[Condition | None]:
+    """Compile each item's optional ``when`` (remedies, decide), listing bad CEL and unknown facts as problems."""
+    out: list[Condition | None] = []
+    for i, when in enumerate(whens):
+        where, loc = f"{key}.{i}.when", (key, i, "when")
+        try:
+            cond = Condition(when) if when else None
+        except ConditionError as exc:
+            problems.append(ConfigProblem(str(path), lines.line_of(loc), where, str(exc)))
+            continue
+        out.append(cond)
+        for fact in cond.facts if cond else ():
+            if why := unknown_fact(fact, pattern_names):
+                problems.append(ConfigProblem(str(path), lines.line_of(loc), where, why))
+    return out
