@@ -120,3 +120,47 @@ def test_weekly_block_kit_carries_the_figures():
     text = json.dumps(json.loads(render(report, "blocks")))
     assert "Time to first token p99: *7.06 s* (was 1.66 s; +325 % (worse))" in text
     assert "decode-wedged: 2" in text and "Missing: chart of itl_p99: slow" in text
+
+
+@dataclass
+class _IncidentRow:  # the store row's shape: what incident_records() reads
+    id: str
+    incident: str
+    cluster: str
+    roles: list[str]
+    first_seen: datetime
+    resolved_at: datetime | None
+    actions: list[str]
+
+    @property
+    def time_to_recovery_s(self) -> float | None:
+        return None if self.resolved_at is None else (self.resolved_at - self.first_seen).total_seconds()
+
+
+@dataclass
+class _Action:
+    id: str
+    kind: str
+    role: str
+    state: str
+    approved_by: str | None
+
+
+def test_weekly_lists_the_incident_records_with_recovery_and_actions():
+    from opsbot.report.weekly import incident_records
+
+    week = parse_week("2026-W48", zone("UTC"))
+    rows = [_IncidentRow("i2", "cuda-oom", "lab", ["decode", "router"], week.start + timedelta(days=2), None, []),
+            _IncidentRow("i1", "decode-wedged", "lab", ["decode"], week.start + timedelta(hours=3),
+                         week.start + timedelta(hours=3, seconds=27), ["a1"]),
+            _IncidentRow("i0", "role-down", "lab", ["decode"], week.start - timedelta(days=1), None, [])]
+    history = History(since=week.start - timedelta(days=7), until=week.end, incidents=rows,  # type: ignore[arg-type]
+                      actions=[_Action("a1", "restart", "decode", "succeeded", "slack:U0ALICE")])  # type: ignore[list-item]
+    records = incident_records(history, week)
+    assert [r.id for r in records] == ["i1", "i2"]  # the week's, oldest first
+    assert records[0].time_to_recovery_s == 27 and records[0].actions == ["restart decode: succeeded, approved by slack:U0ALICE"]
+    report = WeeklyReport(title="Weekly report 2026-W48", generated_at=T0, since=week.start, until=week.end,
+                          week="2026-W48", previous_week="2026-W47", incident_records=records)
+    md = render(report, "markdown")
+    assert "| decode-wedged | lab | decode |" in md and "27 s" in md and "still open" in md
+    assert "approved by slack:U0ALICE" in render(report, "html") and "cuda-oom" in render(report, "blocks")

@@ -142,6 +142,19 @@ class RecallFailure(BaseModel):
     errors: int = 0
 
 
+class IncidentRecord(BaseModel):
+    """One incident record of the week (the ``incidents`` table): its class, when, how long, what was done."""
+
+    id: str
+    incident: str
+    cluster: str
+    roles: list[str] = Field(default_factory=list)
+    first_seen: datetime
+    resolved_at: datetime | None = None
+    time_to_recovery_s: float | None = None
+    actions: list[str] = Field(default_factory=list, description="each action of the incident, in a line")
+
+
 class Durations(BaseModel):
     """Time to diagnosis / recovery over the incidents of a period, in seconds."""
 
@@ -179,6 +192,7 @@ class WeeklyReport(StatusReport):
     time_to_diagnosis: Durations = Field(default_factory=Durations)
     time_to_recovery: Durations = Field(default_factory=Durations)
     restarts_by_opsbot: int = 0
+    incident_records: list[IncidentRecord] = Field(default_factory=list, description="the week's incident records")
     missing: list[str] = Field(default_factory=list, description="figures that could not be had, and why")
     recall_days: list[RecallDay] = Field(default_factory=list, description="long-context recall per day")
     recall_failed: list[RecallFailure] = Field(default_factory=list, description="recall runs that failed")

@@ -16,7 +16,7 @@ from typing import Any
 
 from opsbot.bundle import Bundle
 from opsbot.report.charts import weekly_charts
-from opsbot.report.model import Durations, Figure, WeeklyReport
+from opsbot.report.model import Durations, Figure, IncidentRecord, WeeklyReport
 from opsbot.report.prom import FIGURES, WeekData, fetch_week
 from opsbot.report.recall import recall_chart, recall_days, recall_failures
 from opsbot.report.status import (
@@ -139,7 +139,25 @@ def compose_weekly(*, week: Week, now: datetime, history: History, this: WeekDat
         time_to_diagnosis=time_to_diagnosis(history, week),
         time_to_recovery=_durations(recovery_seconds(history, week, this_eps)),
         restarts_by_opsbot=sum(1 for a in week_history.actions if a.kind == "restart" and a.state in _EXECUTED),
+        incident_records=incident_records(history, week),
     )
+
+
+def incident_records(history: History, week: Week) -> list[IncidentRecord]:
+    """The incident records first seen in the week, oldest first, each with its actions in a line."""
+    actions = {a.id: a for a in history.actions}
+
+    def line(action_id: str) -> str:
+        a = actions.get(action_id)
+        if a is None:
+            return f"action {action_id}"
+        who = f", approved by {a.approved_by}" if a.approved_by else ""
+        return f"{a.kind} {a.role}: {a.state}{who}"
+
+    return [IncidentRecord(id=r.id, incident=r.incident, cluster=r.cluster, roles=list(r.roles), first_seen=r.first_seen,
+                           resolved_at=r.resolved_at, time_to_recovery_s=r.time_to_recovery_s,
+                           actions=[line(x) for x in r.actions])
+            for r in sorted(history.incidents, key=lambda r: r.first_seen) if _in(week, r.first_seen)]
 
 
 def recovery_seconds(history: History, week: Week, eps: list[Episode]) -> list[float]:
