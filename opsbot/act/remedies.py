@@ -1,7 +1,9 @@
 """The restarts a diagnosis asks for, planned once per probe and role (act): every trigger gets the same plans.
 
 The key ``probe:role`` is unique in the store, so planning the same probe again (another message
-showing it, another instance handling the same alert) returns the plan already made.
+showing it, another instance handling the same alert) returns the plan already made; and while a plan
+of a class's restart of a role waits or runs, a later probe naming the class again (another alert, the
+watchdog) gets that plan, not a second one: one plan per (incident, role, remedy) at a time.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from opsbot.contracts import Diagnosis
 from opsbot.inventory import Inventory
 from opsbot.settings import Settings
 from opsbot.store import Store
+from opsbot.store.models import now
 
 
 @dataclass
@@ -29,6 +32,10 @@ def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, prob
         for remedy in finding.remedies:
             if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role or remedy.role in out.plans:
                 continue
+            live = _live_plan(store, cluster, remedy.role, finding.incident)
+            if live is not None:
+                out.plans[remedy.role] = live
+                continue
             try:
                 action, _ = request_restart(store, inventory, [remedy.role], actor=actor, surface=surface,
                                             cluster=cluster, reason=f"{finding.incident} (probe {probe_id})",
@@ -38,3 +45,19 @@ def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, prob
                 continue
             out.plans[remedy.role] = action.id
     return out
+
+
+def _live_plan(store: Store, cluster: str, role: str, incident: str) -> str | None:
+    """A restart of ``role`` that runs (or is approved), or that was planned for ``incident`` and still waits
+    for approval (its id): a second plan beside it would only be refused by the lock or the cooldown."""
+    at = now()
+    for state in ("executing", "approved", "planned"):
+        for a in store.actions(state=state, cluster=cluster, limit=50):
+            roles = a.role.split(",")
+            if not any(r == role or r.startswith(f"{role}-") for r in roles):
+                continue
+            if state == "planned" and not (a.reason or "").startswith(f"{incident} ("):
+                continue  # a restart approved or running is the one for this role, whatever named it
+            if state != "planned" or a.expires_at > at:
+                return str(a.id)
+    return None
