@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 
 log = logging.getLogger(__name__)
 LIVE_ACTIONS = ("planned", "approved", "executing")
+AFTERMATH = timedelta(minutes=5)  # after our restart verified, what its stop caused may still be firing
 
 
 class IncidentNotifier(Protocol):
@@ -32,23 +34,25 @@ class Incidents:
         if self.notifier is not None:
             self.notifier.notify(incident_id)
 
-    async def sighted(self, result: Any, alerts: list[Any]) -> str | None:
-        """A probe triggered by firing alerts: open or join the incident its top finding names, and take
-        the restart the flow planned for that finding (unless one of the incident's is under way).
-        The incident id, or None."""
+    async def sighted(self, result: Any, alerts: list[Any], *, via: str | None = None) -> str | None:
+        """A probe triggered by firing alerts (or by the watchdog, ``via`` saying why): open or join the
+        incident its top finding names, and take the restart the flow planned for that finding (unless one
+        of the incident's is under way). The incident id, or None."""
         from opsbot.store import Sighting
 
         findings = result.diagnosis.findings
         if not findings:
             return None
         f = findings[0]  # diagnose orders them, most likely first
+        into, caused_by = await self.db(self.home, result.bundle.cluster, f.incident, list(f.roles))
         sighting = Sighting(
             cluster=result.bundle.cluster, incident=f.incident, severity=str(f.severity), roles=list(f.roles),
             title=f.title, summary=f.summary, confidence=f.confidence, probe_id=str(result.probe_id),
             alert_ids=[a.id for a in alerts], fingerprints=sorted({a.fingerprint for a in alerts}),
-            alertnames=sorted({a.labels.get("alertname", "alert") for a in alerts}))
+            alertnames=sorted({a.labels.get("alertname", "alert") for a in alerts}), via=via,
+            into=into, caused_by=caused_by)
         row, opened = await self.db(self.store.record_sighting, sighting)
-        for remedy in f.remedies:
+        for remedy in [] if caused_by else f.remedies:
             if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role:
                 continue
             action_id = result.plans.get(remedy.role)
@@ -61,6 +65,45 @@ class Incidents:
                               f"approval asked: restart {remedy.role} (plan {action_id})", action_id, action_id=action_id)
         self._tell(row.id)
         return str(row.id)
+
+    def home(self, cluster: str, incident: str, roles: list[str]) -> tuple[str | None, str | None]:
+        """Where a sighting of ``incident`` on ``roles`` goes when no incident of its class is open (runs in a
+        thread): (id, why) of the open incident whose restart (running, or verified in the last minutes)
+        caused it, as a role being down explains it; else (id, why) of the open incident whose class explains
+        ``incident`` (an effect of a cause already named); else (id, None) of the open incident whose class
+        ``incident`` explains (the cause named later); else (None, None): its own incident."""
+        rows = self.store.incidents(cluster=cluster, state="open", limit=200)
+        if any(r.incident == incident for r in rows):
+            return None, None
+        at = datetime.now(timezone.utc)
+        for r in rows:
+            for a in (self.store.action(x) for x in r.actions):
+                restarted = set(a.role.split(",")) & set(roles)
+                ours = a.state in ("approved", "executing") or (
+                    a.state == "succeeded" and a.finished_at is not None and at - a.finished_at < AFTERMATH)
+                if ours and (explains("role-down", incident, bool(restarted)) or (incident == "role-down" and restarted)):
+                    return r.id, f"caused by our restart of {a.role} ({a.id}, {a.state})"
+        for r in rows:
+            shared = bool(set(r.roles) & set(roles))
+            if explains(r.incident, incident, shared):
+                return r.id, f"explained by {r.incident}"
+            if explains(incident, r.incident, shared):
+                return r.id, None
+        return None, None
+
+    async def watched(self, result: Any, why: str) -> list[str]:
+        """A watchdog probe while the alert chain is down (``why``): its top finding opens or joins an incident
+        as an alert's probe would; the incidents the watchdog sighted whose class this probe no longer finds
+        (nor explains) close, since no resolved alert will come to close them. The incidents changed."""
+        changed = [i for i in [await self.sighted(result, [], via=why)] if i]
+        seen = {f.incident for f in result.diagnosis.findings}
+        seen |= {e.split(" on ")[0] for f in result.diagnosis.findings for e in f.explains}
+        cluster = result.bundle.cluster
+        hold = frozenset(await self.db(self._restarting, cluster))
+        for row in await self.db(self.store.clear_watched, cluster, seen, str(result.probe_id), hold=hold):
+            self._tell(row.id)
+            changed.append(row.id)
+        return changed
 
     async def _restart_under_way(self, row: Any, role: str) -> bool:
         for action_id in row.actions:
@@ -94,3 +137,11 @@ class Incidents:
         if (await self.db(self.store.action, action_id)).state not in LIVE_ACTIONS:
             await self.db(self.store.close_if_quiet, row.id)
         self._tell(row.id)
+
+
+def explains(cause: str, effect: str, shared_role: bool) -> bool:
+    """Whether the runbook of ``cause`` accounts for a finding of ``effect`` (diagnose's ``explains``)."""
+    from opsbot.diagnose.evaluate import default_runbooks
+
+    runbook = next((r for r in default_runbooks().runbooks if r.id == cause), None)
+    return runbook is not None and runbook.explains(effect, shared_role)

@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     instance_heartbeat_s: float = Field(1.0, gt=0, description="how often this instance renews its lease and sweeps")
     instance_lease_s: float = Field(
         5.0, gt=0, description="an instance silent this long is dead: a live one takes over the alerts it claimed")
+    chain_watch_s: float = Field(
+        30.0, ge=0, description="while Prometheus or Alertmanager does not answer, opsbot probes every role itself "
+        "this often (one instance per interval); 0: off")
     clock_skew_warn_s: float = Field(
         5.0, gt=0, description="warn when this host's clock and PostgreSQL's differ by more than this")
     slack_bot_token: str | None = Field(None, description="xoxb- token; Slack is off without it")

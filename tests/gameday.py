@@ -127,7 +127,7 @@ class GameDay:
             "OPSBOT_SLACK_BOT_TOKEN": "xoxb-gameday", "OPSBOT_SLACK_SIGNING_SECRET": SIGNING_SECRET,
             "OPSBOT_SLACK_API_URL": self.slack.recorder.url, "OPSBOT_SLACK_ALERT_CHANNEL": CHANNEL,
             "OPSBOT_SLACK_APPROVERS": json.dumps([APPROVER]), "OPSBOT_RESTART_COOLDOWN_S": "0",
-            "OPSBOT_RESTART_BUDGET": "1000", "OPSBOT_REPORT_TIMEZONE": "UTC",
+            "OPSBOT_RESTART_BUDGET": "1000", "OPSBOT_REPORT_TIMEZONE": "UTC", "OPSBOT_CHAIN_WATCH_S": "2",
         }
 
     def _serving(self) -> bool:

@@ -57,30 +57,37 @@ def test_break_alert_message_recover_resolve(gameday: GameDay, incident: str, re
 
 
 def test_alertmanager_and_prometheus_down(gameday: GameDay):
-    """Alertmanager down: the status page says so, and once it is back the firing alert still reaches
-    opsbot (Prometheus re-sends), the incident is recorded and probed; Prometheus down: said too."""
+    """Alertmanager down: the status page says so, and opsbot's watchdog probes by itself: the incident is
+    recorded, probed and posted without any alert, and closed by a later probe once healed; Prometheus
+    down: said too, and the watchdog runs again."""
     store = gameday.store
     assert store is not None
     gameday.take_down("alertmanager")
     try:
         table = gameday.integrations()
         assert "Alertmanager" in table and table.count("FAILING") == 1
+        assert wait("the watchdog probing", lambda: "probing every role" in (t := gameday.integrations()) and t, 20, 0.5)
         since = time.time()
         gameday.lab.break_class("decode-wedged")
-        wait("the alert firing with nowhere to go", lambda: [
-            a for a in gameday.prometheus_alerts() if a["state"] == "firing"
-            and a["labels"].get("incident") == "decode-wedged"], 60, 0.5)
-        assert not store.incidents(state="open")
+        row = wait("the incident recorded by the watchdog", lambda: next(
+            (r for r in store.incidents(state="open", incident="decode-wedged") if r.first_seen.timestamp() >= since),
+            None), 60, 0.5)
+        assert not row.alerts and row.probes and any(e["kind"] == "watchdog" for e in row.timeline)
+        probe = store.probes(limit=50)
+        assert next(p for p in probe if p.id == row.probes[0]).trigger_kind == "schedule"
+        assert wait("its message", lambda: gameday.messages(row.id), 30, 0.2)
+        gameday.lab.reset()  # healed while the chain is still down: the watchdog's next probe closes it
+        closed = wait("closed by a later watchdog probe", lambda: (r := store.incident(row.id)) is not None
+                      and r.state == "resolved" and r, 60, 0.5)
+        assert "no longer finds it" in closed.timeline[-2]["what"] and closed.time_to_recovery_s is not None
     finally:
         gameday.bring_back()
-    row = wait("the incident recorded once Alertmanager is back", lambda: next(
-        (r for r in store.incidents(state="open", incident="decode-wedged") if r.first_seen.timestamp() >= since),
-        None), 60, 0.5)
-    assert row.probes and wait("its message", lambda: gameday.messages(row.id), 30, 0.2)
     gameday.take_down("prometheus")
     try:
         table = gameday.integrations()
         assert "Prometheus" in table and "FAILING" in table and "not answering" in table
+        assert "failing: Prometheus" in wait("the watchdog probing again",
+                                             lambda: "probing every role" in (t := gameday.integrations()) and t, 20, 0.5)
     finally:
         gameday.bring_back()
         gameday.quiet()

@@ -80,3 +80,84 @@ def test_slack_message_claimed_once(database_url):
         assert s.incident(row.id).slack_state == "posted"
         s.slack_updated(row.id, 2)
         assert s.slack_failing() == []
+
+
+def test_watchdog_sightings_open_join_and_clear(database_url):
+    """While the alert chain is down the watchdog's probes open incidents without alerts; a later probe
+    that no longer finds (nor explains) the class closes them, unless a restart of theirs runs."""
+    from dataclasses import replace
+
+    with Store(database_url) as s:
+        alerted, _ = s.record_sighting(sighting("p0", alerts=[1], fps=["fa"], names=["SGLangDecodeNoProgress"],
+                                                incident="prefill-queue-saturation"))
+        row, opened = s.record_sighting(replace(sighting("p1"), via="Alertmanager not answering"))
+        assert opened and not row.alerts and [e["kind"] for e in row.timeline] == ["opened", "watchdog"]
+        again, opened = s.record_sighting(replace(sighting("p2"), via="Alertmanager not answering"))
+        assert not opened and again.timeline[-1]["kind"] == "watchdog" and "names it again" in again.timeline[-1]["what"]
+        assert [r.id for r in s.watched("lab")] == [row.id]
+        assert s.clear_watched("lab", {"decode-wedged"}, "p3") == []  # still found
+        assert s.clear_watched("lab", set(), "p4", hold=frozenset({row.id})) == []  # its restart runs
+        (closed,) = s.clear_watched("lab", set(), "p5")  # the alerted incident the watchdog never sighted stays
+        assert closed.id == row.id and closed.state == "resolved" and closed.probes[-1] == "p5"
+        assert "no longer finds it" in closed.timeline[-2]["what"] and s.watched("lab") == []
+        assert s.incident(alerted.id).state == "open"
+
+
+def test_sighting_caused_by_our_action_or_naming_the_cause(database_url):
+    """A sighting sent ``into`` another open incident: caused by its restart, it joins and leaves the class;
+    naming the cause, the incident takes the cause's class (and its open key)."""
+    from dataclasses import replace
+
+    with Store(database_url) as s:
+        row, _ = s.record_sighting(sighting("p1", alerts=[1], fps=["fa"], names=["SGLangDecodeNoProgress"]))
+        router = replace(sighting("p2", alerts=[2], fps=["fr"], names=["RouterNoHealthyWorkers"],
+                                  incident="router-no-healthy-workers"), roles=["router"])
+        joined, opened = s.record_sighting(replace(router, into=row.id, caused_by="caused by our restart of decode"))
+        assert not opened and joined.id == row.id and joined.incident == "decode-wedged" and joined.roles == ["decode"]
+        assert set(joined.firing) == {"fa", "fr"} and "caused by our restart" in joined.timeline[-1]["what"]
+        assert [r.incident for r in s.incidents(state="open")] == ["decode-wedged"]
+
+        first, _ = s.record_sighting(replace(router, probe_id="p3", alert_ids=[3], fingerprints=["fr2"]))
+        assert first.incident == "router-no-healthy-workers" and first.id != row.id
+        cause = replace(sighting("p4", alerts=[4], fps=["fo"], names=["SGLangRoleDown"], incident="cuda-oom"),
+                        into=first.id, title="CUDA out of memory")
+        named, opened = s.record_sighting(cause)
+        assert not opened and named.id == first.id and named.incident == "cuda-oom" and named.roles == ["decode", "router"]
+        assert "names the cause" in named.timeline[-1]["what"] and named.title == "CUDA out of memory"
+        again, opened = s.record_sighting(sighting("p5", incident="cuda-oom"))  # its open key moved with it
+        assert not opened and again.id == first.id
+
+
+def test_where_a_sighting_goes(database_url):
+    """``Incidents.home`` over the real runbooks: an alert our running or just verified restart caused goes to
+    the restart's incident; a class that explains an open incident's class takes that incident over."""
+    from dataclasses import replace
+
+    from opsbot.incidents import Incidents
+    from opsbot.store.models import now
+
+    with Store(database_url) as s:
+        flow_incidents = Incidents(s, None)  # type: ignore[arg-type]
+        row, _ = s.record_sighting(sighting("p1", alerts=[1], fps=["fa"], names=["SGLangDecodeNoProgress"]))
+        action = s.create_action(kind="restart", cluster="lab", role="decode", plan={}, reason="decode-wedged (probe p1)",
+                                 requested_by="alert", surface="alert", ttl=timedelta(minutes=15))
+        s.incident_event(row.id, "action", "approval asked", action_id=action.id)
+        assert flow_incidents.home("lab", "router-no-healthy-workers", ["router"]) == (None, None)  # only planned
+        s.transition(action.id, ("planned",), "executing", actor="t", surface="t", what="run")
+        into, why = flow_incidents.home("lab", "router-no-healthy-workers", ["router"])
+        assert into == row.id and why is not None and "our restart of decode" in why
+        assert flow_incidents.home("lab", "role-down", ["decode"])[0] == row.id
+        assert flow_incidents.home("lab", "role-down", ["prefill"]) == (None, None)  # not the role we restart
+        assert flow_incidents.home("lab", "prefill-queue-saturation", ["prefill"]) == (None, None)
+        assert flow_incidents.home("lab", "decode-wedged", ["decode"]) == (None, None)  # its own class is open
+        s.transition(action.id, ("executing",), "succeeded", actor="t", surface="t", what="ok",
+                     finished_at=now() - timedelta(minutes=10))
+        assert flow_incidents.home("lab", "router-no-healthy-workers", ["router"]) == (None, None)  # long verified
+
+        router, _ = s.record_sighting(replace(sighting("p2", incident="router-no-healthy-workers"), cluster="lab2",
+                                              roles=["router"]))
+        assert flow_incidents.home("lab2", "cuda-oom", ["decode"]) == (router.id, None)  # cuda-oom explains it
+        s.record_sighting(replace(sighting("p3", incident="cuda-oom"), cluster="lab2", into=router.id))
+        assert flow_incidents.home("lab2", "router-no-healthy-workers", ["router"]) == (
+            router.id, "explained by cuda-oom")  # the router's alert again: an effect, it joins the cause
+        assert flow_incidents.home("lab2", "prefill-queue-saturation", ["prefill"]) == (None, None)

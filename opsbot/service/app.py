@@ -15,6 +15,7 @@ from opsbot import __version__
 from opsbot.flow import Flow, InventoryUnavailable
 from opsbot.lab.monitoring import with_lab_monitoring
 from opsbot.service import api, pages
+from opsbot.service.chainwatch import ChainWatch
 from opsbot.service.intake import AlertIntake
 from opsbot.service.jobs import Jobs
 from opsbot.service.lease import Lease
@@ -87,6 +88,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
         await lease.start()
         app.state.scheduler = _start_reports(flow, slack)
         app.state.recall_scheduler = _start_recall(flow, slack)
+        app.state.chainwatch.start()
         socket = await slack.start_socket_mode() if slack else None
         try:
             yield
@@ -96,6 +98,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
             for scheduler in (app.state.scheduler, app.state.recall_scheduler):
                 if scheduler is not None:
                     scheduler.shutdown(wait=False)
+            await app.state.chainwatch.stop()
             await app.state.intake.close()
             await lease.stop()
             await app.state.jobs.close()
@@ -111,6 +114,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
     app.state.slack = None
     app.state.scheduler = None
     app.state.recall_scheduler = None
+    app.state.chainwatch = ChainWatch(flow)  # probes by itself while Prometheus or Alertmanager is down
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout_s=settings.body_read_timeout_s)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(InventoryUnavailable, inventory_unavailable)  # type: ignore[arg-type]

@@ -78,11 +78,15 @@ def slack_state(settings: Settings, store: object) -> Integration:
                        f"(incident {latest.id}): {latest.slack_error}")
 
 
-async def check(settings: Settings, store: object, db: object) -> list[Integration]:
-    """Prometheus, Alertmanager and Slack, checked concurrently; ``db`` runs a store call off the loop."""
-    prom, am = await asyncio.gather(
+async def alert_chain(settings: Settings) -> list[Integration]:
+    """Prometheus and Alertmanager, each asked ``/-/ready`` concurrently: the path an alert takes to opsbot."""
+    return list(await asyncio.gather(
         _ready("Prometheus", settings.prometheus_url, "OPSBOT_PROMETHEUS_URL"),
         _ready("Alertmanager", settings.alertmanager_url, "OPSBOT_ALERTMANAGER_URL"),
-    )
+    ))
+
+
+async def check(settings: Settings, store: object, db: object) -> list[Integration]:
+    """Prometheus, Alertmanager and Slack; ``db`` runs a store call off the loop."""
     slack = await db(slack_state, settings, store)  # type: ignore[operator]
-    return [prom, am, slack]
+    return [*await alert_chain(settings), slack]

@@ -55,6 +55,7 @@ async def status_page(request: Request) -> HTMLResponse:
     data.integrations, data.prometheus_alerts = await asyncio.gather(
         integrations.check(flow.settings, flow.store, flow.db),
         integrations.prometheus_alerts(flow.settings.prometheus_url))
+    data.integrations.append(await request.app.state.chainwatch.state(data.integrations))
     return templates.TemplateResponse(request, "status.html", {"d": data, "r": data.report})
 
 

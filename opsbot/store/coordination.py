@@ -81,3 +81,8 @@ class CoordinationRecords:
         self.write(lambda s: s.execute(
             update(JobRun).where(JobRun.job == job, JobRun.period == period).values(finished_at=now(), result=result)
         ))
+
+    def latest_run(self, job: str) -> JobRun | None:
+        """The newest claim of ``job`` (finished or not), e.g. the watchdog's last probe."""
+        q = select(JobRun).where(JobRun.job == job).order_by(JobRun.claimed_at.desc(), JobRun.id.desc()).limit(1)
+        return self.read(lambda s: s.scalars(q).first())

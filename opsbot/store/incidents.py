@@ -38,6 +38,12 @@ class Sighting:
     alert_ids: list[int] = field(default_factory=list)
     fingerprints: list[str] = field(default_factory=list)
     alertnames: list[str] = field(default_factory=list)
+    via: str | None = None  # the alert chain's watchdog probed (why: what in the chain does not answer)
+    into: str | None = None  # an open incident of another class this sighting belongs to (``Incidents.home``)
+    caused_by: str | None = None  # with ``into``: our action of that incident caused it (else: it names the cause)
+
+
+WATCHDOG = "watchdog"  # the timeline kind of the watchdog's sightings: the incidents it may close
 
 
 def _event(kind: str, what: str, ref: str | None = None, at: datetime | None = None) -> dict[str, Any]:
@@ -58,6 +64,11 @@ class IncidentRecords:
 
         def _join(session: Session) -> tuple[IncidentRow, bool] | None:
             row = session.scalar(select(IncidentRow).where(IncidentRow.open_key == key).with_for_update())
+            if row is None and s.into:
+                row = session.get(IncidentRow, s.into, with_for_update=True)
+                if row is not None and row.state == "open":
+                    return (_coalesce(row, s) if s.caused_by else _reclass(row, s, key)), False
+                row = None
             if row is None:
                 return None
             at = now()
@@ -65,6 +76,9 @@ class IncidentRecords:
                 s.fingerprints and not set(s.fingerprints) <= set(row.firing))
             what = (f"more alerts coalesced: {', '.join(s.alertnames)}" if more
                     else f"probe {s.probe_id} names it again")
+            kind = "alert" if more else "probe"
+            if s.via:
+                kind, what = WATCHDOG, f"watchdog ({s.via}): {what}"
             row.alerts = _merge(row.alerts, s.alert_ids)
             row.alertnames = _merge(row.alertnames, s.alertnames)
             row.firing = _merge(row.firing, s.fingerprints)
@@ -73,18 +87,21 @@ class IncidentRecords:
             row.confidence = max(row.confidence or 0.0, s.confidence or 0.0)
             row.summary = s.summary or row.summary
             row.last_seen = at
-            row.timeline = [*row.timeline, _event("alert" if more else "probe", what, s.probe_id, at)]
+            row.timeline = [*row.timeline, _event(kind, what, s.probe_id, at)]
             return row, False
 
         def _open(session: Session) -> tuple[IncidentRow, bool]:
             at = now()
             first = (f"{', '.join(s.alertnames)} fired; probe {s.probe_id} names {s.incident}" if s.alertnames
                      else f"probe {s.probe_id} names {s.incident}")
+            events = [_event("opened", first, s.probe_id, at)]
+            if s.via:
+                events.append(_event(WATCHDOG, f"opened by opsbot's watchdog: {s.via}", s.probe_id, at))
             row = IncidentRow(
                 id=uuid.uuid4().hex[:10], open_key=key, cluster=s.cluster, incident=s.incident, severity=s.severity,
                 roles=sorted(s.roles), title=s.title, summary=s.summary, confidence=s.confidence, state="open",
                 first_seen=at, last_seen=at, alerts=list(s.alert_ids), alertnames=list(s.alertnames),
-                firing=list(s.fingerprints), probes=[s.probe_id], actions=[], timeline=[_event("opened", first, s.probe_id, at)],
+                firing=list(s.fingerprints), probes=[s.probe_id], actions=[], timeline=events,
                 slack_attempts=0, slack_version=0)
             session.add(row)
             session.flush()
@@ -143,6 +160,32 @@ class IncidentRecords:
             return out
 
         return self.write(_go, "resolve incident alerts")
+
+    def watched(self, cluster: str | None = None) -> list[IncidentRow]:
+        """Open incidents the watchdog has sighted: its later probes close them when their class is gone."""
+        return [r for r in self.incidents(cluster=cluster, state="open", limit=500)
+                if any(e.get("kind") == WATCHDOG for e in r.timeline)]
+
+    def clear_watched(self, cluster: str, seen: set[str], probe_id: str, *,
+                      hold: frozenset[str] = frozenset()) -> list[IncidentRow]:
+        """A watchdog probe of the cluster found none of these incidents' classes (``seen``: the classes it
+        found or explained): they close, except the ``hold`` ones (a restart of theirs runs)."""
+
+        def _go(session: Session) -> list[IncidentRow]:
+            out = []
+            for row in session.scalars(select(IncidentRow).where(IncidentRow.cluster == cluster,
+                                                                 IncidentRow.state == "open").with_for_update()):
+                if row.incident in seen or row.id in hold or not any(e.get("kind") == WATCHDOG for e in row.timeline):
+                    continue
+                at = now()
+                row.probes = _merge(row.probes, [probe_id])
+                row.firing = []  # the alert chain is down: its alerts' state is unknown; the probe says it is gone
+                row.timeline = [*row.timeline, _event(WATCHDOG, f"watchdog probe {probe_id} no longer finds it",
+                                                      probe_id, at), _close(row, at)]
+                out.append(row)
+            return out
+
+        return self.write(_go, "watchdog clears incidents")
 
     def close_if_quiet(self, incident_id: str) -> IncidentRow | None:
         """Close the incident if none of its alerts fires any more (after a held restart ended); the row if closed."""
@@ -233,6 +276,40 @@ class IncidentRecords:
         q = select(IncidentRow).where(IncidentRow.slack_error.is_not(None)).order_by(
             IncidentRow.last_seen.desc()).limit(limit)
         return list(self.read(lambda s: s.scalars(q).all()))
+
+
+def _coalesce(row: IncidentRow, s: Sighting) -> IncidentRow:
+    """An alert our own action caused (the router losing the worker we restart) joins the action's incident,
+    which keeps its class and roles; its fingerprints hold the incident open until they resolve."""
+    at = now()
+    row.alerts = _merge(row.alerts, s.alert_ids)
+    row.alertnames = _merge(row.alertnames, s.alertnames)
+    row.firing = _merge(row.firing, s.fingerprints)
+    row.probes = _merge(row.probes, [s.probe_id])
+    row.last_seen = at
+    what = (f"{', '.join(s.alertnames) or 'a probe'}: {s.incident} on {', '.join(s.roles)}, "
+            f"{s.caused_by}; coalesced here")
+    row.timeline = [*row.timeline, _event("alert", what, s.probe_id, at)]
+    return row
+
+
+def _reclass(row: IncidentRow, s: Sighting, key: str) -> IncidentRow:
+    """A later probe names the cause of what the incident was opened as (cuda-oom behind the router's
+    no-healthy-workers): the incident takes the cause's class, the better explanation."""
+    at, was = now(), row.incident
+    row.incident, row.open_key, row.severity = s.incident, key, s.severity
+    row.title, row.summary = s.title, s.summary or row.summary
+    row.confidence = s.confidence
+    row.roles = sorted(set(row.roles) | set(s.roles))
+    row.alerts = _merge(row.alerts, s.alert_ids)
+    row.alertnames = _merge(row.alertnames, s.alertnames)
+    row.firing = _merge(row.firing, s.fingerprints)
+    row.probes = _merge(row.probes, [s.probe_id])
+    row.last_seen = at
+    row.timeline = [*row.timeline, _event("probe", f"probe {s.probe_id} names the cause: {s.incident} on "
+                                          f"{', '.join(s.roles)} explains {was}; the incident is now {s.incident}",
+                                          s.probe_id, at)]
+    return row
 
 
 def _close(row: IncidentRow, at: datetime) -> dict[str, Any]:
