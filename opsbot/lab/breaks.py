@@ -2,7 +2,8 @@
 stop) that produce it (pure data; ``Lab.break_class`` carries it out). For training and game days.
 
 ``until_restart`` marks the classes a restart fixes in production: the state clears at the role's
-next start, so a guarded restart really recovers the role.
+next start after a stop on purpose, so a guarded restart really recovers the role, while systemd's own
+restarts after the state killed the server (watchdog, NCCL) keep it: a crash loop until someone restarts.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ _ALL: dict[str, Break] = {
     "role-down": Break("decode", STOPPED, "decode's unit is stopped (nothing restarts it)"),
     "cuda-oom": Break("decode", "oom", "decode dies of CUDA out of memory a few seconds after start"),
     "kv-cache-exhausted": Break("decode", "retract-storm", "decode's KV cache is full; requests are retracted"),
-    "scheduler-watchdog": Break("decode", "watchdog", "a decode forward batch hangs; the watchdog kills the server"),
-    "nccl-failure": Break("decode", "nccl-timeout", "an NCCL collective times out on decode; the server dies"),
+    "scheduler-watchdog": Break("decode", "watchdog", "a decode forward batch hangs; the watchdog kills the server",
+                                until_restart=True),
+    "nccl-failure": Break("decode", "nccl-timeout", "an NCCL collective times out on decode; the server dies",
+                          until_restart=True),
     "gpu-fault": Break("decode", "gpu-fault", "one of decode's GPUs falls off the bus; decode hangs"),
     "router-no-healthy-workers": Break("router", "no-healthy-workers",
                                        "the router marks every worker unhealthy; clients get 503"),

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 from . import gpu, logfmt, recall
-from .control import DEFAULT_CRASH_MESSAGE, control_path, take_up_control
+from .control import DEFAULT_CRASH_MESSAGE, control_path, mark_stopped, take_up_control
 from .flags import parse_server
 from .gpu import TOTAL_MIB
 from .scheduler import CONTEXT_LEN, MAX_RUNNING, MAX_TOTAL_TOKENS, STALLED, TICK_S, VERSION, VERSIONS, Scheduler
@@ -385,6 +385,7 @@ def main(argv: list[str] | None = None) -> None:
 
     def on_term(signum, frame) -> None:
         logfmt.log(f"SIGTERM received. {signum=} {frame=}. Draining requests and shutting down...")
+        mark_stopped(control_file)
         gpu.release(role)
         os._exit(0)
 
