@@ -11,7 +11,7 @@ from typing import Literal
 from opsbot.bundle import GPU_QUERY, SYSTEMD_PROPERTIES
 
 
-def systemctl(verb: Literal["stop", "start", "restart", "enable", "is-active", "daemon-reload"],
+def systemctl(verb: Literal["stop", "start", "restart", "reset-failed", "enable", "is-active", "daemon-reload"],
               unit: str | None = None) -> list[str]:
     return ["systemctl", verb, *([unit] if unit else [])]
 

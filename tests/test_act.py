@@ -96,13 +96,15 @@ def store(database_url):
 def test_plan_is_stop_wait_for_gpu_release_start_verify(inventory, settings):
     plan = plan_restart(inventory, ["decode"], settings=settings)
     assert [(s.kind, s.role) for s in plan.steps] == [
-        ("stop", "decode"), ("wait-gpu-release", "decode"), ("start", "decode"), ("verify", "decode")]
+        ("stop", "decode"), ("wait-gpu-release", "decode"), ("reset-failed", "decode"), ("start", "decode"),
+        ("verify", "decode")]
     assert plan.steps[0].argv == ["systemctl", "stop", "sglang-dsv4-decode.service"]
     assert plan.steps[1].argv[0] == "nvidia-smi" and plan.steps[1].argv[-2:] == ["-i", "0,1"]
-    assert plan.steps[2].argv == ["systemctl", "start", "sglang-dsv4-decode.service"]
+    assert plan.steps[2].argv == ["systemctl", "reset-failed", "sglang-dsv4-decode.service"]
+    assert plan.steps[3].argv == ["systemctl", "start", "sglang-dsv4-decode.service"]
     assert "restart" not in [a for s in plan.steps for a in s.argv]  # never a blind restart
     router = plan_restart(inventory, ["router"], settings=settings)
-    assert [s.kind for s in router.steps] == ["stop", "start", "verify"]  # no GPUs, nothing to wait for
+    assert [s.kind for s in router.steps] == ["stop", "reset-failed", "start", "verify"]  # no GPUs, nothing to wait for
 
 
 def test_both_sides_of_the_pair_only_on_purpose(inventory, settings):

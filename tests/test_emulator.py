@@ -489,3 +489,27 @@ def test_smg_mode_speaks_smg_flags_metrics_and_log_lines(tmp_path, capsys) -> No
     out = capsys.readouterr().out
     assert " WARN smg::worker::worker: model_gateway/src/worker/worker.rs:1768: HTTP health check failed for " \
            "http://127.0.0.1:9/health" in out
+
+
+def test_kv_transfer_fail_until_restart_clears_when_prefill_restarts(tmp_path) -> None:
+    """kv-transfer-failure's remedy restarts prefill: decode's failing transfer sessions clear once its prefill
+    bootstrap server went away and came back (a restart), not while it keeps answering; a plain state stays."""
+    s = _sched(tmp_path, "decode")
+    time.sleep(0.01)
+    write_control(s.control_file, Control("kv-transfer-fail", until_restart=True))
+    _run(s, 0.2)
+    assert s.state == "kv-transfer-fail" and s.awaits_peer_restart()
+    s.peer_seen(True)
+    _run(s, 0.2)
+    assert s.state == "kv-transfer-fail", "prefill answering all along: not a restart"
+    s.peer_seen(False)  # prefill stopped ...
+    s.peer_seen(True)  # ... and started again
+    time.sleep(0.01)
+    _run(s, 0.2)
+    assert s.state == "healthy" and read_control(s.control_file) == Control()
+    write_control(s.control_file, Control("kv-transfer-fail"))  # injected without --until-restart: lasts
+    _run(s, 0.2)
+    s.peer_seen(False)
+    s.peer_seen(True)
+    _run(s, 0.2)
+    assert s.state == "kv-transfer-fail" and not s.awaits_peer_restart()

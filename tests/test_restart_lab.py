@@ -95,7 +95,7 @@ def test_wedged_decode_is_restarted_and_verified_then_cooldown_refuses(lab, sett
     assert pid_after != pid_before
     (decode,) = out.verification["roles"]
     assert decode["active_state"] == "active" and decode["health_status"] == 200 and decode["tokens_delta"] > 0
-    assert [s["kind"] for s in out.execution] == ["stop", "wait-gpu-release", "start"]
+    assert [s["kind"] for s in out.execution] == ["stop", "wait-gpu-release", "reset-failed", "start"]
     assert out.execution[1]["ok"] and "released" in out.execution[1]["detail"]
     evidence = store.load_bundle(out.evidence_probe_id)  # the pre-restart probe shows the wedge
     assert store.probes(role="decode", incident="decode-wedged")[0].id == out.evidence_probe_id

@@ -42,6 +42,9 @@ def plan_restart(inventory: Inventory, roles: list[str], *, cluster: str | None 
             steps.append(_step("wait-gpu-release", r, gpu_query(r.gpus),
                                f"repeat until GPUs {r.gpus} each use <= {settings.gpu_release_mib:g} MiB "
                                f"(at most {settings.gpu_release_timeout_s:g} s); the unit is not started otherwise"))
+    steps += [_step("reset-failed", r, systemctl("reset-failed", r.unit),
+                    "clear a failed state and the start-rate count (a unit that crash-looped past its "
+                    "StartLimitBurst refuses a plain start)") for r in start_order]
     steps += [_step("start", r, systemctl("start", r.unit), "start the unit") for r in start_order]
     steps += [_step("verify", r, unit_show(r.unit), _verify_note(r)) for r in start_order]
     checks = [

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-StepKind = Literal["stop", "wait-gpu-release", "start", "verify"]
+StepKind = Literal["stop", "wait-gpu-release", "reset-failed", "start", "verify"]
 
 
 class GuardRefused(RuntimeError):

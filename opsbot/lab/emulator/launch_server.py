@@ -349,6 +349,21 @@ def heartbeat(sched: Scheduler, url: str) -> None:
         time.sleep(interval)
 
 
+def watch_peer(sched: Scheduler, url: str, every_s: float = 0.5) -> None:
+    """Decode side, lab only: while a kv-transfer-fail waits for a restart, look at the prefill bootstrap
+    server every ``every_s`` (SGLang's heartbeat interval may miss a restart of a few seconds)."""
+    while True:
+        time.sleep(every_s)
+        if not sched.awaits_peer_restart():
+            continue
+        try:
+            with urllib.request.urlopen(url, timeout=1) as resp:
+                ok = resp.status == 200
+        except OSError:
+            ok = False
+        sched.peer_seen(ok)
+
+
 def serve(server: ThreadingHTTPServer) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
@@ -402,6 +417,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.disaggregation_mode == "decode":
         url = f"http://{sched.bootstrap_addr}/health"
         threading.Thread(target=heartbeat, args=(sched, url), daemon=True).start()
+        threading.Thread(target=watch_peer, args=(sched, url), daemon=True).start()
     if args.disaggregation_mode in ("prefill", "decode"):
         logfmt.log("Start of pd disaggregation warmup ...")
         time.sleep(0.5)

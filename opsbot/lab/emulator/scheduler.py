@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import logfmt
-from .control import read_control, take_up_control
+from .control import Control, read_control, take_up_control, write_control
 from .exposition import Registry
 
 VERSION = "0.5.23"
@@ -179,6 +179,7 @@ class Scheduler:
         self.new_token_ratio = 0.7
         self.warned: set[str] = set()
         self.connected = False  # decode: has reached the prefill bootstrap server at least once
+        self.peer_gone = False  # decode: the prefill bootstrap server stopped answering since last seen
         self.heartbeat_failures = 0
         self.prefill_lost = False
         self.pid = str(os.getpid())
@@ -373,6 +374,22 @@ class Scheduler:
         self._publish_prefill_gauges(0, 0.0)
 
     # decode ---------------------------------------------------------------------------------------
+
+    def awaits_peer_restart(self) -> bool:
+        """Decode's KV transfers fail until a restart: the broken transfer sessions are with prefill, so
+        prefill's restart (the remedy kv-transfer-failure offers) clears them, as decode's own does."""
+        return self.mode == "decode" and self.state == "kv-transfer-fail" and self.control.until_restart
+
+    def peer_seen(self, ok: bool) -> None:
+        """Whether the prefill bootstrap server answers now: gone and back is a prefill restart, after which
+        decode bootstraps fresh transfer sessions (an ``until_restart`` kv-transfer-fail clears)."""
+        with self.lock:
+            if not ok:
+                self.peer_gone = True
+                return
+            if self.peer_gone and self.awaits_peer_restart():
+                write_control(self.control_file, Control(load=self.control.load))
+            self.peer_gone = False
 
     def heartbeat(self, ok: bool, max_failures: int = 2) -> None:
         """Decode's heartbeat to the prefill bootstrap server's /health (common/conn.py)."""
