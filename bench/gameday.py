@@ -1,6 +1,8 @@
 """Game day, timed: for each class the lab can break, seconds from the break to (a) the alert firing
 in Prometheus, (b) opsbot's finding, (c) the Slack message, (d) recovery after approval (where the
-message offers a restart), and the incident resolved; median over runs.
+message offers a restart), and the incident resolved; median over runs. "incidents" and "plans": the
+most incidents opened and restart plans made in one run, from the break to its end (1 and at most 1:
+the alerts a restart causes join the restart's incident, later probes reuse the waiting plan).
 
     python bench/gameday.py [--runs 3] [--classes decode-wedged,config-crashloop] [--timeout 60]
 
@@ -89,7 +91,7 @@ def main() -> None:
     table = Table(title=f"game day on the lab, median of {args.runs} runs (s from the break); "
                         f"metrics window {window:g} s, goal (b)-(a) <= {window + 1:g} s")
     for col in ("class", "ok runs", "named right", "(a) alert", "(b) finding", "(c) Slack", "(d) recovered",
-                "resolved", "(b)-(a)", "bare probe", "restart offered"):
+                "resolved", "(b)-(a)", "bare probe", "restart offered", "incidents", "plans"):
         table.add_column(col)
     for cls in classes:
         runs = results.get(cls, [])
@@ -99,7 +101,8 @@ def main() -> None:
                       fmt(median([r.alert_s for r in runs])), fmt(median([r.finding_s for r in runs])),
                       fmt(median([r.slack_s for r in runs])), fmt(median([r.recovery_s for r in runs])),
                       fmt(median([r.resolved_s for r in runs])), fmt(gap), fmt(median(list(baselines.get(cls, [])))),
-                      "yes" if any(r.restart_offered for r in runs) else "no")
+                      "yes" if any(r.restart_offered for r in runs) else "no",
+                      str(max((r.incidents_opened for r in runs), default=0)), str(max((r.plans for r in runs), default=0)))
     console.print(table)
     for cls, errs in failures.items():
         console.print(f"[red]{cls}[/red]: " + "; ".join(sorted(set(errs))))

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,6 +59,8 @@ class Run:
     probes_at_message: int = 0  # alert-triggered probes from the break to the message
     first_message: str = ""  # the message as first posted (its text, blocks as JSON)
     incident_id: str | None = None
+    incidents_opened: int = 0  # incidents first seen from the break to the end of the run (1: no stray one)
+    plans: int = 0  # restart plans made from the break to the end of the run
     notes: list[str] = field(default_factory=list)
 
 
@@ -256,6 +259,12 @@ class GameDay:
         wait(f"{incident}: the message saying it resolved", lambda: "Resolved" in _text(self.latest_blocks(message["ts"])),
              timeout, 0.1)
         run.messages = len(self.messages(row.id))
+        since_dt = datetime.fromtimestamp(since, timezone.utc)
+        opened_all = [r for r in self.store.incidents(limit=50) if r.first_seen >= since_dt]
+        run.incidents_opened = len(opened_all)
+        run.plans = len(self.store.actions(since=since_dt, limit=200))
+        run.notes += [f"also opened: {r.incident} on {','.join(r.roles)}" for r in opened_all
+                      if r.id != row.id and r.first_seen > opened[-1].first_seen]
         assert self.slack is not None
         others = [m for m in self.slack.recorder.posted(CHANNEL) if m["at"] >= since and m["ts"] != message["ts"]]
         run.notes += [f"other message: {m['text'][:120]}" for m in others]
