@@ -213,6 +213,21 @@ class RunbookSet:
         return [r.id for r in self.runbooks]
 
     @cached_property
+    def cel_reads(self) -> dict[str, dict[str, Any]]:
+        """Per role kind, the tree of fact paths its runbooks' CEL (``when``, ``decide``, remedies'
+        ``when``) reads: ``{"unit": {"active_state": None}, "failed": None}``, None = the whole value.
+        Only these are handed to CEL, whose conversion of a Python map costs per key (the ``roles`` map
+        of every peer's facts alone was two thirds of the runbook step)."""
+        trees: dict[str, dict[str, Any]] = {kind: {} for kind in ROLE_KINDS}
+        for rb in self.runbooks:
+            conditions = (rb.condition, *rb.decide_conditions, *rb.remedy_conditions)
+            paths = {p for c in conditions if c for p in c.facts}
+            for kind in rb.spec.roles:
+                for path in paths:
+                    _add_path(trees[kind], path.split("."))
+        return trees
+
+    @cached_property
     def metric_facts(self) -> dict[str, frozenset[str] | None]:
         """Per role kind, the ``metrics``/``delta``/``rate`` fact names conditions and templates read.
 
@@ -245,6 +260,28 @@ class RunbookSet:
                     elif names is not None:
                         names.update(parts[1:])
         return {kind: None if names is None else frozenset(names) for kind, names in wanted.items()}
+
+
+def _add_path(tree: dict[str, Any], parts: list[str]) -> None:
+    """Put a dotted path into a read tree; a path that ends at a node reads all of it."""
+    head, rest = parts[0], parts[1:]
+    if not rest:
+        tree[head] = None
+    elif head not in tree:
+        tree[head] = {}
+        _add_path(tree[head], rest)
+    elif tree[head] is not None:
+        _add_path(tree[head], rest)
+
+
+def pick(facts: dict[str, Any], tree: dict[str, Any]) -> dict[str, Any]:
+    """The part of nested ``facts`` a read tree names (absent stays absent, so ``has()`` is unchanged)."""
+    out = {}
+    for key, sub in tree.items():
+        if key in facts:
+            value = facts[key]
+            out[key] = pick(value, sub) if sub is not None and isinstance(value, dict) else value
+    return out
 
 
 def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:

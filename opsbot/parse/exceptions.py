@@ -1,5 +1,6 @@
 """Exceptions as structure: Python tracebacks (SGLang's ``X hit an exception: Traceback ...`` blocks
-included) and argparse refusals → ``RaisedException`` with its type, message, writer and stage.
+included), argparse refusals and Rust panics (the router) → ``RaisedException`` with its type,
+message, writer, frames and stage.
 
 The stage is read from the frames, not from the message: an exception raised under an event loop
 (``run_event_loop``, ``event_loop_*``, ``handle_loop``) happened while serving; one raised under a
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 Stage = Literal["startup", "serving", "unknown"]
@@ -22,6 +23,9 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<func>[\w<>.]+
 # an exception line: a dotted identifier (a type), then ": message" or nothing; never indented
 _RAISED = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$")
 _ARGPARSE = re.compile(r"^(?P<prog>[\w.-]+(?:\.py)?): error: (?P<msg>.+)$")
+# A Rust panic (sgl-router, SMG): "thread 'main' panicked at src/main.rs:42:10:" with the message on the
+# next line (Rust >= 1.73), or "thread 'main' panicked at 'message', src/main.rs:42:10" before
+_PANIC = re.compile(r"^thread '(?P<thread>[^']*)' panicked at (?:'(?P<msg>.*)', )?(?P<at>\S+?):?$")
 # SGLang's launcher's own verdict on a failed start (entrypoints/http_server.py _wait_and_warmup,
 # 0.4.6.post5 and 0.5.23: "Initialization failed. warmup error: {traceback}"; engine.py 0.5.23:
 # "Initialization failed. Please see the error messages above.")
@@ -54,6 +58,7 @@ class RaisedException:
     stage: Stage = "unknown"
     index: int = 0
     ts: str | None = None
+    files: tuple[str, ...] = ()  # each frame's file, as printed, in the order of ``frames``
 
     @property
     def short_type(self) -> str:
@@ -77,6 +82,7 @@ class _Open:
     start: int
     ts: str | None
     frames: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
 
 
 def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedException]:
@@ -89,7 +95,12 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
     """
     out: list[RaisedException] = []
     open_: _Open | None = None
+    panic: RaisedException | None = None  # a panic whose message is on the next line
     for i, (message, ts) in enumerate(messages):
+        if panic is not None:
+            out.append(replace(panic, message=message.strip()[:500]))
+            panic = None
+            continue
         text = _RANK_PREFIX.sub("", message.rstrip(), count=1) if message.startswith(("[rank", "(")) else message.rstrip()
         init = _INIT_FAILED.search(text) if "Initialization failed" in text else None
         if init:  # the launcher's verdict; the traceback it may carry is parsed as well
@@ -102,10 +113,12 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
             frame = _FRAME.match(text)
             if frame:
                 open_.frames.append(frame["func"])
+                open_.files.append(frame["file"])
                 continue
             raised = _RAISED.match(text)
             if raised:
-                out.append(_raised(raised["type"], raised["msg"] or "", open_.writer, tuple(open_.frames), open_.start, open_.ts))
+                out.append(_raised(raised["type"], raised["msg"] or "", open_.writer, tuple(open_.frames), open_.start, open_.ts,
+                                   tuple(open_.files)))
                 open_ = None
                 continue
             if text.startswith((" ", "\t")) or not text or set(text) <= set("^~ "):
@@ -124,6 +137,16 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
         argp = _ARGPARSE.match(text) if ": error: " in text else None
         if argp:
             out.append(RaisedException("ArgumentError", argp["msg"], argp["prog"], (), "startup", i, ts))
+            continue
+        rust = _PANIC.match(text) if " panicked at " in text else None
+        if rust:
+            found = RaisedException("panic", rust["msg"] or "", f"thread {rust['thread']}", (), "unknown", i, ts, (rust["at"],))
+            if rust["msg"] is None:
+                panic = found
+            else:
+                out.append(found)
+    if panic is not None:
+        out.append(panic)
     return out
 
 
@@ -151,5 +174,6 @@ def crash_frames(messages: Iterable[str]) -> list[str]:
     return out
 
 
-def _raised(type_: str, msg: str, writer: str | None, frames: tuple[str, ...], index: int, ts: str | None) -> RaisedException:
-    return RaisedException(type_, msg.strip()[:500], writer, frames, stage_of(frames, type_), index, ts)
+def _raised(type_: str, msg: str, writer: str | None, frames: tuple[str, ...], index: int, ts: str | None,
+            files: tuple[str, ...] = ()) -> RaisedException:
+    return RaisedException(type_, msg.strip()[:500], writer, frames, stage_of(frames, type_), index, ts, files)
