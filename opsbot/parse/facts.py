@@ -297,6 +297,7 @@ class _LogRead:
     error_line: LogEntry | None = None  # the application's last error line, when no line names a class
     native: list[RaisedException] = field(default_factory=list)  # glog E/F lines of the current run, as exceptions
     start_limit: bool = False  # systemd logged that the unit hit its start limit
+    entries: list[LogEntry] = field(default_factory=list)  # the journal, parsed once for every reader
 
 
 # Lines that name their own class (a runbook reads them); a start-up error line is one of the others.
@@ -366,7 +367,7 @@ def _logs(
     if crashed:
         engine["crash"], engine["crash_incident"] = crashed
     return _LogRead(current, window, raised, engine, restarts, batches, current_batches, None if specific else error_line,
-                    native, start_limit)
+                    native, start_limit, entries)
 
 
 def _engine_line(
@@ -590,7 +591,7 @@ def role_facts(
             {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
         ),
         "routing": _routing(gauges, deltas),
-        "patch": patch_seen(bundle, ev, started).facts(),
+        "patch": patch_seen(bundle, ev, started, read.entries).facts(),
     }
     facts["failed"] = failed
     if window is not None:
@@ -603,11 +604,13 @@ def run_started(ev: RoleEvidence) -> datetime | None:
     return _unit(ev, [], [])[1]
 
 
-def patch_seen(bundle: Bundle, ev: RoleEvidence, started: datetime | None) -> PatchSeen:
-    """The role's index keys as its current run's journal shows them (opsbot/parse/patch.py)."""
+def patch_seen(bundle: Bundle, ev: RoleEvidence, started: datetime | None, entries: list[LogEntry] | None = None) -> PatchSeen:
+    """The role's index keys as its current run's journal shows them (opsbot/parse/patch.py); ``entries``:
+    the journal already parsed."""
     if not ev.logs.ok:
         return PatchSeen("unknown")
-    lines = [(e.message, _line_time(e.ts)) for e in parse_log_lines(ev.logs.raw) if e.kind == "patch"]
+    entries = parse_log_lines(ev.logs.raw) if entries is None else entries
+    lines = [(e.message, _line_time(e.ts)) for e in entries if e.kind == "patch"]
     return seen_in(lines, started, window_start(ev.logs.since, _line_time(bundle.started_at)), True)
 
 
