@@ -264,3 +264,18 @@ def test_a_unit_at_its_start_limit_is_a_crash_loop_and_is_never_offered_a_start(
     assert unit["start_limit_hit"] and unit["crash_looping"] and not unit["restarting"]
     kinds = [r.kind for f in out["findings"] for r in f.remedies]
     assert "restart" not in kinds and "no-restart" in kinds
+
+
+def test_an_uncaught_cpp_exception_and_pytorchs_older_log_lines():
+    (x,) = parse_exceptions(_lines([
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        "  what():  [PG 3 Rank 5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog caught collective "
+        "operation timeout",
+        "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609 (most recent call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3b6d41df86 in libc10.so)",
+    ]))
+    assert (x.type, x.writer, x.frames) == ("c10::DistBackendError", "c++", ("checkTimeout",))
+    assert x.message.startswith("[PG 3 Rank 5] Process group watchdog") and default_runbooks().exceptions.incident(x) == "nccl-failure"
+    old = parse_glog("[E ProcessGroupNCCL.cpp:456] Some NCCL operations have failed or timed out.")  # torch < 2.3
+    assert old is not None and (old.severity, old.file, old.line) == ("E", "ProcessGroupNCCL.cpp", 456)
+    assert re.search(LOG_FILTER, "[E ProcessGroupNCCL.cpp:456] Some NCCL operations have failed or timed out.")

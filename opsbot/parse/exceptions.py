@@ -1,6 +1,7 @@
 """Exceptions as structure: Python tracebacks (SGLang's ``X hit an exception: Traceback ...`` blocks
-included), argparse refusals and Rust panics (the router) → ``RaisedException`` with its type,
-message, writer, frames and stage.
+included), argparse refusals, C++ exceptions that ended the process (``terminate called after
+throwing an instance of 'c10::DistBackendError'``, then ``what():``) and Rust panics (the router)
+→ ``RaisedException`` with its type, message, writer, frames and stage.
 
 The stage is read from the frames, not from the message: an exception raised under an event loop
 (``run_event_loop``, ``event_loop_*``, ``handle_loop``) happened while serving; one raised under a
@@ -23,6 +24,11 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<func>[\w<>.]+
 # an exception line: a dotted identifier (a type), then ": message" or nothing; never indented
 _RAISED = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$")
 _ARGPARSE = re.compile(r"^(?P<prog>[\w.-]+(?:\.py)?): error: (?P<msg>.+)$")
+# An uncaught C++ exception (libstdc++'s verdict), its what() on the next line, and c10's
+# "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609" after it
+_TERMINATE = re.compile(r"terminate called after throwing an instance of '(?P<type>[\w:<>, ]+)'")
+_WHAT = re.compile(r"^\s*what\(\):\s*(?P<msg>.*)$")
+_RAISED_FROM = re.compile(r"^Exception raised from (?P<func>\S+) at (?P<file>\S+?):\d+")
 # A Rust panic (sgl-router, SMG): "thread 'main' panicked at src/main.rs:42:10:" with the message on the
 # next line (Rust >= 1.73), or "thread 'main' panicked at 'message', src/main.rs:42:10" before
 _PANIC = re.compile(r"^thread '(?P<thread>[^']*)' panicked at (?:'(?P<msg>.*)', )?(?P<at>\S+?):?$")
@@ -96,10 +102,23 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
     out: list[RaisedException] = []
     open_: _Open | None = None
     panic: RaisedException | None = None  # a panic whose message is on the next line
+    thrown: RaisedException | None = None  # a C++ exception waiting for its what() line
     for i, (message, ts) in enumerate(messages):
         if panic is not None:
             out.append(replace(panic, message=message.strip()[:500]))
             panic = None
+            continue
+        if thrown is not None and (what := _WHAT.match(message)):
+            out.append(replace(thrown, message=what["msg"].strip()[:500]))
+            thrown = None
+            continue
+        raised_from = _RAISED_FROM.match(message) if message.startswith("Exception raised from") else None
+        if raised_from and out and out[-1].writer == "c++" and not out[-1].frames:
+            out[-1] = replace(out[-1], frames=(raised_from["func"],), files=(raised_from["file"],))
+            continue
+        cpp = _TERMINATE.search(message) if "terminate called" in message else None
+        if cpp:
+            thrown = RaisedException(cpp["type"], "", "c++", (), "unknown", i, ts)
             continue
         text = _RANK_PREFIX.sub("", message.rstrip(), count=1) if message.startswith(("[rank", "(")) else message.rstrip()
         init = _INIT_FAILED.search(text) if "Initialization failed" in text else None
@@ -145,8 +164,7 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
                 panic = found
             else:
                 out.append(found)
-    if panic is not None:
-        out.append(panic)
+    out += [x for x in (panic, thrown) if x is not None]
     return out
 
 

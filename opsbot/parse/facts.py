@@ -305,10 +305,12 @@ _SPECIFIC_KINDS = frozenset({"oom", "nccl", "native", "kv-transfer", "watchdog",
 _ERROR_KINDS = frozenset({"crash", "traceback", "error"})
 # Lines whose text the exception table may class (NCCL, out of memory) without an exception printed
 _NAMED_LINE_KINDS = frozenset({"nccl", "oom"})
+# a C++ exception's own lines after libstdc++'s "terminate called" (parse_exceptions reads them with it)
+_EXCEPTION_TRAIL = ("what():", "Exception raised from ")
 _RESTART = re.compile(r"Scheduled restart job, restart counter is at (\d+)")
 # systemd's words when a unit hit StartLimitBurst (its Result is then start-limit-hit)
 _START_LIMIT = "Start request repeated too quickly"
-_GLOG_START = re.compile(r"^\s*(?:\[rank\d+\]:)?\[?[IWEF]\d{4}")
+_GLOG_START = re.compile(r"^\s*(?:\[rank\d+\]:)?(?:\[?[IWEF]\d{4}|\[[IWEF] \w)")
 
 
 def _recent(entry: LogEntry, started: datetime | None) -> bool:
@@ -341,7 +343,8 @@ def _logs(
             specific = specific or entry.kind in _SPECIFIC_KINDS
             if entry.kind in _ERROR_KINDS:
                 error_line = entry
-            elif entry.kind in _NAMED_LINE_KINDS and table is not None and _recent(entry, started):
+            elif (entry.kind in _NAMED_LINE_KINDS and table is not None and _recent(entry, started)
+                  and not message.lstrip().startswith(_EXCEPTION_TRAIL)):
                 line = RaisedException("ErrorLine", message.strip()[:500], None, (), "unknown", i, entry.ts)
                 if table.named(line):  # e.g. an "NCCL WARN" line: the table names its class by the text
                     native.append(line)

@@ -1315,6 +1315,30 @@ def _nccl_large_pd():
     return [p, d, r], {}
 
 
+@scenario("nccl-watchdog-terminate-cpp", "nccl-failure", "https://github.com/sgl-project/sglang/issues/1693",
+          "2024 SGLang with TP: after serving, an all-gather never completes; PyTorch's NCCL watchdog ends the process "
+          "with an uncaught c10::DistBackendError (terminate/what(), abort)", also=("role-down",),
+          must_not=("config-crashloop", "healthy", "scheduler-watchdog"))
+def _nccl_terminate():
+    p, d, r = roles("0.4.3", "mini_lb")
+    died(d, raw([
+        "frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x10c (0x7f3b6e7236fc in /usr/local/lib/python3.10/dist-packages/"
+        "torch/lib/libtorch_cuda.so)",
+        "frame #4: <unknown function> + 0xd6df4 (0x7f3bca9d5df4 in /usr/lib/x86_64-linux-gnu/libstdc++.so.6)",
+        "frame #5: <unknown function> + 0x8609 (0x7f3c74f76609 in /usr/lib/x86_64-linux-gnu/libpthread.so.0)",
+        "frame #6: clone + 0x43 (0x7f3c750b0353 in /usr/lib/x86_64-linux-gnu/libc.so.6)",
+        "",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        "  what():  [PG 3 Rank 5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=9141, OpType=_ALLGATHER_BASE, NumelIn=19008, NumelOut=152064, Timeout(ms)=600000) "
+        "ran for 600020 milliseconds before timing out.",
+        "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609 (most recent call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3b6d41df86 in /usr/local/lib/python3.10/"
+        "dist-packages/torch/lib/libc10.so)",
+    ]), status="6/ABRT", code="dumped")
+    return [p, d, r], {}
+
+
 # --- the same crash loops once systemd gave up (StartLimitBurst hit): failed, no restart pending ----
 
 def start_limit(base: str, role: str) -> None:
