@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import cel
+from opsbot.diagnose.celengine import cel
 
 from opsbot.bundle import Bundle
 from opsbot.contracts import Diagnosis, Finding, Remedy, Undetermined, severity_rank
