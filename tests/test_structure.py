@@ -256,6 +256,10 @@ def test_lines_a_never_served_role_printed_count_as_start_up_errors():
     assert warn["facts"]["exception"]["startup_incident"] == "nccl-failure"
     panic = _crash_loop(["raw:thread 'main' panicked at src/main.rs:42:10:", "raw:Address already in use"])
     assert panic["findings"][0].incident == "config-crashloop"
+    chatter = _crash_loop(["raw:node1:234:234 [0] NCCL INFO ncclCommInitRank comm 0x55 rank 0 nranks 4 - Init COMPLETE",
+                           "ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now."])
+    assert chatter["facts"]["exception"]["startup_incident"] == "config-crashloop"  # NCCL INFO is not an error
+    assert chatter["findings"][0].incident == "config-crashloop"
 
 
 def test_a_unit_at_its_start_limit_is_a_crash_loop_and_is_never_offered_a_start():

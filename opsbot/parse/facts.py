@@ -307,6 +307,8 @@ _ERROR_KINDS = frozenset({"crash", "traceback", "error"})
 _NAMED_LINE_KINDS = frozenset({"nccl", "oom"})
 # a C++ exception's own lines after libstdc++'s "terminate called" (parse_exceptions reads them with it)
 _EXCEPTION_TRAIL = ("what():", "Exception raised from ")
+# NCCL's own log levels below WARN (NCCL_DEBUG=INFO prints hundreds at every start): not errors
+_NCCL_CHATTER = re.compile(r"\bNCCL (?:INFO|TRACE)\b")
 _RESTART = re.compile(r"Scheduled restart job, restart counter is at (\d+)")
 # systemd's words when a unit hit StartLimitBurst (its Result is then start-limit-hit)
 _START_LIMIT = "Start request repeated too quickly"
@@ -344,7 +346,7 @@ def _logs(
             if entry.kind in _ERROR_KINDS:
                 error_line = entry
             elif (entry.kind in _NAMED_LINE_KINDS and table is not None and _recent(entry, started)
-                  and not message.lstrip().startswith(_EXCEPTION_TRAIL)):
+                  and not message.lstrip().startswith(_EXCEPTION_TRAIL) and not _NCCL_CHATTER.search(message)):
                 line = RaisedException("ErrorLine", message.strip()[:500], None, (), "unknown", i, entry.ts)
                 if table.named(line):  # e.g. an "NCCL WARN" line: the table names its class by the text
                     native.append(line)
