@@ -13,7 +13,7 @@ from opsbot.parse import ParseError
 from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.kernel import parse_xid
 from opsbot.parse.logs import LOG_FILTER, classify, count_kinds, parse_log_lines
-from opsbot.parse.metrics import _parse_body, _parse_plain, covers, family_blocks, parse_samples, plain_family
+from opsbot.parse.metrics import covers, family_blocks, parse_samples, plain_family
 from opsbot.parse.unit import parse_unit
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -413,23 +413,3 @@ def test_batch_lines_in_lab_fixture():
     lines = [parse_batch(e.message) for e in parse_log_lines(b.role("decode").logs.raw) if e.kind == "batch"]
     assert lines and all(x is not None and x.phase == "decode" and x.fields["running-req"] >= 0 for x in lines)
     assert all(x.fields["gen throughput (token/s)"] > 0 for x in lines)
-
-
-@given(st.lists(_family, min_size=1, max_size=4))
-@settings(max_examples=400)
-def test_a_block_the_plain_reader_reads_reads_as_prometheus_client_reads_it(families):
-    """Where the plain-block reader reads a block, it gives the series (and their int/float values)
-    prometheus_client gives; stray, duplicate and odd lines included."""
-    for block in families:
-        fast = _parse_plain(block)
-        if fast is not None:
-            slow = _parse_body(block)
-            assert repr(fast.gauges) == repr(slow.gauges) and repr(fast.counters) == repr(slow.counters)
-
-
-def test_the_plain_reader_leaves_escapes_and_odd_types_to_prometheus_client():
-    assert _parse_plain('# TYPE a gauge\na{x="q\\"uote"} 1\n') is None
-    assert _parse_plain("# TYPE a info\na 1\n") is None
-    assert _parse_plain('# TYPE a gauge\na{x="1",x="2"} 1\n') is None and _parse_plain("# TYPE a gauge\n  a 1\n") is None
-    read = _parse_plain('# TYPE a counter\na{x="1"} 2\n# TYPE a counter\na 3\n')
-    assert read is not None and read.counters == {("a", frozenset({("x", "1")})): 2.0, ("a", frozenset()): 3.0}

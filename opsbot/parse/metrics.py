@@ -147,80 +147,19 @@ class _Parsed:
             self.counters[key] = self.counters.get(key, 0.0) + value
 
 
-def _add_sample(out: _Parsed, name: str, labels: frozenset[tuple[str, str]], value: float, family_type: str) -> None:
-    if name.endswith(("_created", "_bucket")) or math.isnan(value):
-        return
-    base = _counter_base(name, family_type)
-    if base is not None:
-        out.counters[(base, labels)] = out.counters.get((base, labels), 0.0) + value
-    elif family_type not in ("histogram", "summary"):
-        out.gauges[(fact_name(name), labels)] = value
-
-
 def _parse_body(raw: str) -> _Parsed:
     """One exposition body → raw gauge and counter series (raises ValueError on bad text)."""
     out = _Parsed()
     for family in text_string_to_metric_families(raw):
         for sample in family.samples:
-            _add_sample(out, sample.name, frozenset(sample.labels.items()), sample.value, family.type)
-    return out
-
-
-# A family block's lines as this reader takes them; anything else is left to prometheus_client
-_SAMPLE = re.compile(rf"(?P<name>{_NAME.pattern})(?:\{{(?P<labels>(?:{_LABEL}(?:,{_LABEL})*,?)?)\}})? (?P<value>{_NUM})(?: {_NUM})?")
-_TYPE_LINE = re.compile(rf"# TYPE ({_NAME.pattern}) ([a-z]+)")
-_HELP_LINE = re.compile(rf"# HELP ({_NAME.pattern})(?: .*)?")
-_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
-# the suffixes prometheus_client's text parser keeps in a family of each type (parser.py, 0.20-0.26)
-_ALLOWED = {"counter": ("",), "gauge": ("",), "summary": ("_count", "_sum", ""), "histogram": ("_count", "_sum", "_bucket")}
-_PLAIN_TYPES = frozenset({"counter", "gauge", "summary", "histogram", "untyped"})
-
-
-def _number(text: str) -> float:
-    """A sample value as prometheus_client reads it: an int where it is one, else a float."""
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
-
-
-def _parse_plain(block: str) -> _Parsed | None:
-    """A family block read the way prometheus_client's text parser reads it (families by TYPE/HELP
-    name and the suffixes its type allows, a sample of another name a family of its own, a counter's
-    samples named ``<name>_total``), without walking every character in Python, its cost. None when
-    a line is not written plainly (an escape, an odd comment or spacing, a duplicate label, a type
-    other than the four and untyped): prometheus_client then reads the block."""
-    if "\\" in block:
-        return None
-    out = _Parsed()
-    family, typ, allowed = "", "untyped", ("",)
-    for line in block.split("\n"):
-        if not line:
-            continue
-        if line[0] == "#":
-            head = _TYPE_LINE.fullmatch(line) or _HELP_LINE.fullmatch(line)
-            if head is None or (head.re is _TYPE_LINE and head[2] not in _PLAIN_TYPES):
-                return None
-            if head.re is _TYPE_LINE:
-                family, typ = head[1], head[2]
-                allowed = _ALLOWED.get(typ, ("",))
-            elif head[1] != family:
-                family, typ, allowed = head[1], "untyped", ("",)
-            continue
-        m = _SAMPLE.fullmatch(line)
-        if m is None:
-            return None
-        pairs = _PAIR.findall(m["labels"] or "")
-        labels = frozenset(pairs)
-        if len(labels) != len(pairs) or len({k for k, _ in pairs}) != len(pairs):
-            return None  # prometheus_client refuses a label given twice
-        name, value = m["name"], _number(m["value"])
-        if not name.startswith(family) or name[len(family):] not in allowed:
-            _add_sample(out, name, labels, value, "unknown")  # a family of its own
-            continue
-        if typ == "counter" and not family.endswith("_total"):
-            name += "_total"  # prometheus_client names a counter's samples <name>_total
-        _add_sample(out, name, labels, value, "unknown" if typ == "untyped" else typ)
+            if sample.name.endswith(("_created", "_bucket")) or math.isnan(sample.value):
+                continue
+            labels = frozenset(sample.labels.items())
+            base = _counter_base(sample.name, family.type)
+            if base is not None:
+                out.counters[(base, labels)] = out.counters.get((base, labels), 0.0) + sample.value
+            elif family.type not in ("histogram", "summary"):
+                out.gauges[(fact_name(sample.name), labels)] = sample.value
     return out
 
 
@@ -332,12 +271,8 @@ class _Bodies:
 
     def _block(self, text: str, name: str) -> _Parsed | None:
         if text not in self.seen:
-            if not name or self.wanted is None:
-                self.seen[text] = _parse_body(text)
-            elif not covers(self.wanted, name):
-                self.seen[text] = None if plain_family(text) else _parse_body(text)
-            else:
-                self.seen[text] = _parse_plain(text) or _parse_body(text)
+            unread = bool(name) and self.wanted is not None and not covers(self.wanted, name) and plain_family(text)
+            self.seen[text] = None if unread else _parse_body(text)
         return self.seen[text]
 
 
