@@ -225,7 +225,7 @@ def test_pair_restart_on_purpose_restarts_both_sides_in_order(lab, settings, sto
     assert out.state == "succeeded", out.message
     assert [(s["kind"], s["role"]) for s in out.execution] == [
         ("stop", "decode"), ("stop", "prefill"), ("wait-gpu-release", "decode"), ("wait-gpu-release", "prefill"),
-        ("start", "prefill"), ("start", "decode")]
+        ("reset-failed", "prefill"), ("reset-failed", "decode"), ("start", "prefill"), ("start", "decode")]
     assert {r["role"] for r in out.verification["roles"]} == {"prefill", "decode"}
     for n, u in (("node1", "sglang-dsv4-prefill.service"), ("node2", "sglang-dsv4-decode.service")):
         assert lab.ssh(n, ["systemctl", "show", u, "--property=MainPID", "--value"]).stdout.strip() != pids[n]

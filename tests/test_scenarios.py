@@ -25,7 +25,7 @@ FILES = DEV + TEST
 MIN_DEV, MIN_TEST = 120, 25  # the corpus may only grow
 # What test/ reaches (opsbot eval tests/scenarios): raise these as general rules found on dev/ improve it,
 # never fit test/ to them.
-TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.87, 0.87, 1
+TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.96, 0.96, 0
 
 
 def _case(path: Path) -> Case:

@@ -1,5 +1,5 @@
-"""The reviewed table of runbooks/exceptions.yaml: exceptions (type, message, stage) and the C++
-components that write glog lines (by file) → incident classes. First matching rule wins."""
+"""The reviewed table of runbooks/exceptions.yaml: exceptions (type, message, frame, stage) and the
+C++ components that write glog lines (by file) → incident classes. First matching rule wins."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class _Mapped(_Strict):
 class ExceptionRule(_Mapped):
     type: str | None = Field(None, description="regex searched in the exception's type, e.g. '(^|\\.)OutOfMemoryError$'")
     message: str | None = Field(None, description="regex searched in its message")
+    frame: str | None = Field(None, description="regex searched in each of its frames, written 'file:function'")
     stage: list[Stage] = Field(default_factory=list, description="the stages it applies to; empty: any")
     source: str = Field(description="where the type or text comes from (library, file, version)")
     examples: list[str] = Field(default_factory=list, description="'[stage] Type: message' lines the rule must match")
@@ -57,12 +58,19 @@ class _Compiled:
     type: re.Pattern[str] | None
     message: re.Pattern[str] | None
     stages: frozenset[str]
+    frame: re.Pattern[str] | None = None
+
+    @property
+    def by_stage_only(self) -> bool:
+        """A rule that names no type, text or frame: the catch-all of its stage."""
+        return self.type is None and self.message is None and self.frame is None
 
     def matches(self, exc: RaisedException) -> bool:
         return (
             (not self.stages or exc.stage in self.stages)
             and (self.type is None or self.type.search(exc.type) is not None)
             and (self.message is None or self.message.search(exc.message) is not None)
+            and (self.frame is None or any(self.frame.search(f"{file}:{func}") for file, func in zip(exc.files, exc.frames)))
         )
 
 
@@ -75,6 +83,11 @@ class ExceptionTable:
     def incident(self, exc: RaisedException) -> str | None:
         """The class the first matching rule gives ``exc``, or None."""
         return next((r.incident for r in self.rules if r.matches(exc)), None)
+
+    def named(self, exc: RaisedException) -> bool:
+        """Whether the rule that classes ``exc`` names it (type, text, frame) rather than only its stage:
+        a named class says more about a crash loop's cause than the stage's catch-all."""
+        return next((not r.by_stage_only for r in self.rules if r.matches(exc)), False)
 
     def component(self, file: str) -> tuple[str, str] | None:
         """(component, incident) for a glog line's file, or None."""
@@ -90,13 +103,16 @@ class ExceptionTable:
 
 
 def parse_example(line: str) -> RaisedException:
-    """``[stage] Type: message`` (stage optional) → an exception to test a rule on."""
+    """``[stage] Type: message @ file:function`` (stage and frame optional) → an exception to test a rule on."""
     stage = "unknown"
     m = re.match(r"^\[(startup|serving|unknown)\]\s*(.*)$", line)
     if m:
         stage, line = m[1], m[2]
+    line, _, frame = line.partition(" @ ")
+    file, _, func = frame.rpartition(":")
     type_, _, msg = line.partition(": ")
-    return RaisedException(type_.strip(), msg, stage=stage)  # type: ignore[arg-type]
+    frames = ((file,), (func,)) if frame else ((), ())
+    return RaisedException(type_.strip(), msg, stage=stage, files=frames[0], frames=frames[1])  # type: ignore[arg-type]
 
 
 def load_exception_table(path: Path) -> tuple[ExceptionTable, list[ConfigProblem]]:
@@ -114,7 +130,8 @@ def load_exception_table(path: Path) -> tuple[ExceptionTable, list[ConfigProblem
     for i, r in enumerate(spec.exceptions):
         try:
             rules.append(_Compiled(r.incident, re.compile(r.type) if r.type else None,
-                                   re.compile(r.message) if r.message else None, frozenset(r.stage)))
+                                   re.compile(r.message) if r.message else None, frozenset(r.stage),
+                                   re.compile(r.frame) if r.frame else None))
         except re.error as exc:
             problems.append(ConfigProblem(str(path), lines.line_of(("exceptions", i)), f"exceptions.{i}", f"bad regex: {exc}"))
     for name, c in spec.components.items():

@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# glog: Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg; c10d puts it in brackets after "[rankN]:"
+# glog: Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg; c10d puts it in brackets after "[rankN]:", and
+# PyTorch before 2.3 (c10 logging without glog) writes only "[E ProcessGroupNCCL.cpp:456] msg"
 _GLOG = re.compile(
-    r"^(?:\[rank\d+\]:)?\[?(?P<sev>[IWEF])(?P<date>\d{4}|\d{8}) (?P<time>\d{2}:\d{2}:\d{2}\.\d+)\s+(?:(?P<thread>\d+) )?"
+    r"^(?:\[rank\d+\]:)?(?:\[?(?P<sev>[IWEF])(?P<date>\d{4}|\d{8}) (?P<time>\d{2}:\d{2}:\d{2}\.\d+)\s+(?:(?P<thread>\d+) )?"
+    r"|\[(?P<short>[IWEF]) )"
     r"(?P<file>[\w./+-]+\.(?:cpp|cc|cxx|c|h|hpp|rs|py)):(?P<line>\d+)\]\s?(?P<msg>.*)$"
 )
 
@@ -35,4 +37,4 @@ def parse_glog(message: str) -> GlogLine | None:
     m = _GLOG.match(message.strip())
     if not m:
         return None
-    return GlogLine(m["sev"], m["file"].rsplit("/", 1)[-1], int(m["line"]), m["msg"])
+    return GlogLine(m["sev"] or m["short"], m["file"].rsplit("/", 1)[-1], int(m["line"]), m["msg"])

@@ -1272,6 +1272,73 @@ def _jit_gap():
     return [p, d, r], {}
 
 
+@scenario("router-startup-panic-runtime-drop", "config-crashloop", "https://github.com/sgl-project/sglang/pull/7619",
+          "sgl-router (Rust, 2025) panics during start-up in some environments, before it serves: a tokio runtime "
+          "dropped inside an async context; every start panics the same way until the router is upgraded",
+          must_not=("role-down", "healthy", "router-no-healthy-workers"))
+def _router_panic():
+    p, d, r = roles("0.4.6", "sgl-router")
+    crashloop(r, raw([
+        "2025-06-25 15:01:45  INFO sglang_router_rs::server: src/server.rs:312: 🚧 Initializing Prometheus metrics on 127.0.0.1:29000",
+        "2025-06-25 15:01:45  INFO sglang_router_rs::server: src/server.rs:321: 🚧 Initializing router on 0.0.0.0:30000",
+        "2025-06-25 15:01:45  INFO sglang_router_rs::server: src/server.rs:322: 🚧 Initializing workers on "
+        "[\"http://10.0.0.1:30000\", \"http://10.0.0.2:30000\", \"http://10.0.0.3:30000\"]",
+        "2025-06-25 15:01:45  INFO sglang_router_rs::server: src/server.rs:334: 🚧 Service discovery disabled",
+        "",
+        "thread '<unnamed>' panicked at /home/router/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-1.45.1/src/runtime/"
+        "blocking/shutdown.rs:51:21:",
+        "Cannot drop a runtime in a context where blocking is not allowed. This happens when a runtime is dropped from within an "
+        "asynchronous context.",
+    ]), status="101/n/a", restarts=7)
+    return [p, d, r], {}
+
+
+@scenario("nccl-socket-abort-large-pd-decode", "nccl-failure", "https://github.com/sgl-project/sglang/issues/6017",
+          "large-scale PD with EP (DeepSeek): the prefill node serves, the decode node's ranks fail NCCL bootstrap at "
+          "start-up (socketStartConnect to a link-local address: the wrong interface) and decode never comes up",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "healthy"))
+def _nccl_large_pd():
+    p, d, r = roles("0.4.6", "mini_lb")
+    crashloop(d, raw([
+        "hd03-gpu2-0031:14135:14135 [2] NCCL INFO Using non-device net plugin version 0",
+        "hd03-gpu2-0031:14135:14135 [2] NCCL INFO Using network IBext_v8",
+        "hd03-gpu2-0031:14133:14133 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 169.254.20.10<43369> failed : "
+        "Software caused connection abort",
+        "hd03-gpu2-0031:14133:14133 [0] NCCL INFO misc/socket.cc:567 -> 2",
+        "hd03-gpu2-0031:14133:14133 [0] NCCL INFO misc/socket.cc:621 -> 2",
+        "hd03-gpu2-0031:14133:14133 [0] NCCL INFO bootstrap.cc:285 -> 2",
+        "hd03-gpu2-0031:14133:14133 [0] NCCL INFO init.cc:1534 -> 2",
+        "hd03-gpu2-0031:14133:14133 [0] NCCL INFO init.cc:1799 -> 2",
+        "hd03-gpu2-0031:14134:14134 [1] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 169.254.20.10<43369> failed : "
+        "Software caused connection abort",
+    ]), restarts=4)
+    return [p, d, r], {}
+
+
+@scenario("nccl-watchdog-terminate-cpp", "nccl-failure", "https://github.com/sgl-project/sglang/issues/1693",
+          "2024 SGLang with TP: after serving, an all-gather never completes; PyTorch's NCCL watchdog ends the process "
+          "with an uncaught c10::DistBackendError (terminate/what(), abort)", also=("role-down",),
+          must_not=("config-crashloop", "healthy", "scheduler-watchdog"))
+def _nccl_terminate():
+    p, d, r = roles("0.4.3", "mini_lb")
+    died(d, raw([
+        "frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x10c (0x7f3b6e7236fc in /usr/local/lib/python3.10/dist-packages/"
+        "torch/lib/libtorch_cuda.so)",
+        "frame #4: <unknown function> + 0xd6df4 (0x7f3bca9d5df4 in /usr/lib/x86_64-linux-gnu/libstdc++.so.6)",
+        "frame #5: <unknown function> + 0x8609 (0x7f3c74f76609 in /usr/lib/x86_64-linux-gnu/libpthread.so.0)",
+        "frame #6: clone + 0x43 (0x7f3c750b0353 in /usr/lib/x86_64-linux-gnu/libc.so.6)",
+        "",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        "  what():  [PG 3 Rank 5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=9141, OpType=_ALLGATHER_BASE, NumelIn=19008, NumelOut=152064, Timeout(ms)=600000) "
+        "ran for 600020 milliseconds before timing out.",
+        "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609 (most recent call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3b6d41df86 in /usr/local/lib/python3.10/"
+        "dist-packages/torch/lib/libc10.so)",
+    ]), status="6/ABRT", code="dumped")
+    return [p, d, r], {}
+
+
 # --- the same crash loops once systemd gave up (StartLimitBurst hit): failed, no restart pending ----
 
 def start_limit(base: str, role: str) -> None:
@@ -1348,6 +1415,8 @@ start_limit("sgl-kernel-no-common-ops", "decode")
 start_limit("nccl-no-route-to-host-init", "decode")
 start_limit("warmup-403-through-proxy", "prefill")
 start_limit("hicache-mooncake-store-startup", "prefill")
+start_limit("router-startup-panic-runtime-drop", "router")
+start_limit("nccl-socket-abort-large-pd-decode", "decode")
 
 
 if __name__ == "__main__":
