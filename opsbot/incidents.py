@@ -91,7 +91,7 @@ class Incidents:
                 return r.id, None
         return None, None
 
-    async def watched(self, result: Any, why: str) -> list[str]:
+    async def watched(self, result: Any, why: str, *, chain_up: bool = False) -> list[str]:
         """A watchdog probe while the alert chain is down (``why``): its top finding opens or joins an incident
         as an alert's probe would; the incidents the watchdog sighted whose class this probe no longer finds
         (nor explains) close, since no resolved alert will come to close them. The incidents changed."""
@@ -100,7 +100,8 @@ class Incidents:
         seen |= {e.split(" on ")[0] for f in result.diagnosis.findings for e in f.explains}
         cluster = result.bundle.cluster
         hold = frozenset(await self.db(self._restarting, cluster))
-        for row in await self.db(self.store.clear_watched, cluster, seen, str(result.probe_id), hold=hold):
+        for row in await self.db(self.store.clear_watched, cluster, seen, str(result.probe_id), hold=hold,
+                                 chain_up=chain_up):
             self._tell(row.id)
             changed.append(row.id)
         return changed

@@ -161,3 +161,13 @@ def test_where_a_sighting_goes(database_url):
         assert flow_incidents.home("lab2", "router-no-healthy-workers", ["router"]) == (
             router.id, "explained by cuda-oom")  # the router's alert again: an effect, it joins the cause
         assert flow_incidents.home("lab2", "prefill-queue-saturation", ["prefill"]) == (None, None)
+
+
+def test_watchdog_leaves_incidents_with_firing_alerts_to_them_once_the_chain_is_back(database_url):
+    from dataclasses import replace
+
+    with Store(database_url) as s:
+        row, _ = s.record_sighting(replace(sighting("p1"), via="Alertmanager not answering"))
+        s.record_sighting(sighting("p2", alerts=[1], fps=["fa"], names=["SGLangDecodeNoProgress"]))  # chain back
+        assert s.clear_watched("lab", set(), "p3", chain_up=True) == []  # its alert resolves it
+        assert [r.id for r in s.clear_watched("lab", set(), "p4")] == [row.id]  # chain down: the probe decides

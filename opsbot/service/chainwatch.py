@@ -28,7 +28,7 @@ log = logging.getLogger("opsbot.chainwatch")
 @dataclass
 class ChainWatch:
     flow: Any  # opsbot.flow.Flow
-    watching: int = 0  # open incidents the watchdog sighted, at the last check
+    watching: int = 0  # open incidents the watchdog sighted that only it can close, at the last check
     _task: asyncio.Task[None] | None = None
 
     @property
@@ -58,7 +58,8 @@ class ChainWatch:
         cluster unless another instance took this interval. The probe ids taken here."""
         flow = self.flow
         down = [i for i in await alert_chain(flow.settings) if i.ok is False]
-        self.watching = len(await flow.db(flow.store.watched))
+        # with the chain back, only what no alert holds is left to the watchdog to close
+        self.watching = len([r for r in await flow.db(flow.store.watched) if down or not r.firing])
         if not down and not self.watching:
             return []
         slot = str(int((at if at is not None else time.time()) // max(self.interval_s, 1e-3)))
@@ -69,7 +70,7 @@ class ChainWatch:
         try:
             for cluster in list(flow.inventory().clusters):
                 result = await flow.run_probe(cluster, None, Trigger(kind="schedule", text=f"watchdog: {why}"))
-                await flow.incidents.watched(result, why)
+                await flow.incidents.watched(result, why, chain_up=not down)
                 probes.append(result.probe_id)
         except Exception as exc:
             await flow.db(flow.store.finish_period, JOB, slot, f"failed: {type(exc).__name__}: {exc}"[:500])

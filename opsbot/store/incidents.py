@@ -166,16 +166,19 @@ class IncidentRecords:
         return [r for r in self.incidents(cluster=cluster, state="open", limit=500)
                 if any(e.get("kind") == WATCHDOG for e in r.timeline)]
 
-    def clear_watched(self, cluster: str, seen: set[str], probe_id: str, *,
-                      hold: frozenset[str] = frozenset()) -> list[IncidentRow]:
+    def clear_watched(self, cluster: str, seen: set[str], probe_id: str, *, hold: frozenset[str] = frozenset(),
+                      chain_up: bool = False) -> list[IncidentRow]:
         """A watchdog probe of the cluster found none of these incidents' classes (``seen``: the classes it
-        found or explained): they close, except the ``hold`` ones (a restart of theirs runs)."""
+        found or explained): they close, except the ``hold`` ones (a restart of theirs runs) and, with the
+        alert chain back (``chain_up``), those with alerts firing (their resolved alerts close them)."""
 
         def _go(session: Session) -> list[IncidentRow]:
             out = []
             for row in session.scalars(select(IncidentRow).where(IncidentRow.cluster == cluster,
                                                                  IncidentRow.state == "open").with_for_update()):
                 if row.incident in seen or row.id in hold or not any(e.get("kind") == WATCHDOG for e in row.timeline):
+                    continue
+                if chain_up and row.firing:
                     continue
                 at = now()
                 row.probes = _merge(row.probes, [probe_id])
