@@ -163,7 +163,6 @@ def test_until_restart_state_is_taken_up_while_running_and_cleared_at_the_next_s
     _run(s, 1.0)
     assert _tokens(s, "decode") == frozen, "still wedged: only a restart clears it"
     assert control.take_up_control(s.control_file, starting=True).state == "wedged"  # same process: kept
-    control.mark_stopped(s.control_file)  # SIGTERM: systemctl stop, opsbot's restart
     monkeypatch.setattr(control, "PROCESS", "restarted-process")
     assert control.take_up_control(s.control_file, starting=True) == Control()  # the next start: healthy
     assert read_control(s.control_file) == Control()
@@ -175,9 +174,9 @@ def test_until_restart_state_injected_before_a_start_holds_for_that_start(tmp_pa
     monkeypatch.setattr(control, "PROCESS", "first")
     assert control.take_up_control(p, starting=True).state == "crash"
     monkeypatch.setattr(control, "PROCESS", "second")  # systemd's Restart= after the crash: still broken
-    assert control.take_up_control(p, starting=True).state == "crash" and read_control(p).held_by == "second"
-    control.mark_stopped(p)  # a restart on purpose stops the process holding it
-    monkeypatch.setattr(control, "PROCESS", "third")
+    assert control.take_up_control(p, starting=True, automatic=True).state == "crash"
+    assert read_control(p).held_by == "second"
+    monkeypatch.setattr(control, "PROCESS", "third")  # a restart (stop, reset-failed, start): fixed
     assert control.take_up_control(p, starting=True).state == "healthy"
     write_control(p, Control("wedged"))  # a plain injection survives any number of starts
     assert control.take_up_control(p, starting=True).state == "wedged"

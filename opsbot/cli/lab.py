@@ -153,7 +153,7 @@ def inject(
     message: str = typer.Option(None, "--message", "-m", help="crash: the exception line to die with"),
     no_load: bool = typer.Option(False, "--no-load", help="stop the emulator's own light load"),
     until_restart: bool = typer.Option(False, "--until-restart",
-                                       help="the state clears at the role's next start after a stop (as a restart fixes it)"),
+                                       help="the state clears at the role's next start, not systemd's automatic restart (as a restart fixes it)"),
     beyond: int = typer.Option(None, "--beyond", min=1,
                                help="recall-loss: prompts longer than this many tokens lose their needles"),
 ) -> None:

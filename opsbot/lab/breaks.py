@@ -2,8 +2,8 @@
 stop) that produce it (pure data; ``Lab.break_class`` carries it out). For training and game days.
 
 ``until_restart`` marks the classes a restart fixes in production: the state clears at the role's
-next start after a stop on purpose, so a guarded restart really recovers the role, while systemd's own
-restarts after the state killed the server (watchdog, NCCL) keep it: a crash loop until someone restarts.
+next start, so a guarded restart really recovers the role, while systemd's own automatic restarts after
+the state killed the server (watchdog, NCCL) keep it: a crash loop until someone restarts.
 """
 
 from __future__ import annotations

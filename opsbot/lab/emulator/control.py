@@ -49,7 +49,6 @@ class Control:
     load: bool = True  # generate light load of its own
     until_restart: bool = False  # the state clears at the next start of the role, as a restart would fix it
     held_by: str | None = None  # the process that took up an ``until_restart`` state
-    stopped: bool = False  # that process was stopped on purpose (SIGTERM), not killed by the state itself
     beyond: int | None = None  # recall-loss: prompts longer than this many tokens lose their needles
 
     def to_json(self) -> str:
@@ -73,34 +72,25 @@ def read_control(path: str | os.PathLike[str] | None) -> Control:
         state = "healthy"
     return Control(state=state, message=data.get("message"), load=bool(data.get("load", True)),
                    until_restart=bool(data.get("until_restart", False)), held_by=data.get("held_by"),
-                   stopped=bool(data.get("stopped", False)),
+
                    beyond=data.get("beyond") if isinstance(data.get("beyond"), int) else None)
 
 
-def take_up_control(path: str | os.PathLike[str] | None, *, starting: bool = False) -> Control:
+def take_up_control(path: str | os.PathLike[str] | None, *, starting: bool = False,
+                    automatic: bool = False) -> Control:
     """The control this process runs with: an ``until_restart`` state is marked as taken up by it,
-    and when ``starting`` finds one taken up by an earlier process that was stopped on purpose (a restart:
-    ``systemctl stop``/``restart``, opsbot's guarded restart), the state is cleared (healthy). A start
-    after the earlier process died of the state itself (systemd's ``Restart=`` after a crash, an OOM, the
-    scheduler watchdog, an NCCL timeout) takes it up again: only a restart fixes it, not a crash loop."""
+    and when ``starting`` finds one taken up by an earlier process, the state is cleared (healthy), as a
+    restart fixes it; unless this start is systemd's ``automatic`` restart after the state killed the
+    server (a crash, the scheduler watchdog, an NCCL timeout): a crash loop does not fix it, a restart does."""
     control = read_control(path)
     if not path or not control.until_restart or control.held_by == PROCESS:
         return control
-    if starting and control.held_by is not None and control.stopped:
+    if starting and control.held_by is not None and not automatic:
         control = Control()
     else:
-        control.held_by, control.stopped = PROCESS, False
+        control.held_by = PROCESS
     write_control(path, control)
     return control
-
-
-def mark_stopped(path: str | os.PathLike[str] | None) -> None:
-    """This process is being stopped on purpose (SIGTERM): an ``until_restart`` state it holds clears at
-    the role's next start."""
-    control = read_control(path)
-    if path and control.until_restart and control.held_by == PROCESS:
-        control.stopped = True
-        write_control(path, control)
 
 
 def write_control(path: str | os.PathLike[str], control: Control) -> None:

@@ -5,16 +5,18 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 import traceback
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 from . import gpu, logfmt, recall
-from .control import DEFAULT_CRASH_MESSAGE, control_path, mark_stopped, take_up_control
+from .control import DEFAULT_CRASH_MESSAGE, control_path, take_up_control
 from .flags import parse_server
 from .gpu import TOTAL_MIB
 from .scheduler import CONTEXT_LEN, MAX_RUNNING, MAX_TOTAL_TOKENS, STALLED, TICK_S, VERSION, VERSIONS, Scheduler
@@ -58,6 +60,26 @@ def crash_text(message: str, frame: str | None = None) -> str:
         message = f"RuntimeError: {message}"
     frame = frame or f'  File "{SITE}/managers/scheduler.py", line 6350, in run_scheduler_process\n    scheduler = Scheduler('
     return f"Traceback (most recent call last):\n{frame}\n{message}"
+
+
+def restarted_by_systemd() -> bool:
+    """Whether systemd started this process as an automatic restart (``Restart=``): its unit's ``NRestarts``
+    counts it then. A start after ``systemctl stop`` of a live server, or after ``systemctl reset-failed``
+    (opsbot's restart does stop, reset-failed, start), finds 0. False outside a systemd unit."""
+    try:
+        cgroup = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return False
+    units = [part for line in cgroup.splitlines() for part in line.split("/") if part.endswith(".service")]
+    unit = units[-1] if units else None  # the innermost: this process's own unit
+    if unit is None:
+        return False
+    try:
+        out = subprocess.run(["systemctl", "show", unit, "--property=NRestarts", "--value"], capture_output=True,
+                             text=True, timeout=5, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.isdigit() and int(out) > 0
 
 
 def crash_at_startup(message: str, frame: str | None = None) -> None:
@@ -373,7 +395,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_server(sys.argv[1:] if argv is None else argv)
     role = os.environ.get("SGLANG_EMULATOR_ROLE", args.disaggregation_mode)
     control_file = control_path()
-    control = take_up_control(control_file, starting=True)
+    control = take_up_control(control_file, starting=True, automatic=restarted_by_systemd())
     if is_dsv4(args):
         logfmt.log("Setting max_running_requests to 256 for DeepseekV4ForCausalLM.")
         logfmt.log("Setting KV cache dtype to fp8_e4m3 for DeepseekV4ForCausalLM.")
@@ -401,7 +423,6 @@ def main(argv: list[str] | None = None) -> None:
 
     def on_term(signum, frame) -> None:
         logfmt.log(f"SIGTERM received. {signum=} {frame=}. Draining requests and shutting down...")
-        mark_stopped(control_file)
         gpu.release(role)
         os._exit(0)
 
