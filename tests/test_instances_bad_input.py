@@ -153,6 +153,8 @@ def test_postgresql_away_mid_storm_answers_503_and_loses_nothing_acknowledged(tm
         stored = [f for f, _ in rows]
         assert sorted(stored) == sorted({f"bad{n:012x}" for n in acked}), "every acknowledged alert stored once"
         assert all(p for _, p in rows), "and each probed once the database was back"
+        print(f"\nPostgreSQL away {OUTAGE_S:.0f} s mid-storm: answers {dict(sorted(answers.items()))}, "
+              f"{len(acked)} acknowledged ({during - before} while away), {len(stored)} stored, all probed")
         assert "Traceback" not in opsbot.output()
         opsbot.stop()
     finally:
