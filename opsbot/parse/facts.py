@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
 from opsbot.parse.gpu import parse_gpu_csv
-from opsbot.parse.exceptions import RaisedException, crash_frames, parse_exceptions
+from opsbot.parse.exceptions import RaisedException, crash_frames, is_crash_line, parse_exceptions
 from opsbot.parse.glog import parse_glog
-from opsbot.parse.kernel import parse_xid
+from opsbot.parse.kernel import driver_faults, parse_xid
 from opsbot.parse.logs import LogEntry, parse_log_lines
 from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
@@ -40,7 +40,8 @@ UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exi
 EXCEPTION_FACTS = frozenset("count startup serving unknown incidents startup_incident type message stage writer".split())
 ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
 PROGRESS_FACTS = frozenset(
-    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting".split()
+    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting"
+    " tokens_moved".split()
 )
 # Requests parked between prefill and decode, waiting for their KV cache to move (SGLang 0.4.6.post5 to
 # 0.5.23 metrics: decode's prealloc and transfer queues, prefill's inflight queue).
@@ -86,7 +87,7 @@ HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
 PATCH_FACTS = frozenset("state index_keys version sglang reason".split())
 GPU_FACTS = frozenset(
     "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes"
-    " hardware_xid idle busy".split()
+    " hardware_xid driver_fault idle busy".split()
 )
 # Xids an application causes (NVIDIA's Xid catalog, docs.nvidia.com/deploy/xid-errors: 13 graphics engine
 # exception, 31 GPU memory page fault, 43 GPU stopped processing, 45 preemptive cleanup): a software fault
@@ -157,27 +158,43 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def _unit(ev: RoleEvidence, failed: list[str], problems: list[str]) -> tuple[dict[str, Any], datetime | None]:
-    """The ``unit.*`` facts and, when the unit is active, when its current run started."""
+def _unit(
+    ev: RoleEvidence, failed: list[str], problems: list[str]
+) -> tuple[dict[str, Any], datetime | None, datetime | None]:
+    """The ``unit.*`` facts; when the unit is active, when its current run started; and when its last
+    run started whatever its state (systemd keeps ExecMainStartTimestamp after the process exits)."""
     if not ev.systemd.ok:
         failed.append("systemd")
-        return {}, None
+        return {}, None, None
     try:
         u = parse_unit(ev.systemd.raw)
     except ValueError as exc:
         failed.append("systemd")
         problems.append(f"{ev.key}: systemd: {exc}")
-        return {}, None
-    started = None
-    if u.active_state == "active":
-        started = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
+        return {}, None, None
+    last_run = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
+    started = last_run if u.active_state == "active" else None
     facts = _clean({k: getattr(u, k, None) for k in UNIT_FACTS})
     facts["restarting"] = u.sub_state == "auto-restart" or (u.active_state == "activating" and (u.n_restarts or 0) > 0)
     if u.exec_main_code == 1 and u.exec_main_status is not None:
         facts["exit_code"] = u.exec_main_status  # CLD_EXITED
     elif u.exec_main_code in (2, 3) and u.exec_main_status:
         facts["exit_signal"] = _signal_name(u.exec_main_status)  # CLD_KILLED, CLD_DUMPED
-    return facts, started
+    return facts, started, last_run
+
+
+# Longer than any start-up: weights load in minutes, torch's NCCL and store timeouts at initialisation
+# are 10 and 30 minutes. A process still writing this long after its run started was past start-up.
+SERVING_AFTER = timedelta(hours=1)
+
+
+def _ran_past_startup(entries: Sequence[LogEntry], last_run: datetime | None) -> bool:
+    """Whether the last run (ExecMainStartTimestamp) wrote a line ``SERVING_AFTER`` or more after it began:
+    what it then raised happened while serving, even when no batch line or metric shows it."""
+    if last_run is None:
+        return False
+    times = (_line_time(e.ts) for e in entries if e.process != "systemd")
+    return any(at is not None and at - last_run >= SERVING_AFTER for at in times)
 
 
 def _signal_name(number: int) -> str:
@@ -339,8 +356,12 @@ def _logs(
     restarts = batches = current_batches = 0
     error_line, specific, start_limit = None, False, False
     native: list[RaisedException] = []
+    attributed: list[tuple[int, str, str]] = []  # (line, component, incident) of the current run's E/F lines
+    crash_at: int | None = None  # where the current run's first native crash dump begins
     for i, entry in enumerate(entries):
         message = entry.message
+        if crash_at is None and entry.process != "systemd" and is_crash_line(message) and _recent(entry, started):
+            crash_at = i
         if entry.process != "systemd":
             specific = specific or entry.kind in _SPECIFIC_KINDS
             if entry.kind in _ERROR_KINDS:
@@ -354,8 +375,8 @@ def _logs(
             batches += 1
             current_batches += _recent(entry, started)
             continue
-        if _GLOG_START.match(message):
-            native += _engine_line(message, entry, i, started, table, engine)
+        if _GLOG_START.match(message) or " UCX " in message:
+            native += _engine_line(message, entry, i, started, table, engine, attributed)
         elif entry.process == "systemd" and _RESTART.search(message):
             restarts += 1
         elif entry.process == "systemd" and _START_LIMIT in message:
@@ -369,6 +390,10 @@ def _logs(
     raised = parse_exceptions((e.message, e.ts) for e in entries)
     recent = (e.message for e in entries if _recent(e, started))  # a crash before the current run is history
     crashed = table.crash_component(crash_frames(recent)) if table is not None else None
+    if crashed is None and crash_at is not None:
+        # a dump without a frame that names a component: the component whose error line came just before it
+        before = [(name, incident) for at, name, incident in attributed if at < crash_at]
+        crashed = before[-1] if before else None
     if crashed:
         engine["crash"], engine["crash_incident"] = crashed
     return _LogRead(current, window, raised, engine, restarts, batches, current_batches, None if specific else error_line,
@@ -376,7 +401,8 @@ def _logs(
 
 
 def _engine_line(
-    message: str, entry: LogEntry, index: int, started: datetime | None, table: ExceptionTable | None, out: dict
+    message: str, entry: LogEntry, index: int, started: datetime | None, table: ExceptionTable | None, out: dict,
+    attributed: list[tuple[int, str, str]],
 ) -> list[RaisedException]:
     """Count a C++ component's E/F line of the current run; return it as an exception (type: the file it
     names), which is a start-up error when the role never served."""
@@ -384,11 +410,12 @@ def _engine_line(
     if line is None or not line.is_error or not _recent(entry, started):
         return []
     out["errors"] += 1
-    found = table.component(line.file) if table is not None else None
+    found = table.component(line.file, line.library) if table is not None else None
     native = [RaisedException(line.file, line.message[:500], found[0] if found else None, (), "unknown", index, entry.ts)]
     if found is None:
         return native
     name, incident = found
+    attributed.append((index, name, incident))
     if name not in out["components"]:
         out["components"].append(name)
     if incident == "kv-transfer-failure":
@@ -457,6 +484,7 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
             codes = [x.xid for x in parse_xid(node.kernel_log.raw)]
             out["xid"], out["xid_codes"] = len(codes), sorted(set(codes))
             out["hardware_xid"] = sum(c not in APPLICATION_XIDS for c in codes)
+            out["driver_fault"] = driver_faults(node.kernel_log.raw)
         else:
             failed.append("kernel_log")
     raw = node.gpu.raw or ""
@@ -514,6 +542,9 @@ def _progress(gauges: dict[str, float], deltas: dict[str, float], window: float 
         out["decode_stalled"] = deltas["generation_tokens"] == 0 and gauges["gen_throughput"] == 0
     if PROGRESS_COUNTER["prefill"] in deltas:
         out["prefill_stalled"] = deltas[PROGRESS_COUNTER["prefill"]] == 0
+    moved = [v for k, v in deltas.items() if k.startswith(REALTIME_TOKENS + "_")]
+    if moved:  # every mode (prefill_compute, prefill_cache, decode, ...): did the role move any token at all
+        out["tokens_moved"] = sum(moved)
     waiting = [gauges[q] for q in TRANSFER_QUEUES if q in gauges]
     if waiting:
         out["transfer_waiting"] = sum(waiting)
@@ -563,7 +594,7 @@ def role_facts(
     failed: list[str] = []
     gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
     _aliased(gauges, deltas)
-    unit, started = _unit(ev, failed, problems)
+    unit, started, last_run = _unit(ev, failed, problems)
     read = _logs(ev, patterns, started, failed, table)
     logs, logs_window = read.current, read.window
     if unit:
@@ -588,7 +619,7 @@ def role_facts(
         "logs_window": logs_window,
         "gpu": gpu,
         "exception": _exception_facts(
-            read.raised, table, bool(gauges) or read.batch_lines > 0,
+            read.raised, table, bool(gauges) or read.batch_lines > 0 or _ran_past_startup(read.entries, last_run),
             read.error_line if stopped and not gpu.get("xid_codes") else None, read.native,
         ) if ev.logs.ok else {},
         "engine": read.engine,
