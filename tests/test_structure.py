@@ -348,3 +348,11 @@ def test_a_request_parked_for_its_transfer_while_the_pair_moves_no_token_is_a_tr
     assert idle["prefill"]["progress"]["tokens_moved"] > 0
     d = diagnose(parse_bundle((DEV / "near-idle-decode.json").read_text(encoding="utf-8")), default_runbooks())
     assert not d.findings
+
+
+@given(st.from_regex(r"[a-z_]{1,12}\.c", fullmatch=True), st.integers(0, 99999),
+       st.sampled_from(["ERROR", "FATAL", "WARN", "DIAG"]), st.text(max_size=60).filter(lambda t: "\n" not in t and "\r" not in t))
+def test_any_ucx_line_parses_to_its_file_line_and_severity(file, line, level, msg):
+    parsed = parse_glog(f"[1749803291.555759] [host:7053 :0] {file:>16}:{line:<4} UCX  {level:<5} {msg}")
+    assert parsed is not None and (parsed.file, parsed.line, parsed.library) == (file, line, "UCX")
+    assert parsed.is_error == (level in ("ERROR", "FATAL"))

@@ -24,7 +24,7 @@ _GLOG = re.compile(
 # UCX: optional "[seconds.micros] [host:pid:tid]", then "file.c:line UCX LEVEL message" (%16s:%-4u %-4s %-5s)
 _UCX = re.compile(
     r"^(?:\[\d+\.\d+\]\s+\[[^\]]*\]\s+)?(?P<file>[\w.+-]+\.c):(?P<line>\d+)\s+UCX\s+"
-    r"(?P<level>FATAL|ERROR|WARN|DIAG|INFO|PRINT|DEBUG|TRACE\w*)\s+(?P<msg>.*)$"
+    r"(?P<level>FATAL|ERROR|WARN|DIAG|INFO|PRINT|DEBUG|TRACE\w*)(?:\s+(?P<msg>.*))?$"
 )
 _UCX_SEVERITY = {"FATAL": "F", "ERROR": "E", "WARN": "W"}
 
@@ -49,5 +49,5 @@ def parse_glog(message: str) -> GlogLine | None:
         u = _UCX.match(message.strip()) if "UCX" in message else None
         if u is None:
             return None
-        return GlogLine(_UCX_SEVERITY.get(u["level"], "I"), u["file"], int(u["line"]), u["msg"], "UCX")
+        return GlogLine(_UCX_SEVERITY.get(u["level"], "I"), u["file"], int(u["line"]), u["msg"] or "", "UCX")
     return GlogLine(m["sev"] or m["short"], m["file"].rsplit("/", 1)[-1], int(m["line"]), m["msg"])
