@@ -80,8 +80,9 @@ def time_before(ref: str, bundle: Path, runs: int) -> tuple[list[float], list[fl
                                  capture_output=True, check=True).stdout
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
-        out = subprocess.run([sys.executable, "-c", _CHILD, tmp, str(bundle), str(runs)], capture_output=True, text=True,
-                             check=True, env={**os.environ, "PYTHONPATH": tmp})
+        # cwd=tmp: `python -c` puts the working directory first on sys.path, which would import today's opsbot
+        out = subprocess.run([sys.executable, "-c", _CHILD, tmp, str(bundle.resolve()), str(runs)], capture_output=True,
+                             text=True, check=True, env={**os.environ, "PYTHONPATH": tmp}, cwd=tmp)
     data = json.loads(out.stdout)
     return data["wall"], data["cpu"], data["found"]
 

@@ -36,16 +36,16 @@ from opsbot.collect.pool import KeptPool  # noqa: E402
 from opsbot.collect.probe import probe  # noqa: E402
 from opsbot.inventory import Cluster, Inventory  # noqa: E402
 from opsbot.lab.nodes import Lab, _port_free  # noqa: E402
-from opsbot.settings import Settings  # noqa: E402
+from opsbot.lab.settings import LabSettings  # noqa: E402
 
 console = Console(width=200)
 
 
-def lab_settings(data_dir: Path, nodes: int) -> Settings:
+def lab_settings(data_dir: Path, nodes: int) -> LabSettings:
     """Ports of their own for a lab of ``nodes`` (wider than the test slots, which hold 8 nodes)."""
     for ssh_base, svc_base in ((23600 + 40 * k, 47000 + 60 * k) for k in range(40)):
         if all(_port_free(p) for p in [*range(ssh_base, ssh_base + nodes), *range(svc_base, svc_base + 60)]):
-            return Settings(data_dir=data_dir, lab_prefix="opsbot-scale", lab_ssh_port_base=ssh_base,
+            return LabSettings(data_dir=data_dir, lab_prefix="opsbot-scale", lab_ssh_port_base=ssh_base,
                             lab_service_port_base=svc_base, metrics_window_s=1.0)
     raise SystemExit("no free port range for the lab")
 

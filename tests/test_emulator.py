@@ -20,7 +20,7 @@ from opsbot.lab.emulator.flags import parse_router, parse_server
 from opsbot.lab.emulator.launch_server import crash_text
 from opsbot.lab.emulator.scheduler import Scheduler
 from opsbot.lab.layout import inventory_data, plan_lab, unit_text
-from opsbot.settings import Settings
+from opsbot.lab.settings import LabSettings
 from tests.realparts import shared_file
 
 FIXTURE = Path(__file__).parent / "fixtures/gpu/nvidia-smi-query.csv"
@@ -62,7 +62,7 @@ def test_router_flags_pd_prefill_with_and_without_bootstrap_port() -> None:
 
 def test_every_flag_the_lab_passes_is_in_the_sglang_reference() -> None:
     text = shared_file("reference/sglang.md").read_text()
-    for role in plan_lab(Settings(), 2).roles:
+    for role in plan_lab(LabSettings(), 2).roles:
         for flag in (a for a in role.argv if a.startswith("--")):
             snake = flag[2:].replace("-", "_")  # RouterArgs fields are listed by their snake-case names
             assert f"`{flag}" in text or f"{flag} " in text or f"{snake} " in text, f"{flag} not in sglang.md"
@@ -297,7 +297,7 @@ def test_nvidia_smi_refuses_unknown_fields(capsys) -> None:
 
 @pytest.mark.parametrize("nodes", [1, 2, 3, 4, 5, 16])
 def test_every_port_in_a_lab_is_unique_and_the_inventory_validates(nodes: int) -> None:
-    plan = plan_lab(Settings(), nodes)
+    plan = plan_lab(LabSettings(), nodes)
     ports = [n.ssh_port for n in plan.nodes] + [p for r in plan.roles for p in (r.port, r.prometheus_port) if p]
     ports += list({r.bootstrap_port for r in plan.roles if r.bootstrap_port})
     assert len(ports) == len(set(ports))
@@ -308,7 +308,7 @@ def test_every_port_in_a_lab_is_unique_and_the_inventory_validates(nodes: int) -
 
 
 def test_a_sixteen_node_lab_has_pd_pairs_with_routers_of_their_own_within_the_port_slot() -> None:
-    settings = Settings()
+    settings = LabSettings()
     plan = plan_lab(settings, 16)
     kinds = [r.kind for r in plan.roles]
     assert (kinds.count("prefill"), kinds.count("decode"), kinds.count("router")) == (8, 8, 4)
@@ -325,7 +325,7 @@ def test_a_sixteen_node_lab_has_pd_pairs_with_routers_of_their_own_within_the_po
 
 
 def test_unit_runs_the_emulator_with_restart_policy_and_visible_crash_loop() -> None:
-    plan = plan_lab(Settings(), 2)
+    plan = plan_lab(LabSettings(), 2)
     text = unit_text(plan.role("decode"))
     assert "Restart=on-failure" in text and "RestartSec=1" in text and "StartLimitBurst=5" in text
     assert "ExecStart=/usr/bin/python3 -m sglang_emulator.launch_server --model-path" in text
@@ -391,7 +391,7 @@ def test_load_snapshot_goes_stale_while_wedged(tmp_path) -> None:
 def test_parse_show_reads_one_block_per_unit() -> None:
     from opsbot.lab.nodes import _parse_show
 
-    roles = plan_lab(Settings(), 2).node("node1").roles
+    roles = plan_lab(LabSettings(), 2).node("node1").roles
     out = ("Id=sglang-dsv4-prefill.service\nActiveState=active\nSubState=running\nNRestarts=3\n\n"
            "Id=sglang-router.service\nActiveState=failed\nSubState=failed\nNRestarts=\n")
     rows = _parse_show(out, roles)
@@ -485,3 +485,12 @@ def test_smg_mode_speaks_smg_flags_metrics_and_log_lines(tmp_path, capsys) -> No
     out = capsys.readouterr().out
     assert " WARN smg::worker::worker: model_gateway/src/worker/worker.rs:1768: HTTP health check failed for " \
            "http://127.0.0.1:9/health" in out
+
+
+def test_production_settings_know_nothing_of_the_lab() -> None:
+    """Lab settings live with the lab: a production OPSBOT_LAB_* field would be a lab leaking into serve."""
+    from opsbot.settings import Settings
+
+    assert not [name for name in Settings.model_fields if name.startswith("lab")]
+    assert {"lab_dir", "lab_prefix", "lab_service_port_base"} <= set(LabSettings.model_fields)
+    assert LabSettings(data_dir=Path("/tmp/x")).lab_path() == Path("/tmp/x/lab")

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import jinja2
 import pytest
 from typer.testing import CliRunner
 
@@ -162,3 +165,20 @@ def test_a_runbook_reading_a_whole_metric_group_parses_every_family(books: Path)
     assert not rs.problems and rs.metric_facts["prefill"] is None and rs.metric_facts["decode"] is not None
     b = _wedged_bundle()
     assert [f.incident for f in diagnose(b, rs).findings] == ["decode-wedged"]
+
+
+def test_the_cel_repl_is_deferred_yet_still_there_for_whoever_uses_it():
+    """opsbot/diagnose/celengine.py binds ``cel.cli`` lazily: the engine works, the REPL loads on use."""
+    code = ("import sys\nfrom opsbot.diagnose.celengine import cel\n"
+            "assert cel.evaluate('1 + 2') == 3 and 'prompt_toolkit' not in sys.modules\n"
+            "import cel.cli\nassert cel.cli.PromptSession and 'prompt_toolkit' in sys.modules\nprint('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_template_with_an_unknown_filter_is_refused_at_load_though_compiled_on_first_render(tmp_path):
+    from opsbot.diagnose.runbook import Template
+
+    with pytest.raises(jinja2.TemplateSyntaxError, match="nosuch"):
+        Template("{{ x | nosuch }}")
+    assert Template("{{ x | round(1) }} GiB").render({"x": 2.26}) == "2.3 GiB"

@@ -41,6 +41,9 @@ SERVING_BLOCK = [
     "AssertionError: No space left for only one request",
 ]
 
+PANIC_BLOCK = ["thread 'main' panicked at src/main.rs:42:10:", "called `Result::unwrap()` on an `Err` value",
+               "thread 'main' panicked at 'boom', src/lib.rs:1:1"]
+
 
 def _lines(block: list[str]) -> list[tuple[str, str | None]]:
     return [(line, None) for line in block]
@@ -74,7 +77,7 @@ def test_argparse_rank_prefixes_chained_tracebacks_and_the_launchers_verdict():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.sampled_from(STARTUP_BLOCK + SERVING_BLOCK), st.text(max_size=80)), max_size=30))
+@given(st.lists(st.one_of(st.sampled_from(STARTUP_BLOCK + SERVING_BLOCK + PANIC_BLOCK), st.text(max_size=80)), max_size=30))
 def test_exception_parsing_never_raises(lines):
     for x in parse_exceptions((line, None) for line in lines):
         assert x.stage in ("startup", "serving", "unknown") and x.type
@@ -191,3 +194,165 @@ def test_no_restart_is_offered_while_systemd_restarts_the_unit():
     looping = diagnose(parse_bundle(json.dumps(data)), default_runbooks()).findings[0]
     assert looping.incident == "role-down" and "restart" not in [r.kind for r in looping.remedies]
     assert any(r.kind == "no-restart" and "already restarting" in r.text for r in looping.remedies)
+
+
+def test_a_rust_panic_is_an_exception_with_its_message_on_the_next_line():
+    found = parse_exceptions(_lines([
+        "thread '<unnamed>' panicked at /cargo/tokio-1.45.1/src/runtime/blocking/shutdown.rs:51:21:",
+        "Cannot drop a runtime in a context where blocking is not allowed.",
+        "thread 'main' panicked at 'called `Option::unwrap()` on a `None` value', src/main.rs:42:10",
+    ]))
+    assert [(x.type, x.message, x.stage) for x in found] == [
+        ("panic", "Cannot drop a runtime in a context where blocking is not allowed.", "unknown"),
+        ("panic", "called `Option::unwrap()` on a `None` value", "unknown"),
+    ]
+    assert found[0].files == ("/cargo/tokio-1.45.1/src/runtime/blocking/shutdown.rs:51:21",)
+
+
+def test_frames_keep_their_files_and_the_table_reads_the_frame_an_exception_came_from():
+    (x,) = parse_exceptions(_lines([
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", line 1, in init_process_group',
+        "RuntimeError: Connection reset by peer",
+    ]))
+    assert x.files == ("/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py",)
+    table = default_runbooks().exceptions
+    assert table.incident(x) == "nccl-failure" and table.named(x)
+    generic = parse_example("[startup] RuntimeError: Connection reset by peer")
+    assert table.incident(generic) == "config-crashloop" and not table.named(generic)  # only its stage says so
+
+
+def _crash_loop(lines: list[str], state: str = "crashloop") -> dict:
+    """The decode's facts when it crash-loops (or hit its start limit) on ``lines``."""
+    from tests.scenarios.compose import compose
+    from tests.scenarios.deployments import crashloop, roles
+
+    p, d, r = roles()
+    crashloop(d, lines)
+    if state == "start-limit":
+        unit = d.logs[-1].split(":")[1].strip()
+        d.active, d.sub = "failed", "failed"
+        d.logs = d.logs[:-1] + [f"systemd: {unit}: Start request repeated too quickly.", f"systemd: {unit}: Failed with result 'exit-code'."]
+    bundle = parse_bundle(json.dumps(compose([p, d, r], bundle_id="x")))
+    rs = default_runbooks()
+    return {"facts": bundle_facts(bundle, rs.patterns, rs.metric_facts, rs.exceptions).scopes["decode"],
+            "findings": diagnose(bundle, rs).findings}
+
+
+def test_the_cause_of_a_start_up_failure_is_the_named_exception_not_the_launchers_verdict():
+    out = _crash_loop(["RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+                       "Initialization failed. Please see the error messages above."])
+    assert out["facts"]["exception"]["startup_incident"] == "nccl-failure"
+    assert out["facts"]["exception"]["type"] == "RuntimeError"
+    assert out["findings"][0].incident == "nccl-failure"
+
+
+def test_lines_a_never_served_role_printed_count_as_start_up_errors():
+    glog = _crash_loop(["raw:E1023 10:00:00.000000 123 transfer_engine.cpp:100] Failed to install transport tcp"])
+    assert glog["facts"]["exception"]["type"] == "transfer_engine.cpp"
+    assert glog["findings"][0].incident == "config-crashloop"
+    warn = _crash_loop(["raw:node1:2345:2400 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43127> "
+                        "failed : Software caused connection abort", "RuntimeError: Failed to start the scheduler"])
+    assert warn["facts"]["exception"]["startup_incident"] == "nccl-failure"
+    panic = _crash_loop(["raw:thread 'main' panicked at src/main.rs:42:10:", "raw:Address already in use"])
+    assert panic["findings"][0].incident == "config-crashloop"
+    chatter = _crash_loop(["raw:node1:234:234 [0] NCCL INFO ncclCommInitRank comm 0x55 rank 0 nranks 4 - Init COMPLETE",
+                           "ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now."])
+    assert chatter["facts"]["exception"]["startup_incident"] == "config-crashloop"  # NCCL INFO is not an error
+    assert chatter["findings"][0].incident == "config-crashloop"
+
+
+def test_a_unit_at_its_start_limit_is_a_crash_loop_and_is_never_offered_a_start():
+    out = _crash_loop(["raw:some line that names nothing"], state="start-limit")
+    unit = out["facts"]["unit"]
+    assert unit["start_limit_hit"] and unit["crash_looping"] and not unit["restarting"]
+    kinds = [r.kind for f in out["findings"] for r in f.remedies]
+    assert "restart" not in kinds and "no-restart" in kinds
+
+
+def test_an_uncaught_cpp_exception_and_pytorchs_older_log_lines():
+    (x,) = parse_exceptions(_lines([
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        "  what():  [PG 3 Rank 5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog caught collective "
+        "operation timeout",
+        "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609 (most recent call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3b6d41df86 in libc10.so)",
+    ]))
+    assert (x.type, x.writer, x.frames) == ("c10::DistBackendError", "c++", ("checkTimeout",))
+    assert x.message.startswith("[PG 3 Rank 5] Process group watchdog") and default_runbooks().exceptions.incident(x) == "nccl-failure"
+    old = parse_glog("[E ProcessGroupNCCL.cpp:456] Some NCCL operations have failed or timed out.")  # torch < 2.3
+    assert old is not None and (old.severity, old.file, old.line) == ("E", "ProcessGroupNCCL.cpp", 456)
+    assert re.search(LOG_FILTER, "[E ProcessGroupNCCL.cpp:456] Some NCCL operations have failed or timed out.")
+
+
+def _pair(state: str, lines: list[str]) -> dict:
+    """The decode's facts and the findings when it crash-loops (``crashloop``) or died after hours (``died``) on ``lines``."""
+    from tests.scenarios.compose import compose
+    from tests.scenarios.deployments import crashloop, died, roles
+
+    p, d, r = roles()
+    (crashloop if state == "crashloop" else died)(d, lines)
+    bundle = parse_bundle(json.dumps(compose([p, d, r], bundle_id="x")))
+    rs = default_runbooks()
+    return {"facts": bundle_facts(bundle, rs.patterns, rs.metric_facts, rs.exceptions).scopes["decode"],
+            "findings": [f.incident for f in diagnose(bundle, rs).findings]}
+
+
+def test_the_units_own_timestamps_place_an_exception_after_hours_of_serving_at_serving():
+    """Same lines, no batch line, no /metrics (refused): a run that began a minute before them failed at
+    start-up; one that began three hours before (ExecMainStartTimestamp) died while serving."""
+    lines = ["raw:E1201 11:24:34.169943  3894 worker_pool.cpp:242] Worker: Cannot make connection for endpoint: "
+             "10.244.1.107:16339@mlx5_3, mark it inactive"]
+    loop, served = _pair("crashloop", lines), _pair("died", lines)
+    assert loop["facts"]["exception"]["startup_incident"] == "config-crashloop" and loop["findings"][0] == "config-crashloop"
+    assert "startup_incident" not in served["facts"]["exception"] and served["facts"]["exception"]["startup"] == 0
+    assert served["facts"]["engine"]["transfer"] == 1 and "config-crashloop" not in served["findings"]
+
+
+def test_ucx_lines_are_the_nixl_transports_and_a_crash_after_one_is_attributed_to_it():
+    line = parse_glog("[1749803291.555759] [vllm-lmcache-zxy-977866c79-jxjnw:7053 :0]          tcp_ep.c:1260 UCX  ERROR "
+                      "tcp_ep 0x3c502370 (state=CONNECTED): send(110) failed: Input/output error")
+    assert line is not None and (line.severity, line.file, line.line, line.library) == ("E", "tcp_ep.c", 1260, "UCX")
+    bare = parse_glog("ib_mlx5_dv.c:433  UCX  ERROR   mlx5dv_devx_obj_modify(opcode=0x503) failed, syndrome 0x5d668c: Remote I/O error")
+    assert bare is not None and bare.library == "UCX" and bare.message.startswith("mlx5dv_devx_obj_modify")
+    table = default_runbooks().exceptions
+    assert table.component("tcp_ep.c", "UCX") == ("ucx", "kv-transfer-failure") and table.component("tcp_ep.c") is None
+    out = _pair("died", ["raw:" + bare.file + ":433  UCX  ERROR   mlx5dv_devx_obj_modify(opcode=0x503) failed",
+                         "raw:Fatal Python error: Segmentation fault", "raw:", "raw:Current thread (most recent call first):"])
+    assert out["facts"]["engine"]["crash_incident"] == "kv-transfer-failure" and out["findings"][0] == "kv-transfer-failure"
+
+
+def test_the_driver_saying_its_gsp_stopped_answering_is_a_gpu_fault_without_an_xid():
+    from opsbot.parse.kernel import driver_faults
+
+    raw = ("2026-11-29T09:59:10+0000 node2 kernel: NVRM: GPU6 _kgspLogRpcTimeout: ****** GSP Timeout ******\n"
+           "2026-11-29T09:59:11+0000 node2 kernel: NVRM: _kgspRpcRecvPoll: GSP RM heartbeat timed out\n"
+           "2026-11-29T09:00:00+0000 node2 kernel: NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.158.01\n")
+    assert driver_faults(raw) == 2
+    gsp = _facts("gsp-heartbeat-timeout-gh100")["decode"]
+    assert gsp["gpu"]["driver_fault"] == 3 and gsp["gpu"]["hardware_xid"] == 0  # heartbeat, memory subsystem, GSP timeout
+    assert _facts("near-nvrm-load-line")["decode"]["gpu"]["driver_fault"] == 0
+
+
+@given(st.text())
+def test_driver_fault_counting_never_raises(raw):
+    from opsbot.parse.kernel import driver_faults
+
+    assert 0 <= driver_faults(raw) <= len(raw.splitlines())
+
+
+def test_a_request_parked_for_its_transfer_while_the_pair_moves_no_token_is_a_transfer_failure():
+    stalled = _facts("mori-transfer-stalled-tail-request")
+    assert stalled["decode"]["progress"]["tokens_moved"] == 0 and stalled["prefill"]["progress"]["tokens_moved"] == 0
+    idle = _facts("near-idle-decode")  # one request in the transfer queue, but the prefill serves cached tokens
+    assert idle["prefill"]["progress"]["tokens_moved"] > 0
+    d = diagnose(parse_bundle((DEV / "near-idle-decode.json").read_text(encoding="utf-8")), default_runbooks())
+    assert not d.findings
+
+
+@given(st.from_regex(r"[a-z_]{1,12}\.c", fullmatch=True), st.integers(0, 99999),
+       st.sampled_from(["ERROR", "FATAL", "WARN", "DIAG"]), st.text(max_size=60).filter(lambda t: "\n" not in t and "\r" not in t))
+def test_any_ucx_line_parses_to_its_file_line_and_severity(file, line, level, msg):
+    parsed = parse_glog(f"[1749803291.555759] [host:7053 :0] {file:>16}:{line:<4} UCX  {level:<5} {msg}")
+    assert parsed is not None and (parsed.file, parsed.line, parsed.library) == (file, line, "UCX")
+    assert parsed.is_error == (level in ("ERROR", "FATAL"))

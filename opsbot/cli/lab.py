@@ -14,7 +14,7 @@ from opsbot.lab.emulator.control import STATES
 
 if TYPE_CHECKING:
     from opsbot.lab.nodes import Lab
-    from opsbot.settings import Settings
+    from opsbot.lab.settings import LabSettings
 
 app = typer.Typer(help="The lab: real systemd + sshd nodes running the SGLang emulator (a test stand-in).",
                   no_args_is_help=True)
@@ -24,9 +24,9 @@ STATE_HELP = "; ".join(f"{name}: {desc} [{'/'.join(kinds)}]" for name, (kinds, d
 
 def _lab() -> Lab:
     from opsbot.lab.nodes import Lab
-    from opsbot.settings import get_settings
+    from opsbot.lab.settings import LabSettings
 
-    return Lab(get_settings())
+    return Lab(LabSettings())
 
 
 def _fail(e: Exception) -> None:
@@ -46,9 +46,9 @@ def up(
     from opsbot.lab.monitoring import MonitoringError
     from opsbot.lab.nodes import Lab, LabError
     from opsbot.lab.rootfs import RootfsError
-    from opsbot.settings import get_settings
+    from opsbot.lab.settings import LabSettings
 
-    settings = get_settings()
+    settings = LabSettings()
     if sglang_version is not None:
         if sglang_version not in VERSIONS:
             _fail(ValueError(f"--sglang-version {sglang_version}: the emulator speaks {', '.join(VERSIONS)}"))
@@ -71,7 +71,7 @@ def up(
         console.print(f"  Prometheus {u.prometheus}  Alertmanager {u.alertmanager}")
 
 
-def _start_monitoring(lab: Lab, settings: Settings) -> None:
+def _start_monitoring(lab: Lab, settings: LabSettings) -> None:
     """A probe-scoped token for Alertmanager (stored hashed), then both servers."""
     from opsbot.store import open_store
 

@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from opsbot.parse.recall import short_length
-
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -25,6 +23,8 @@ MARKS = {"found": "[green]found[/]", "lost": "[red]lost[/]", "error": "[yellow]e
 
 def cost_line(plan: RecallPlan) -> str:
     """What the grid will cost, said before anything is sent."""
+    from opsbot.parse.recall import short_length
+
     return (f"recall grid: {len(plan.lengths)} lengths x {len(plan.depths)} depths x {len(plan.fillers)} filler(s) = "
             f"{plan.cases()} requests, {plan.cost_tokens():,} prompt tokens of prefill "
             f"(longest {short_length(max(plan.lengths))}), at most {plan.concurrency} in flight")
@@ -33,7 +33,7 @@ def cost_line(plan: RecallPlan) -> str:
 def grid_table(recall: Recall) -> Table:
     from rich.table import Table
 
-    from opsbot.parse.recall import grid
+    from opsbot.parse.recall import grid, short_length
 
     lengths, depths, cells = grid(recall)
     table = Table("length", *(f"depth {d:g}" for d in depths), title="needles found / lost")
@@ -43,7 +43,7 @@ def grid_table(recall: Recall) -> Table:
 
 
 def summary_line(recall: Recall) -> str:
-    from opsbot.parse.recall import summarize
+    from opsbot.parse.recall import short_length, summarize
 
     s = summarize(recall)
     where = {
@@ -64,6 +64,8 @@ def run_with_progress(flow: Flow, cluster: str | None, plan: RecallPlan, trigger
     import asyncio
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from opsbot.parse.recall import short_length
 
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
@@ -87,6 +89,7 @@ def show_result(result: RecallResult) -> None:
     """The grid, what it means, the tokenizer, the notes, how it compares, and the diagnosis."""
     from opsbot.bundle import Recall
     from opsbot.cli.diagnosis_view import render
+    from opsbot.parse.recall import short_length
 
     recall = result.bundle.recall or Recall()
     out = Console()
@@ -140,7 +143,7 @@ def recall_command(
     from opsbot.cli.probe import cli_flow, save_bundle
     from opsbot.flow import InventoryUnavailable
     from opsbot.inventory import UnknownRole
-    from opsbot.parse.recall import summarize
+    from opsbot.parse.recall import short_length, summarize
     from opsbot.settings import get_settings
     from opsbot.yamlsource import ConfigError
 

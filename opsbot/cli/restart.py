@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import shlex
 from collections.abc import Iterator
@@ -54,6 +53,8 @@ def _inventory(settings: Settings) -> Inventory:
 
 def _flow(settings: Settings) -> Flow:
     """The CLI's flow over the store (opened and upgraded), after settling any action a crashed opsbot left executing."""
+    import asyncio
+
     from opsbot.flow import Flow
     from opsbot.store import StoreError, open_store
 
@@ -85,6 +86,8 @@ def _report(outcome: ActionOutcome) -> None:
 
 
 def _execute(flow: Flow, action_id: str, actor: str) -> ActionOutcome:
+    import asyncio
+
     with console.status(f"restarting (action {action_id}): probe, stop, wait for GPU release, start, verify ..."):
         return asyncio.run(flow.execute(action_id, actor=actor, surface="cli"))
 
@@ -98,6 +101,8 @@ def restart(
     pair: bool = typer.Option(False, "--pair", help="restart a prefill and a decode together on purpose (pd-desync)"),
 ) -> None:
     """Restart a role behind approval, cooldown, budget and lock; verify it came back."""
+    import asyncio
+
     from opsbot.act import PlanRefused, plan_restart
     from opsbot.inventory import UnknownRole
     from opsbot.settings import get_settings
@@ -155,6 +160,8 @@ def approve_action(
     run: bool = typer.Option(True, "--run/--no-run", help="run the restart right after approving"),
 ) -> None:
     """Approve a planned action (recorded with your name and the CLI surface), then run it."""
+    import asyncio
+
     from opsbot.act import ApprovalRefused
     from opsbot.settings import get_settings
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import cel
+from opsbot.diagnose.celengine import cel
 
 from opsbot.bundle import Bundle
 from opsbot.contracts import Diagnosis, Finding, Remedy, Undetermined, severity_rank
 from opsbot.datafiles import data_dir
-from opsbot.diagnose.runbook import Runbook, RunbookSet, load_runbooks
+from opsbot.diagnose.runbook import Runbook, RunbookSet, load_runbooks, pick
 from opsbot.parse.facts import BundleFacts, bundle_facts
 
 _MISSING_PENALTY = 0.15
@@ -131,10 +131,7 @@ def evaluate(facts: BundleFacts, rs: RunbookSet, bundle_id: str) -> Diagnosis:
     for key, scope in facts.scopes.items():
         kind = facts.kinds[key]
         books = [rb for rb in rs.runbooks if kind in rb.spec.roles]
-        roots = {path.split(".", 1)[0] for rb in books for path in rb.condition.facts}
-        roots |= {path.split(".", 1)[0] for rb in books for c in (*rb.decide_conditions, *rb.remedy_conditions) if c
-                  for path in c.facts}
-        context = cel.Context(variables={k: v for k, v in scope.items() if k in roots})  # convert only what CEL reads
+        context = cel.Context(variables=pick(scope, rs.cel_reads[kind]))  # convert only what CEL reads
         contexts[key] = (context, scope)
         for rb in books:
             out = rb.condition.evaluate(context, scope, tuple(rb.spec.needs))

@@ -1,5 +1,5 @@
-"""The reviewed table of runbooks/exceptions.yaml: exceptions (type, message, stage) and the C++
-components that write glog lines (by file) → incident classes. First matching rule wins."""
+"""The reviewed table of runbooks/exceptions.yaml: exceptions (type, message, frame, stage) and the
+C++ components that write glog lines (by file) → incident classes. First matching rule wins."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class _Mapped(_Strict):
 class ExceptionRule(_Mapped):
     type: str | None = Field(None, description="regex searched in the exception's type, e.g. '(^|\\.)OutOfMemoryError$'")
     message: str | None = Field(None, description="regex searched in its message")
+    frame: str | None = Field(None, description="regex searched in each of its frames, written 'file:function'")
     stage: list[Stage] = Field(default_factory=list, description="the stages it applies to; empty: any")
     source: str = Field(description="where the type or text comes from (library, file, version)")
     examples: list[str] = Field(default_factory=list, description="'[stage] Type: message' lines the rule must match")
@@ -42,6 +43,8 @@ class ExceptionRule(_Mapped):
 class ComponentRule(_Mapped):
     file: str = Field(description="regex fully matching the base name of the file a glog line names")
     crash: str | None = Field(None, description="regex searched in a native crash dump's frames (path:function)")
+    library: str | None = Field(None, description="the library a line names in its own format (UCX); set, the rule "
+                                "matches only that library's lines, whatever the file")
     source: str
     examples: list[str] = Field(default_factory=list, description="file names it must match")
 
@@ -57,28 +60,40 @@ class _Compiled:
     type: re.Pattern[str] | None
     message: re.Pattern[str] | None
     stages: frozenset[str]
+    frame: re.Pattern[str] | None = None
+
+    @property
+    def by_stage_only(self) -> bool:
+        """A rule that names no type, text or frame: the catch-all of its stage."""
+        return self.type is None and self.message is None and self.frame is None
 
     def matches(self, exc: RaisedException) -> bool:
         return (
             (not self.stages or exc.stage in self.stages)
             and (self.type is None or self.type.search(exc.type) is not None)
             and (self.message is None or self.message.search(exc.message) is not None)
+            and (self.frame is None or any(self.frame.search(f"{file}:{func}") for file, func in zip(exc.files, exc.frames)))
         )
 
 
 @dataclass(frozen=True)
 class ExceptionTable:
     rules: tuple[_Compiled, ...] = ()
-    components: tuple[tuple[str, re.Pattern[str], str], ...] = ()  # (name, file regex, incident)
+    components: tuple[tuple[str, re.Pattern[str], str, str | None], ...] = ()  # (name, file regex, incident, library)
     crashes: tuple[tuple[str, re.Pattern[str], str], ...] = ()  # (name, crash-frame regex, incident)
 
     def incident(self, exc: RaisedException) -> str | None:
         """The class the first matching rule gives ``exc``, or None."""
         return next((r.incident for r in self.rules if r.matches(exc)), None)
 
-    def component(self, file: str) -> tuple[str, str] | None:
-        """(component, incident) for a glog line's file, or None."""
-        return next(((name, inc) for name, rx, inc in self.components if rx.fullmatch(file)), None)
+    def named(self, exc: RaisedException) -> bool:
+        """Whether the rule that classes ``exc`` names it (type, text, frame) rather than only its stage:
+        a named class says more about a crash loop's cause than the stage's catch-all."""
+        return next((not r.by_stage_only for r in self.rules if r.matches(exc)), False)
+
+    def component(self, file: str, library: str | None = None) -> tuple[str, str] | None:
+        """(component, incident) for a glog line's file (and the library its format names), or None."""
+        return next(((name, inc) for name, rx, inc, lib in self.components if lib == library and rx.fullmatch(file)), None)
 
     def crash_component(self, frames: list[str]) -> tuple[str, str] | None:
         """(component, incident) of the first component a native crash dump's frames pass through."""
@@ -90,13 +105,16 @@ class ExceptionTable:
 
 
 def parse_example(line: str) -> RaisedException:
-    """``[stage] Type: message`` (stage optional) → an exception to test a rule on."""
+    """``[stage] Type: message @ file:function`` (stage and frame optional) → an exception to test a rule on."""
     stage = "unknown"
     m = re.match(r"^\[(startup|serving|unknown)\]\s*(.*)$", line)
     if m:
         stage, line = m[1], m[2]
+    line, _, frame = line.partition(" @ ")
+    file, _, func = frame.rpartition(":")
     type_, _, msg = line.partition(": ")
-    return RaisedException(type_.strip(), msg, stage=stage)  # type: ignore[arg-type]
+    frames = ((file,), (func,)) if frame else ((), ())
+    return RaisedException(type_.strip(), msg, stage=stage, files=frames[0], frames=frames[1])  # type: ignore[arg-type]
 
 
 def load_exception_table(path: Path) -> tuple[ExceptionTable, list[ConfigProblem]]:
@@ -114,12 +132,13 @@ def load_exception_table(path: Path) -> tuple[ExceptionTable, list[ConfigProblem
     for i, r in enumerate(spec.exceptions):
         try:
             rules.append(_Compiled(r.incident, re.compile(r.type) if r.type else None,
-                                   re.compile(r.message) if r.message else None, frozenset(r.stage)))
+                                   re.compile(r.message) if r.message else None, frozenset(r.stage),
+                                   re.compile(r.frame) if r.frame else None))
         except re.error as exc:
             problems.append(ConfigProblem(str(path), lines.line_of(("exceptions", i)), f"exceptions.{i}", f"bad regex: {exc}"))
     for name, c in spec.components.items():
         try:
-            components.append((name, re.compile(c.file), c.incident))
+            components.append((name, re.compile(c.file), c.incident, c.library))
             if c.crash:
                 crashes.append((name, re.compile(c.crash), c.incident))
         except re.error as exc:
@@ -144,7 +163,7 @@ def example_problems(path: Path) -> list[ConfigProblem]:
                                          f"the table gives this example {got}, not {r.incident}"))
     for name, c in spec.components.items():
         for j, example in enumerate(c.examples):
-            if table.component(example) != (name, c.incident):
+            if table.component(example, c.library) != (name, c.incident):
                 out.append(ConfigProblem(str(path), lines.line_of(("components", name, "examples", j)),
                                          f"components.{name}.examples.{j}", "the table does not give this file to the component"))
     return out

@@ -1,7 +1,7 @@
 """What a lab of N nodes looks like: nodes, roles, ports, unit files and the inventory (pure).
 
 Every port is unique across the lab because the nodes share the host's network; all of them
-derive from two bases in ``Settings`` so two labs can run side by side on one machine.
+derive from two bases in ``LabSettings`` so two labs can run side by side on one machine.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opsbot.settings import Settings
+from opsbot.lab.settings import LabSettings
 
 MODEL_PATH = "/models/DeepSeek-V4-Flash"
 SERVED_MODEL = "deepseek-ai/DeepSeek-V4-Flash"
@@ -122,7 +122,7 @@ EXTRA_ROUTER_OFFSETS = ((5, 6), (7, 8), (26, 27))
 BOOTSTRAP_OFFSET = 48
 
 
-def plan_lab(settings: Settings, nodes: int = 2) -> LabPlan:
+def plan_lab(settings: LabSettings, nodes: int = 2) -> LabPlan:
     """Node 1 runs prefill + router, node 2 decode (1 node: all). With 3 nodes node 3 is one more
     decode; with 4 or more, nodes 3, 4 are the next PD pair (prefill-2, decode-3) and so on, the first
     three extra pairs each with a router of its own (router-2.., on the pair's prefill node), later

@@ -24,6 +24,7 @@ import yaml
 
 import serving
 from opsbot.lab.layout import ALERTMANAGER_OFFSET, PROMETHEUS_OFFSET, LabPlan
+from opsbot.lab.settings import lab_path_for
 from opsbot.settings import Settings
 from serving.alerts import alert_rules_yaml
 from serving.render import alertmanager_config
@@ -231,7 +232,7 @@ def with_lab_monitoring(settings: Settings) -> Settings:
     Called where a command composes its settings (``opsbot serve``, status, weekly report); what the
     environment sets always wins, and without a lab nothing changes.
     """
-    running = _running(settings.lab_path())
+    running = _running(lab_path_for(settings))
     update = {f"{name}_url": running[name] for name in ("prometheus", "alertmanager")
               if running.get(name) and getattr(settings, f"{name}_url") is None}
     return settings.model_copy(update=update) if update else settings

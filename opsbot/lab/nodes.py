@@ -44,7 +44,7 @@ from opsbot.lab.layout import (
 from opsbot.lab.breaks import STOPPED, Break, breaking
 from opsbot.lab.monitoring import Monitoring
 from opsbot.lab.rootfs import ensure_rootfs
-from opsbot.settings import Settings
+from opsbot.lab.settings import LabSettings
 
 Step = Callable[[str], None]
 EMULATOR_DIR = Path(emulator.__file__).parent
@@ -75,9 +75,9 @@ class NodeStatus:
 
 
 class Lab:
-    """One lab on this machine, identified by its directory (``Settings.lab_path()``)."""
+    """One lab on this machine, identified by its directory (``LabSettings.lab_path()``)."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: LabSettings):
         self.settings = settings
         self.dir = settings.lab_path()
         self.key_file = self.dir / "id_ed25519"
@@ -406,9 +406,9 @@ class Lab:
 _SLOT_LOCKS: dict[int, object] = {}  # held for the life of the process: our slot stays ours
 
 
-def isolated_settings(data_dir: Path, base: Settings | None = None) -> Settings:
+def isolated_settings(data_dir: Path, base: LabSettings | None = None) -> LabSettings:
     """Settings for a lab of its own (tests): a machine prefix and ports no other lab here is using."""
-    base = base or Settings()
+    base = base or LabSettings()
     start = os.getpid() % 50
     for slot in (n % 50 for n in range(start, start + 50)):
         ssh_base, svc_base = 22000 + slot * 20, 40000 + slot * 60

@@ -1,5 +1,7 @@
 """Exceptions as structure: Python tracebacks (SGLang's ``X hit an exception: Traceback ...`` blocks
-included) and argparse refusals → ``RaisedException`` with its type, message, writer and stage.
+included), argparse refusals, C++ exceptions that ended the process (``terminate called after
+throwing an instance of 'c10::DistBackendError'``, then ``what():``) and Rust panics (the router)
+→ ``RaisedException`` with its type, message, writer, frames and stage.
 
 The stage is read from the frames, not from the message: an exception raised under an event loop
 (``run_event_loop``, ``event_loop_*``, ``handle_loop``) happened while serving; one raised under a
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 Stage = Literal["startup", "serving", "unknown"]
@@ -22,6 +24,14 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<func>[\w<>.]+
 # an exception line: a dotted identifier (a type), then ": message" or nothing; never indented
 _RAISED = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$")
 _ARGPARSE = re.compile(r"^(?P<prog>[\w.-]+(?:\.py)?): error: (?P<msg>.+)$")
+# An uncaught C++ exception (libstdc++'s verdict), its what() on the next line, and c10's
+# "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609" after it
+_TERMINATE = re.compile(r"terminate called after throwing an instance of '(?P<type>[\w:<>, ]+)'")
+_WHAT = re.compile(r"^\s*what\(\):\s*(?P<msg>.*)$")
+_RAISED_FROM = re.compile(r"^Exception raised from (?P<func>\S+) at (?P<file>\S+?):\d+")
+# A Rust panic (sgl-router, SMG): "thread 'main' panicked at src/main.rs:42:10:" with the message on the
+# next line (Rust >= 1.73), or "thread 'main' panicked at 'message', src/main.rs:42:10" before
+_PANIC = re.compile(r"^thread '(?P<thread>[^']*)' panicked at (?:'(?P<msg>.*)', )?(?P<at>\S+?):?$")
 # SGLang's launcher's own verdict on a failed start (entrypoints/http_server.py _wait_and_warmup,
 # 0.4.6.post5 and 0.5.23: "Initialization failed. warmup error: {traceback}"; engine.py 0.5.23:
 # "Initialization failed. Please see the error messages above.")
@@ -54,6 +64,7 @@ class RaisedException:
     stage: Stage = "unknown"
     index: int = 0
     ts: str | None = None
+    files: tuple[str, ...] = ()  # each frame's file, as printed, in the order of ``frames``
 
     @property
     def short_type(self) -> str:
@@ -77,6 +88,7 @@ class _Open:
     start: int
     ts: str | None
     frames: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
 
 
 def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedException]:
@@ -89,7 +101,25 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
     """
     out: list[RaisedException] = []
     open_: _Open | None = None
+    panic: RaisedException | None = None  # a panic whose message is on the next line
+    thrown: RaisedException | None = None  # a C++ exception waiting for its what() line
     for i, (message, ts) in enumerate(messages):
+        if panic is not None:
+            out.append(replace(panic, message=message.strip()[:500]))
+            panic = None
+            continue
+        if thrown is not None and (what := _WHAT.match(message)):
+            out.append(replace(thrown, message=what["msg"].strip()[:500]))
+            thrown = None
+            continue
+        raised_from = _RAISED_FROM.match(message) if message.startswith("Exception raised from") else None
+        if raised_from and out and out[-1].writer == "c++" and not out[-1].frames:
+            out[-1] = replace(out[-1], frames=(raised_from["func"],), files=(raised_from["file"],))
+            continue
+        cpp = _TERMINATE.search(message) if "terminate called" in message else None
+        if cpp:
+            thrown = RaisedException(cpp["type"], "", "c++", (), "unknown", i, ts)
+            continue
         text = _RANK_PREFIX.sub("", message.rstrip(), count=1) if message.startswith(("[rank", "(")) else message.rstrip()
         init = _INIT_FAILED.search(text) if "Initialization failed" in text else None
         if init:  # the launcher's verdict; the traceback it may carry is parsed as well
@@ -102,10 +132,12 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
             frame = _FRAME.match(text)
             if frame:
                 open_.frames.append(frame["func"])
+                open_.files.append(frame["file"])
                 continue
             raised = _RAISED.match(text)
             if raised:
-                out.append(_raised(raised["type"], raised["msg"] or "", open_.writer, tuple(open_.frames), open_.start, open_.ts))
+                out.append(_raised(raised["type"], raised["msg"] or "", open_.writer, tuple(open_.frames), open_.start, open_.ts,
+                                   tuple(open_.files)))
                 open_ = None
                 continue
             if text.startswith((" ", "\t")) or not text or set(text) <= set("^~ "):
@@ -124,6 +156,15 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
         argp = _ARGPARSE.match(text) if ": error: " in text else None
         if argp:
             out.append(RaisedException("ArgumentError", argp["msg"], argp["prog"], (), "startup", i, ts))
+            continue
+        rust = _PANIC.match(text) if " panicked at " in text else None
+        if rust:
+            found = RaisedException("panic", rust["msg"] or "", f"thread {rust['thread']}", (), "unknown", i, ts, (rust["at"],))
+            if rust["msg"] is None:
+                panic = found
+            else:
+                out.append(found)
+    out += [x for x in (panic, thrown) if x is not None]
     return out
 
 
@@ -133,12 +174,17 @@ _CRASH = re.compile(r"Fatal Python error: |Caught signal \d+ \(|\*\*\* (?:SIGSEG
 _CRASH_FRAME = re.compile(r'^\s*(?:File "(?P<file>[^"]+)", line \d+ in (?P<func>\S+)|\d+\s+(?P<lib>/\S+?)(?:\((?P<sym>[^)+]*)[^)]*\))?\s*\[0x[0-9a-f]+\])\s*$')
 
 
+def is_crash_line(message: str) -> bool:
+    """Whether ``message`` opens a native crash dump (faulthandler's verdict, a caught signal, a backtrace)."""
+    return ("rror" in message or "ignal" in message or "===" in message or "***" in message) and _CRASH.search(message) is not None
+
+
 def crash_frames(messages: Iterable[str]) -> list[str]:
     """The files and libraries (with the function, ``path:func``) of native crash dumps in the log."""
     out: list[str] = []
     inside = False
     for message in messages:
-        if ("rror" in message or "ignal" in message or "===" in message) and _CRASH.search(message):
+        if is_crash_line(message):
             inside = True
             continue
         if not inside:
@@ -151,5 +197,6 @@ def crash_frames(messages: Iterable[str]) -> list[str]:
     return out
 
 
-def _raised(type_: str, msg: str, writer: str | None, frames: tuple[str, ...], index: int, ts: str | None) -> RaisedException:
-    return RaisedException(type_, msg.strip()[:500], writer, frames, stage_of(frames, type_), index, ts)
+def _raised(type_: str, msg: str, writer: str | None, frames: tuple[str, ...], index: int, ts: str | None,
+            files: tuple[str, ...] = ()) -> RaisedException:
+    return RaisedException(type_, msg.strip()[:500], writer, frames, stage_of(frames, type_), index, ts, files)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
 from opsbot.parse.gpu import parse_gpu_csv
-from opsbot.parse.exceptions import RaisedException, crash_frames, parse_exceptions
+from opsbot.parse.exceptions import RaisedException, crash_frames, is_crash_line, parse_exceptions
 from opsbot.parse.glog import parse_glog
-from opsbot.parse.kernel import parse_xid
+from opsbot.parse.kernel import driver_faults, parse_xid
 from opsbot.parse.logs import LogEntry, parse_log_lines
 from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
@@ -36,11 +36,12 @@ UNIT_FACTS = frozenset(
     "id load_state active_state sub_state result n_restarts exec_main_status exec_main_code main_pid memory_current".split()
 )
 # read from the unit's state machine and systemd's own journal lines, not from SGLang's text
-UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exit_signal restarts_moved".split())
+UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exit_signal restarts_moved start_limit_hit".split())
 EXCEPTION_FACTS = frozenset("count startup serving unknown incidents startup_incident type message stage writer".split())
 ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
 PROGRESS_FACTS = frozenset(
-    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting".split()
+    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting"
+    " tokens_moved".split()
 )
 # Requests parked between prefill and decode, waiting for their KV cache to move (SGLang 0.4.6.post5 to
 # 0.5.23 metrics: decode's prealloc and transfer queues, prefill's inflight queue).
@@ -86,7 +87,7 @@ HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
 PATCH_FACTS = frozenset("state index_keys version sglang reason".split())
 GPU_FACTS = frozenset(
     "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes"
-    " hardware_xid idle busy".split()
+    " hardware_xid driver_fault idle busy".split()
 )
 # Xids an application causes (NVIDIA's Xid catalog, docs.nvidia.com/deploy/xid-errors: 13 graphics engine
 # exception, 31 GPU memory page fault, 43 GPU stopped processing, 45 preemptive cleanup): a software fault
@@ -157,27 +158,43 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def _unit(ev: RoleEvidence, failed: list[str], problems: list[str]) -> tuple[dict[str, Any], datetime | None]:
-    """The ``unit.*`` facts and, when the unit is active, when its current run started."""
+def _unit(
+    ev: RoleEvidence, failed: list[str], problems: list[str]
+) -> tuple[dict[str, Any], datetime | None, datetime | None]:
+    """The ``unit.*`` facts; when the unit is active, when its current run started; and when its last
+    run started whatever its state (systemd keeps ExecMainStartTimestamp after the process exits)."""
     if not ev.systemd.ok:
         failed.append("systemd")
-        return {}, None
+        return {}, None, None
     try:
         u = parse_unit(ev.systemd.raw)
     except ValueError as exc:
         failed.append("systemd")
         problems.append(f"{ev.key}: systemd: {exc}")
-        return {}, None
-    started = None
-    if u.active_state == "active":
-        started = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
+        return {}, None, None
+    last_run = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
+    started = last_run if u.active_state == "active" else None
     facts = _clean({k: getattr(u, k, None) for k in UNIT_FACTS})
     facts["restarting"] = u.sub_state == "auto-restart" or (u.active_state == "activating" and (u.n_restarts or 0) > 0)
     if u.exec_main_code == 1 and u.exec_main_status is not None:
         facts["exit_code"] = u.exec_main_status  # CLD_EXITED
     elif u.exec_main_code in (2, 3) and u.exec_main_status:
         facts["exit_signal"] = _signal_name(u.exec_main_status)  # CLD_KILLED, CLD_DUMPED
-    return facts, started
+    return facts, started, last_run
+
+
+# Longer than any start-up: weights load in minutes, torch's NCCL and store timeouts at initialisation
+# are 10 and 30 minutes. A process still writing this long after its run started was past start-up.
+SERVING_AFTER = timedelta(hours=1)
+
+
+def _ran_past_startup(entries: Sequence[LogEntry], last_run: datetime | None) -> bool:
+    """Whether the last run (ExecMainStartTimestamp) wrote a line ``SERVING_AFTER`` or more after it began:
+    what it then raised happened while serving, even when no batch line or metric shows it."""
+    if last_run is None:
+        return False
+    times = (_line_time(e.ts) for e in entries if e.process != "systemd")
+    return any(at is not None and at - last_run >= SERVING_AFTER for at in times)
 
 
 def _signal_name(number: int) -> str:
@@ -188,12 +205,13 @@ def _signal_name(number: int) -> str:
 
 
 def _crash_looping(unit: dict[str, Any], restarts_logged: int | None) -> bool:
-    """systemd restarts it again and again: waiting to restart, or gave up after restarts, or (not active
-    now) its own journal shows two restarts or more in the window. A unit running again is not."""
+    """systemd restarts it again and again: waiting to restart, or gave up after restarts or at its start
+    limit, or (not active now) its own journal shows two restarts or more in the window. A unit running
+    again is not."""
     restarts = unit.get("n_restarts") or 0
     return bool(
         unit.get("restarting")
-        or (unit.get("active_state") in ("failed", "activating") and restarts >= 1)
+        or (unit.get("active_state") in ("failed", "activating") and (restarts >= 1 or unit.get("start_limit_hit")))
         or ((restarts_logged or 0) >= 2 and unit.get("active_state") != "active")
     )
 
@@ -294,13 +312,24 @@ class _LogRead:
     batch_lines: int = 0
     current_batch_lines: int | None = None
     error_line: LogEntry | None = None  # the application's last error line, when no line names a class
+    native: list[RaisedException] = field(default_factory=list)  # glog E/F lines of the current run, as exceptions
+    start_limit: bool = False  # systemd logged that the unit hit its start limit
+    entries: list[LogEntry] = field(default_factory=list)  # the journal, parsed once for every reader
 
 
 # Lines that name their own class (a runbook reads them); a start-up error line is one of the others.
 _SPECIFIC_KINDS = frozenset({"oom", "nccl", "native", "kv-transfer", "watchdog", "xid", "health", "retract"})
 _ERROR_KINDS = frozenset({"crash", "traceback", "error"})
+# Lines whose text the exception table may class (NCCL, out of memory) without an exception printed
+_NAMED_LINE_KINDS = frozenset({"nccl", "oom"})
+# a C++ exception's own lines after libstdc++'s "terminate called" (parse_exceptions reads them with it)
+_EXCEPTION_TRAIL = ("what():", "Exception raised from ")
+# NCCL's own log levels below WARN (NCCL_DEBUG=INFO prints hundreds at every start): not errors
+_NCCL_CHATTER = re.compile(r"\bNCCL (?:INFO|TRACE)\b")
 _RESTART = re.compile(r"Scheduled restart job, restart counter is at (\d+)")
-_GLOG_START = re.compile(r"^\s*(?:\[rank\d+\]:)?\[?[IWEF]\d{4}")
+# systemd's words when a unit hit StartLimitBurst (its Result is then start-limit-hit)
+_START_LIMIT = "Start request repeated too quickly"
+_GLOG_START = re.compile(r"^\s*(?:\[rank\d+\]:)?(?:\[?[IWEF]\d{4}|\[[IWEF] \w)")
 
 
 def _recent(entry: LogEntry, started: datetime | None) -> bool:
@@ -325,21 +354,33 @@ def _logs(
     entries = parse_log_lines(ev.logs.raw)
     engine: dict[str, Any] = {"errors": 0, "transfer": 0, "nccl": 0, "components": []}
     restarts = batches = current_batches = 0
-    error_line, specific = None, False
-    for entry in entries:
+    error_line, specific, start_limit = None, False, False
+    native: list[RaisedException] = []
+    attributed: list[tuple[int, str, str]] = []  # (line, component, incident) of the current run's E/F lines
+    crash_at: int | None = None  # where the current run's first native crash dump begins
+    for i, entry in enumerate(entries):
         message = entry.message
+        if crash_at is None and entry.process != "systemd" and is_crash_line(message) and _recent(entry, started):
+            crash_at = i
         if entry.process != "systemd":
             specific = specific or entry.kind in _SPECIFIC_KINDS
             if entry.kind in _ERROR_KINDS:
                 error_line = entry
+            elif (entry.kind in _NAMED_LINE_KINDS and table is not None and _recent(entry, started)
+                  and not message.lstrip().startswith(_EXCEPTION_TRAIL) and not _NCCL_CHATTER.search(message)):
+                line = RaisedException("ErrorLine", message.strip()[:500], None, (), "unknown", i, entry.ts)
+                if table.named(line):  # e.g. an "NCCL WARN" line: the table names its class by the text
+                    native.append(line)
         if entry.kind == "batch":  # the heartbeat: no pattern is about it, and most lines are batch lines
             batches += 1
             current_batches += _recent(entry, started)
             continue
-        if _GLOG_START.match(message):
-            _engine_line(message, entry, started, table, engine)
+        if _GLOG_START.match(message) or " UCX " in message:
+            native += _engine_line(message, entry, i, started, table, engine, attributed)
         elif entry.process == "systemd" and _RESTART.search(message):
             restarts += 1
+        elif entry.process == "systemd" and _START_LIMIT in message:
+            start_limit = True
         plain = anything is None or anything.search(message) is not None
         recent = _recent(entry, started)
         for p in patterns if plain else worded:
@@ -349,39 +390,59 @@ def _logs(
     raised = parse_exceptions((e.message, e.ts) for e in entries)
     recent = (e.message for e in entries if _recent(e, started))  # a crash before the current run is history
     crashed = table.crash_component(crash_frames(recent)) if table is not None else None
+    if crashed is None and crash_at is not None:
+        # a dump without a frame that names a component: the component whose error line came just before it
+        before = [(name, incident) for at, name, incident in attributed if at < crash_at]
+        crashed = before[-1] if before else None
     if crashed:
         engine["crash"], engine["crash_incident"] = crashed
-    return _LogRead(current, window, raised, engine, restarts, batches, current_batches, None if specific else error_line)
+    return _LogRead(current, window, raised, engine, restarts, batches, current_batches, None if specific else error_line,
+                    native, start_limit, entries)
 
 
-def _engine_line(message: str, entry: LogEntry, started: datetime | None, table: ExceptionTable | None, out: dict) -> None:
+def _engine_line(
+    message: str, entry: LogEntry, index: int, started: datetime | None, table: ExceptionTable | None, out: dict,
+    attributed: list[tuple[int, str, str]],
+) -> list[RaisedException]:
+    """Count a C++ component's E/F line of the current run; return it as an exception (type: the file it
+    names), which is a start-up error when the role never served."""
     line = parse_glog(message)
     if line is None or not line.is_error or not _recent(entry, started):
-        return
+        return []
     out["errors"] += 1
-    found = table.component(line.file) if table is not None else None
+    found = table.component(line.file, line.library) if table is not None else None
+    native = [RaisedException(line.file, line.message[:500], found[0] if found else None, (), "unknown", index, entry.ts)]
     if found is None:
-        return
+        return native
     name, incident = found
+    attributed.append((index, name, incident))
     if name not in out["components"]:
         out["components"].append(name)
     if incident == "kv-transfer-failure":
         out["transfer"] += 1
     elif incident == "nccl-failure":
         out["nccl"] += 1
+    return native
 
 
 def _exception_facts(
-    raised: list[RaisedException], table: ExceptionTable | None, served: bool, error_line: LogEntry | None = None
+    raised: list[RaisedException], table: ExceptionTable | None, served: bool, error_line: LogEntry | None = None,
+    native: Sequence[RaisedException] = (),
 ) -> dict[str, Any]:
-    """``exception.*``: counts per stage, the classes the table gives, and the last one's type and text.
+    """``exception.*``: counts per stage, the classes the table gives, and the cause's type and text.
 
     An exception whose frames do not say (none printed, or only a wrapper such as ``run_scheduler_process``)
     in a role that never served in the window (no batch line, no /metrics) is placed at start-up: nothing
-    ran after start-up to raise it.
+    ran after start-up to raise it; so are, there, a C++ component's E/F lines and the lines whose text
+    the table classes without an exception (``native``: ``NCCL WARN ...``, out-of-memory text). The cause of a
+    start-up failure is the last start-up exception a table rule names (by type, text or frame), else the
+    last one: the launcher's verdict after an NCCL error (``Initialization failed``) is not the cause.
     """
     if not served:
-        raised = [replace(x, stage="startup") if x.stage == "unknown" else x for x in raised]
+        said = [f"{x.short_type}: {x.message}" for x in raised if x.message]
+        native = [n for n in native if not any(text in n.message for text in said)]  # an exception's own line
+        raised = [replace(x, stage="startup") if x.stage == "unknown" else x
+                  for x in sorted([*raised, *native], key=lambda x: x.index)]
         if error_line is not None and not any(x.stage == "startup" for x in raised):
             # no exception printed as such: the application's last error line is the start-up error
             raised.append(RaisedException("ErrorLine", error_line.message[:500], None, (), "startup", 10**9, error_line.ts))
@@ -396,9 +457,11 @@ def _exception_facts(
         "incidents": sorted({c for c in classes if c}),
     }
     startup = [(x, c) for x, c in zip(raised, classes) if x.stage == "startup"]
-    if startup and startup[-1][1]:
-        out["startup_incident"] = startup[-1][1]
-    last = (startup or list(zip(raised, classes)))[-1][0]  # the start-up error is the cause of a crash loop
+    named = [(x, c) for x, c in startup if c and table is not None and table.named(x)]
+    cause = (named or startup)[-1] if startup else None
+    if cause is not None and cause[1]:
+        out["startup_incident"] = cause[1]
+    last = cause[0] if cause is not None else raised[-1]  # the start-up error is the cause of a crash loop
     out.update(type=last.type, message=last.message[:200], stage=last.stage)
     if last.writer:
         out["writer"] = last.writer
@@ -421,6 +484,7 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
             codes = [x.xid for x in parse_xid(node.kernel_log.raw)]
             out["xid"], out["xid_codes"] = len(codes), sorted(set(codes))
             out["hardware_xid"] = sum(c not in APPLICATION_XIDS for c in codes)
+            out["driver_fault"] = driver_faults(node.kernel_log.raw)
         else:
             failed.append("kernel_log")
     raw = node.gpu.raw or ""
@@ -478,6 +542,9 @@ def _progress(gauges: dict[str, float], deltas: dict[str, float], window: float 
         out["decode_stalled"] = deltas["generation_tokens"] == 0 and gauges["gen_throughput"] == 0
     if PROGRESS_COUNTER["prefill"] in deltas:
         out["prefill_stalled"] = deltas[PROGRESS_COUNTER["prefill"]] == 0
+    moved = [v for k, v in deltas.items() if k.startswith(REALTIME_TOKENS + "_")]
+    if moved:  # every mode (prefill_compute, prefill_cache, decode, ...): did the role move any token at all
+        out["tokens_moved"] = sum(moved)
     waiting = [gauges[q] for q in TRANSFER_QUEUES if q in gauges]
     if waiting:
         out["transfer_waiting"] = sum(waiting)
@@ -527,12 +594,14 @@ def role_facts(
     failed: list[str] = []
     gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
     _aliased(gauges, deltas)
-    unit, started = _unit(ev, failed, problems)
+    unit, started, last_run = _unit(ev, failed, problems)
     read = _logs(ev, patterns, started, failed, table)
     logs, logs_window = read.current, read.window
     if unit:
         if read.restarts_logged is not None:
             unit["restarts_logged"] = read.restarts_logged
+        if unit.get("result") == "start-limit-hit" or (read.start_limit and unit.get("active_state") == "failed"):
+            unit["start_limit_hit"] = True
         unit["crash_looping"] = _crash_looping(unit, read.restarts_logged)
     gpu = _with_journal_xids(_gpu(bundle.node(ev.node), ev.gpus, failed, problems), ev)
     # a role that stopped (or restarts) without an Xid on its node: its last error line may be the start-up error
@@ -550,15 +619,15 @@ def role_facts(
         "logs_window": logs_window,
         "gpu": gpu,
         "exception": _exception_facts(
-            read.raised, table, bool(gauges) or read.batch_lines > 0,
-            read.error_line if stopped and not gpu.get("xid_codes") else None,
+            read.raised, table, bool(gauges) or read.batch_lines > 0 or _ran_past_startup(read.entries, last_run),
+            read.error_line if stopped and not gpu.get("xid_codes") else None, read.native,
         ) if ev.logs.ok else {},
         "engine": read.engine,
         "progress": _progress(gauges, deltas, window) | (
             {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
         ),
         "routing": _routing(gauges, deltas),
-        "patch": patch_seen(bundle, ev, started).facts(),
+        "patch": patch_seen(bundle, ev, started, read.entries).facts(),
     }
     facts["failed"] = failed
     if window is not None:
@@ -571,11 +640,13 @@ def run_started(ev: RoleEvidence) -> datetime | None:
     return _unit(ev, [], [])[1]
 
 
-def patch_seen(bundle: Bundle, ev: RoleEvidence, started: datetime | None) -> PatchSeen:
-    """The role's index keys as its current run's journal shows them (opsbot/parse/patch.py)."""
+def patch_seen(bundle: Bundle, ev: RoleEvidence, started: datetime | None, entries: list[LogEntry] | None = None) -> PatchSeen:
+    """The role's index keys as its current run's journal shows them (opsbot/parse/patch.py); ``entries``:
+    the journal already parsed."""
     if not ev.logs.ok:
         return PatchSeen("unknown")
-    lines = [(e.message, _line_time(e.ts)) for e in parse_log_lines(ev.logs.raw) if e.kind == "patch"]
+    entries = parse_log_lines(ev.logs.raw) if entries is None else entries
+    lines = [(e.message, _line_time(e.ts)) for e in entries if e.kind == "patch"]
     return seen_in(lines, started, window_start(ev.logs.since, _line_time(bundle.started_at)), True)
 
 

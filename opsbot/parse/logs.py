@@ -52,7 +52,8 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
     # glog E/F lines of the C++ libraries (Mooncake, NIXL, c10d) and native crash dumps (faulthandler, UCX)
     (
         "native",
-        r"^(\[rank[0-9]+\]:)?\[?[EF][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}|Fatal Python error|Caught signal [0-9]+|==== backtrace"
+        r"^(\[rank[0-9]+\]:)?\[?[EF][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}|^(\[rank[0-9]+\]:)?\[[EF] [A-Za-z0-9_.]+\.(cpp|cc|h|hpp):[0-9]+\]"
+        r"|Fatal Python error|Caught signal [0-9]+|==== backtrace"
         r"|^\s*[0-9]+\s+/\S+.*\[0x[0-9a-f]+\]\s*$",
     ),
     ("queue-full", r"The request queue is full\.|Request (waiting|running) timeout reached"),

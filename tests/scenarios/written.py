@@ -389,6 +389,33 @@ def _router_ok():
     return list(_roles()), {}
 
 
+@scenario("near-role-killed-no-exception", "role-down",
+          "kill -9 of a serving role (an operator, or the kernel's OOM killer), no Restart=",
+          "decode served, then was killed by SIGKILL with no exception and no restart configured: failed "
+          "(Result=signal, NRestarts=0); nothing it printed explains it, so role-down, and a start is safe",
+          must_not=("config-crashloop", "cuda-oom", "scheduler-watchdog", "nccl-failure"))
+def _killed():
+    p, d, r = _roles()
+    d.active, d.sub, d.result, d.exit_status, d.main_code = "failed", "failed", "signal", 9, 2
+    d.metrics_error, d.health, d.health_error, d.nulls = "connection refused", None, "connection refused", True
+    d.logs = d.logs + ["systemd: sglang-dsv4-decode.service: Main process exited, code=killed, status=9/KILL",
+                       "systemd: sglang-dsv4-decode.service: Failed with result 'signal'."]
+    return [p, d, r], {}
+
+
+@scenario("near-role-stopped-after-serving", "role-down", "systemctl stop after hours of serving",
+          "prefill served (batch lines in the window), then an operator stopped it cleanly: inactive/dead, "
+          "Result=success; a stop is not a crash loop", must_not=("config-crashloop", "prefill-wedged", "cuda-oom"))
+def _stopped_after_serving():
+    p, d, r = _roles()
+    p.active, p.sub, p.result = "inactive", "dead", "success"
+    p.metrics_error, p.health, p.health_error, p.nulls = "connection refused", None, "connection refused", True
+    p.logs = p.logs + ["systemd: Stopping sglang-dsv4-prefill.service...",
+                       "systemd: sglang-dsv4-prefill.service: Deactivated successfully.",
+                       "systemd: Stopped sglang-dsv4-prefill.service."]
+    return [p, d, r], {}
+
+
 if __name__ == "__main__":
     for p in write(SCENARIOS):
         print(p)

@@ -10,7 +10,7 @@ import yaml
 
 from opsbot.lab.layout import plan_lab
 from opsbot.lab.monitoring import lab_spec
-from opsbot.settings import Settings
+from opsbot.lab.settings import LabSettings
 from serving.alerts import alert_rules, alert_rules_yaml
 from serving.metricnames import known_metric_names, promql_metrics
 from tests.realparts import need_binary
@@ -60,7 +60,7 @@ def test_job_names_come_from_the_spec(example):
 def test_lab_rules_fire_on_series_recorded_from_the_lab(tmp_path):
     """The rules the lab's Prometheus loads (lab spec, game-day timings) against series recorded there."""
     promtool = need_binary("promtool")
-    plan = plan_lab(Settings(lab_service_port_base=45000, lab_ssh_port_base=23500), 2)
+    plan = plan_lab(LabSettings(lab_service_port_base=45000, lab_ssh_port_base=23500), 2)
     spec = lab_spec(plan, 45000, "http://127.0.0.1:8080/alerts", tmp_path / "am" / "token")
     assert spec.alerts.time_scale < 1 and spec.prometheus.scrape_interval == "1s"
     (tmp_path / "sglang-pd.rules.yml").write_text(alert_rules_yaml(spec))
