@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import cel
@@ -15,7 +16,7 @@ from opsbot.cli import app
 from opsbot.diagnose import default_runbooks, diagnose
 from opsbot.scope import interpret, probe_scope
 from opsbot.diagnose.conditions import Condition, fact_paths
-from tests.scenarios.compose import RoleSpec, bundle, compose, gpu_csv, healthy_roles
+from tests.scenarios.compose import T0, RoleSpec, bundle, compose, gpu_csv, healthy_roles
 
 
 def _diag(roles: list[RoleSpec], **kw):
@@ -304,6 +305,61 @@ def test_a_crashing_prefill_explains_decodes_lost_connection():
     assert [f.incident for f in _diag(roles).findings] == ["role-down"]
     roles[0] = healthy_roles()[0]
     assert [f.incident for f in _diag(roles).findings] == ["kv-transfer-failure"]
+
+
+def _died_once(spec: RoleSpec, lines: list[str], restarts: int = 0) -> RoleSpec:
+    """``spec`` ran for hours, served (its batch lines stay in the window), wrote ``lines`` and exited; with
+    ``restarts`` systemd restarts it (auto-restart), without it the unit stays failed."""
+    spec.active, spec.sub = ("activating", "auto-restart") if restarts else ("failed", "failed")
+    spec.result, spec.restarts, spec.exit_status, spec.main_code = "exit-code", restarts, 1, 1
+    spec.metrics_error, spec.health, spec.health_error, spec.nulls = "connection refused", None, "connection refused", True
+    spec.started = T0 - timedelta(hours=3)
+    spec.logs = spec.logs + lines + [f"systemd: sglang-dsv4-{spec.role}.service: Main process exited, code=exited, status=1/FAILURE"]
+    return spec
+
+
+def test_what_killed_a_dead_unit_outranks_role_down_and_explains_it():
+    """role-down is the last resort for a dead unit: the transfer engine's own E lines in its journal name
+    the cause (no crash dump needed), and the cause lists the role being down as explained."""
+    roles = healthy_roles()
+    _died_once(roles[0], ["raw:E0603 20:16:59.104586 27322 worker_pool.cpp:271] Worker: Process failed for slice "
+                          "(opcode: 1, retry_cnt: 0): transport retry counter exceeded"])
+    top = _diag(roles).findings[0]
+    assert top.incident == "kv-transfer-failure" and top.roles[0] == "prefill" and "role-down on prefill" in top.explains
+    roles = healthy_roles()
+    _died_once(roles[0], [])  # nothing says why: role-down, which explains what its peers see
+    roles[1].logs = ["Losing connection with prefill instance (bootstrap_addr: 10.0.0.1:8998), 3 requests affected"]
+    (f,) = _diag(roles).findings
+    assert f.incident == "role-down" and f.explains == ["kv-transfer-failure on decode"]
+
+
+def test_the_exception_that_ended_a_served_run_names_the_cause():
+    """An exception the table classes by its frame ends a unit's last run: that class holds even though
+    the run served first (its batch lines are in the window), while the unit is down."""
+    trace = ["Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2110, in event_loop_overlap',
+             '  File "/sgl/python/sglang/srt/distributed/device_communicators/pynccl.py", line 140, in all_reduce',
+             "RuntimeError: unhandled system error"]
+    roles = healthy_roles()
+    _died_once(roles[1], trace)
+    top = _diag(roles).findings[0]
+    assert top.incident == "nccl-failure" and "role-down on decode" in top.explains
+    roles = healthy_roles()
+    roles[1].logs = roles[1].logs[:1] + trace + roles[1].logs[1:]  # running and serving again: history
+    assert "nccl-failure" not in [f.incident for f in _diag(roles).findings]
+
+
+def test_one_exit_without_a_restart_is_not_a_crash_loop():
+    """An error line that names no class, written by a unit that exited once and stays failed (no restart,
+    no start limit), is not a start-up error: role-down. The same unit restarting again and again is a
+    crash loop, whose start-up error makes it config-crashloop."""
+    roles = healthy_roles()
+    _died_once(roles[1], ["Scheduler hit an exception: engine core exited unexpectedly"])
+    roles[1].logs = roles[1].logs[-2:]  # no batch line in the window: nothing shows it served
+    assert [f.incident for f in _diag(roles).findings] == ["role-down"]
+    _died_once(roles[1], [], restarts=6).started = T0 - timedelta(seconds=62)  # each run dies right after its start
+    roles[1].logs = roles[1].logs[-3:]
+    assert _diag(roles).findings[0].incident == "config-crashloop"
 
 
 def test_terminal_does_not_call_missing_evidence_healthy():

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
 from opsbot.parse.gpu import parse_gpu_csv
-from opsbot.parse.exceptions import RaisedException, crash_frames, is_crash_line, parse_exceptions
+from opsbot.parse.exceptions import RaisedException, Stage, crash_frames, is_crash_line, parse_exceptions
 from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import driver_faults, parse_xid
 from opsbot.parse.logs import LogEntry, parse_log_lines
@@ -37,7 +37,9 @@ UNIT_FACTS = frozenset(
 )
 # read from the unit's state machine and systemd's own journal lines, not from SGLang's text
 UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exit_signal restarts_moved start_limit_hit".split())
-EXCEPTION_FACTS = frozenset("count startup serving unknown incidents startup_incident type message stage writer".split())
+EXCEPTION_FACTS = frozenset(
+    "count startup serving unknown incidents startup_incident ended_run_incident type message stage writer".split()
+)
 ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
 PROGRESS_FACTS = frozenset(
     "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting"
@@ -332,6 +334,10 @@ _START_LIMIT = "Start request repeated too quickly"
 _GLOG_START = re.compile(r"^\s*(?:\[rank\d+\]:)?(?:\[?[IWEF]\d{4}|\[[IWEF] \w)")
 
 
+# a unit in one of these states (or waiting to restart) is not running: its last run has ended
+_DOWN = frozenset({"failed", "inactive"})
+
+
 def _recent(entry: LogEntry, started: datetime | None) -> bool:
     at = _line_time(entry.ts) if started else None
     return started is None or at is None or at >= started
@@ -427,7 +433,7 @@ def _engine_line(
 
 def _exception_facts(
     raised: list[RaisedException], table: ExceptionTable | None, served: bool, error_line: LogEntry | None = None,
-    native: Sequence[RaisedException] = (),
+    native: Sequence[RaisedException] = (), ended: tuple[datetime | None] | None = None, placed: Stage = "startup",
 ) -> dict[str, Any]:
     """``exception.*``: counts per stage, the classes the table gives, and the cause's type and text.
 
@@ -441,11 +447,11 @@ def _exception_facts(
     if not served:
         said = [f"{x.short_type}: {x.message}" for x in raised if x.message]
         native = [n for n in native if not any(text in n.message for text in said)]  # an exception's own line
-        raised = [replace(x, stage="startup") if x.stage == "unknown" else x
+        raised = [replace(x, stage=placed) if x.stage == "unknown" else x
                   for x in sorted([*raised, *native], key=lambda x: x.index)]
         if error_line is not None and not any(x.stage == "startup" for x in raised):
             # no exception printed as such: the application's last error line is the start-up error
-            raised.append(RaisedException("ErrorLine", error_line.message[:500], None, (), "startup", 10**9, error_line.ts))
+            raised.append(RaisedException("ErrorLine", error_line.message[:500], None, (), placed, 10**9, error_line.ts))
     if not raised:
         return {"count": 0, "startup": 0, "serving": 0, "unknown": 0, "incidents": []}
     classes = [table.incident(x) if table is not None else None for x in raised]
@@ -456,6 +462,11 @@ def _exception_facts(
         "unknown": sum(x.stage == "unknown" for x in raised),
         "incidents": sorted({c for c in classes if c}),
     }
+    if ended is not None:
+        since = ended[0]
+        fatal = [c for x, c in zip(raised, classes) if c and (since is None or (at := _line_time(x.ts)) is None or at >= since)]
+        if fatal:
+            out["ended_run_incident"] = fatal[-1]
     startup = [(x, c) for x, c in zip(raised, classes) if x.stage == "startup"]
     named = [(x, c) for x, c in startup if c and table is not None and table.named(x)]
     cause = (named or startup)[-1] if startup else None
@@ -606,6 +617,7 @@ def role_facts(
     gpu = _with_journal_xids(_gpu(bundle.node(ev.node), ev.gpus, failed, problems), ev)
     # a role that stopped (or restarts) without an Xid on its node: its last error line may be the start-up error
     stopped = unit.get("active_state") in ("failed", "activating") or unit.get("n_restarts") or read.restarts_logged
+    down = unit.get("active_state") in _DOWN or unit.get("sub_state") == "auto-restart"
     facts: dict[str, Any] = {
         "role": ev.role,
         "name": ev.key,
@@ -621,6 +633,7 @@ def role_facts(
         "exception": _exception_facts(
             read.raised, table, bool(gauges) or read.batch_lines > 0 or _ran_past_startup(read.entries, last_run),
             read.error_line if stopped and not gpu.get("xid_codes") else None, read.native,
+            (last_run,) if down else None, "unknown" if down and not unit.get("crash_looping") else "startup",
         ) if ev.logs.ok else {},
         "engine": read.engine,
         "progress": _progress(gauges, deltas, window) | (
