@@ -362,6 +362,36 @@ def test_one_exit_without_a_restart_is_not_a_crash_loop():
     assert _diag(roles).findings[0].incident == "config-crashloop"
 
 
+def _canary(status: int, body: str) -> dict:
+    return {"extra": {"canary": {"ok": False, "error": None, "elapsed_ms": 40.0, "endpoint": "http://node1:8000/v1/chat/completions",
+                                 "model": "m", "status": status, "ttft_ms": None, "total_ms": 40.0, "tokens": 0, "body": body}}}
+
+
+@pytest.mark.parametrize("status,body,found", [
+    (503, '{"error": {"type": "Service Unavailable", "code": "no_prefill_servers", "message": "No prefill servers available"}}', True),
+    (503, '{"error": {"type": "Service Unavailable", "code": "server_selection_failed", "message": "No available servers: x"}}', True),
+    (503, '{"error": {"type": "Service Unavailable", "code": "no_workers", "message": "No available workers"}}', True),
+    (500, "Failed to select PD pair: Failed to select worker pair P/D", True),  # sgl-router 0.1.x: plain text
+    # SMG sheds load with no_available_workers when every worker is overloaded: no health failure
+    (503, '{"error": {"type": "Service Unavailable", "code": "no_available_workers", "message": "Worker overloaded"}}', False),
+    (503, '{"error": {"type": "Service Unavailable", "code": "server_unavailable", "message": "Server returned status: 503"}}', False),
+    (503, "The request queue is full.", False),
+])
+def test_the_routers_answer_to_the_canary_says_when_it_has_no_worker(status, body, found):
+    """Structure first: the error code of SMG's JSON answer; sgl-router's plain-text answers by its own words."""
+    incidents = [f.incident for f in _diag(healthy_roles(), **_canary(status, body)).findings]
+    assert ("router-no-healthy-workers" in incidents) is found
+
+
+def test_a_worker_kind_missing_from_the_routers_pool_is_no_healthy_worker():
+    roles = healthy_roles()
+    roles[2].gauges.update({"smg_worker_pool_size{worker_type=prefill}": 1, "smg_worker_pool_size{worker_type=decode}": 0})
+    roles[2].gauges.pop("smg_worker_pool_size")
+    assert [f.incident for f in _diag(roles).findings] == ["router-no-healthy-workers"]
+    roles[2].gauges["smg_worker_pool_size{worker_type=decode}"] = 1
+    assert _diag(roles).findings == []
+
+
 def test_terminal_does_not_call_missing_evidence_healthy():
     from rich.console import Console
 

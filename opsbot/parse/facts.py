@@ -8,6 +8,7 @@ default: conditions that need it come out unknown. runbooks/README.md documents 
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 from collections.abc import Mapping, Sequence
@@ -16,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
+from opsbot.bundle import Bundle, Canary, MetricSample, NodeEvidence, RoleEvidence
 from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.exceptions import RaisedException, Stage, crash_frames, is_crash_line, parse_exceptions
 from opsbot.parse.glog import parse_glog
@@ -48,13 +49,22 @@ PROGRESS_FACTS = frozenset(
 # Requests parked between prefill and decode, waiting for their KV cache to move (SGLang 0.4.6.post5 to
 # 0.5.23 metrics: decode's prealloc and transfer queues, prefill's inflight queue).
 TRANSFER_QUEUES = ("num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs", "num_prefill_inflight_queue_reqs")
-ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded".split())
+ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded empty_pool".split())
+# Workers the router has in its pool, per kind (smg 1.13.0 observability/metrics.rs smg_worker_pool_size
+# {worker_type}; sglang-router 0.2.1 metrics.rs sgl_router_active_workers): none of a kind, none to route to.
+POOL_GAUGES = ("smg_worker_pool_size", "smg_worker_pool_size_prefill", "smg_worker_pool_size_decode", "sgl_router_active_workers")
+# The error codes of the router's own 503 when it has no worker to send a request to (smg
+# model_gateway/src/routers/http/pd_router.rs and router.rs, v1.9.0: no_prefill_servers, server_selection_failed
+# "No available servers: ...", no_healthy_worker_pair, no_workers). Not no_available_workers: SMG sheds
+# load with it when every worker is overloaded (routers/common/overload.rs), which is no health failure.
+NO_WORKER_CODES = frozenset({"no_workers", "no_prefill_servers", "no_healthy_worker_pair", "server_selection_failed"})
 # The router's counters of failed routing, by error_type (sglang-router 0.2.1 sgl_router_*; sglang-router 0.3.2
 # and smg 1.13.0 smg_router_request_errors_total): the types that mean "no worker to send it to" start with
 # "no_" (no_workers, no_available_workers, no_healthy_worker_pair, no_prefill_servers, ...) or are a failed
 # server selection (sglang-router 0.2.1 handle_server_selection_error: "server_selection").
 ROUTING_ERROR_COUNTERS = ("smg_router_request_errors", "sgl_router_request_errors", "sgl_router_pd_errors")
-ROUTING_GAUGES = ("smg_worker_cb_state", "smg_worker_stalled", "smg_workers_overloaded")
+ROUTING_GAUGES = ("smg_worker_cb_state", "smg_worker_stalled", "smg_workers_overloaded", "smg_worker_pool_size",
+                  "sgl_router_active_workers")
 # Where token progress comes from, best first (SGLang 0.5.x late: realtime_tokens_total; 0.4.6.post5 and
 # 0.5.0rc2 metrics/collector.py: generation_tokens_total / prompt_tokens_total, counted as requests
 # finish, and the gen_throughput gauge, last set by the periodic Decode batch line).
@@ -590,6 +600,9 @@ def _routing(gauges: dict[str, float], deltas: dict[str, float]) -> dict[str, An
         out["stalled"] = gauges["smg_worker_stalled"]
     if "smg_workers_overloaded" in gauges:
         out["overloaded"] = gauges["smg_workers_overloaded"]
+    pools = [gauges[name] for name in POOL_GAUGES if name in gauges]
+    if pools:
+        out["empty_pool"] = min(pools) == 0
     return out
 
 
@@ -683,7 +696,31 @@ def _router_blocked(router: dict[str, Any]) -> bool:
     routing = router.get("routing", {})
     return bool(
         router.get("logs", {}).get("router_no_workers") or routing.get("no_worker_errors") or routing.get("breaker_open")
+        or routing.get("empty_pool")
     )
+
+
+def _error_code(body: str) -> str | None:
+    """``error.code`` of a JSON error body (SMG's ``{"error": {"code": ...}}``), if the body is one."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def _canary_no_worker(canary: Canary | None, patterns: list[Pattern]) -> bool | None:
+    """Whether the router answered the canary with an error because it has no worker to send it to: the
+    error code of its JSON body, else (sgl-router's plain-text answers) the router's own no-worker words."""
+    if canary is None or canary.status is None or canary.status < 500:
+        return None
+    body = canary.body or ""
+    code = _error_code(body)
+    if code is not None:
+        return code in NO_WORKER_CODES
+    return any(p.name == "router_no_workers" and p.matches(body) for p in patterns)
 
 
 def bundle_facts(
@@ -696,7 +733,10 @@ def bundle_facts(
     it does not name, or no mapping, gets every family parsed.
     """
     out = BundleFacts(problems=[f"bundle: {p}" for p in bundle.problems])
-    probe_wide = {"recall": recall_facts(bundle.recall), "canary": canary_facts(bundle.canary)}
+    canary = canary_facts(bundle.canary)
+    if (no_worker := _canary_no_worker(bundle.canary, patterns)) is not None:
+        canary["no_worker"] = no_worker
+    probe_wide = {"recall": recall_facts(bundle.recall), "canary": canary}
     wanted = metrics or {}
     own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role), table) for ev in bundle.roles}
     if previous is not None:
@@ -706,7 +746,7 @@ def bundle_facts(
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind
         peers[ev.key] = own[ev.key]
     routers = [own[ev.key] for ev in bundle.roles if ev.role == "router"]
-    blocked = any(_router_blocked(r) for r in routers)
+    blocked = any(_router_blocked(r) for r in routers) or bool(canary.get("no_worker"))
     for ev in bundle.roles:
         # the 5xx answers the router logged from workers of this role's kind (SMG/sgl-router pd_router lines)
         routed = sum(r.get("logs", {}).get(f"{ev.role}_error_status", 0) for r in routers)

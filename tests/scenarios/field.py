@@ -1820,6 +1820,19 @@ stayed_down("nccl-timeout-under-perf-test", "decode", "the decode exited after t
 stayed_down("nccl-watchdog-terminate-cpp", "decode", "no Restart=: the decode stays failed after the abort")
 
 
+# --- the router's no-worker answer seen only by the canary ----------------------------------------
+
+@scenario("router-no-prefill-worker-canary-only", "router-no-healthy-workers", "https://github.com/vllm-project/aibrix/issues/1351",
+          "the same router refusing for want of a prefill worker, probed without its Prometheus port: only the "
+          "canary's 503 and the router's own answer show it", must_not=("role-down", "prefill-wedged", "healthy"))
+def _no_prefill_canary_only():
+    specs, kw = RAW["router-no-prefill-worker-cache-aware"][0]()
+    for spec in specs:
+        if spec.role == "router":
+            spec.drop = ("metrics",)
+    return specs, kw
+
+
 # --- a single exit without a restart: not a crash loop ------------------------------------------
 
 @scenario("near-xid31-operator-bug-no-kernel-log", "role-down", "https://github.com/sgl-project/sglang/issues/29160",
