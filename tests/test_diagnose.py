@@ -349,6 +349,19 @@ def test_the_exception_that_ended_a_served_run_names_the_cause():
     assert "nccl-failure" not in [f.incident for f in _diag(roles).findings]
 
 
+def test_a_down_units_earlier_runs_do_not_name_what_stopped_it():
+    """Transfer errors of a run before the last one (before ExecMainStartTimestamp) are history: the unit
+    served again and was then stopped, which is role-down."""
+    roles = healthy_roles()
+    d = roles[1]
+    d.history = ["Decode transfer failed for request rank=0 decode_req.req.rid='a' decode_req.req.bootstrap_room=5 with "
+                 "exception KVTransferError(bootstrap_room=5): Failed to get kvcache from prefill instance"]
+    d.active, d.sub, d.result, d.started = "inactive", "dead", "success", T0 - timedelta(minutes=10)
+    d.metrics_error, d.health, d.health_error, d.nulls = "connection refused", None, "connection refused", True
+    d.logs = d.logs + ["systemd: Stopped sglang-dsv4-decode.service."]
+    assert [f.incident for f in _diag(roles).findings] == ["role-down"]
+
+
 def test_one_exit_without_a_restart_is_not_a_crash_loop():
     """An error line that names no class, written by a unit that exited once and stays failed (no restart,
     no start limit), is not a start-up error: role-down. The same unit restarting again and again is a

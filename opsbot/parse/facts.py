@@ -348,6 +348,11 @@ _GLOG_START = re.compile(r"^\s*(?:\[rank\d+\]:)?(?:\[?[IWEF]\d{4}|\[[IWEF] \w)")
 _DOWN = frozenset({"failed", "inactive"})
 
 
+def _down_now(unit: dict[str, Any]) -> bool:
+    """Not running: stopped, failed, or waiting to be restarted (its last run has ended)."""
+    return unit.get("active_state") in _DOWN or unit.get("sub_state") == "auto-restart"
+
+
 def _recent(entry: LogEntry, started: datetime | None) -> bool:
     at = _line_time(entry.ts) if started else None
     return started is None or at is None or at >= started
@@ -358,8 +363,9 @@ def _logs(
 ) -> _LogRead:
     """Pattern counts since the unit's current run started (``logs``) and over the whole journal window
     (``logs_window``); exceptions over the window (``exception``); C++ components' error lines of the
-    current run (``engine``); systemd's restart lines. Without a known start (unit not active, timestamp
-    unreadable) the current run is the window; a line whose time is unknown counts in both."""
+    current run (``engine``); systemd's restart lines. ``started``: when the current run began, or for a
+    unit that is down, its last run (what killed it is there, not in the runs before). Without a known
+    start (timestamp unreadable) the current run is the window; a line whose time is unknown counts in both."""
     if not ev.logs.ok:
         failed.append("logs")
         return _LogRead()
@@ -619,7 +625,7 @@ def role_facts(
     gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
     _aliased(gauges, deltas)
     unit, started, last_run = _unit(ev, failed, problems)
-    read = _logs(ev, patterns, started, failed, table)
+    read = _logs(ev, patterns, started or (last_run if _down_now(unit) else None), failed, table)
     logs, logs_window = read.current, read.window
     if unit:
         if read.restarts_logged is not None:
@@ -630,7 +636,7 @@ def role_facts(
     gpu = _with_journal_xids(_gpu(bundle.node(ev.node), ev.gpus, failed, problems), ev)
     # a role that stopped (or restarts) without an Xid on its node: its last error line may be the start-up error
     stopped = unit.get("active_state") in ("failed", "activating") or unit.get("n_restarts") or read.restarts_logged
-    down = unit.get("active_state") in _DOWN or unit.get("sub_state") == "auto-restart"
+    down = _down_now(unit)
     facts: dict[str, Any] = {
         "role": ev.role,
         "name": ev.key,
