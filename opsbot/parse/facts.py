@@ -364,7 +364,8 @@ def _logs(
     """Pattern counts since the unit's current run started (``logs``) and over the whole journal window
     (``logs_window``); exceptions over the window (``exception``); C++ components' error lines of the
     current run (``engine``); systemd's restart lines. ``started``: when the current run began, or for a
-    unit that is down, its last run (what killed it is there, not in the runs before). Without a known
+    unit that is down for good (failed, inactive), its last run: what stopped it is there, not in the runs
+    before. A unit waiting to restart counts the window: its recent runs keep failing the same way. Without a known
     start (timestamp unreadable) the current run is the window; a line whose time is unknown counts in both."""
     if not ev.logs.ok:
         failed.append("logs")
@@ -625,7 +626,7 @@ def role_facts(
     gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
     _aliased(gauges, deltas)
     unit, started, last_run = _unit(ev, failed, problems)
-    read = _logs(ev, patterns, started or (last_run if _down_now(unit) else None), failed, table)
+    read = _logs(ev, patterns, started or (last_run if unit.get("active_state") in _DOWN else None), failed, table)
     logs, logs_window = read.current, read.window
     if unit:
         if read.restarts_logged is not None:
