@@ -365,8 +365,9 @@ def _logs(
     (``logs_window``); exceptions over the window (``exception``); C++ components' error lines of the
     current run (``engine``); systemd's restart lines. ``started``: when the current run began, or for a
     unit that is down for good (failed, inactive), its last run: what stopped it is there, not in the runs
-    before. A unit waiting to restart counts the window: its recent runs keep failing the same way. Without a known
-    start (timestamp unreadable) the current run is the window; a line whose time is unknown counts in both."""
+    before. A unit waiting to restart counts the window: its recent runs keep failing the same way.
+    Without a known start (timestamp unreadable) the current run is the window; a line whose time is
+    unknown counts in both."""
     if not ev.logs.ok:
         failed.append("logs")
         return _LogRead()
