@@ -362,6 +362,29 @@ def test_a_down_units_earlier_runs_do_not_name_what_stopped_it():
     assert [f.incident for f in _diag(roles).findings] == ["role-down"]
 
 
+def test_an_exception_raised_in_the_transfer_backend_ended_the_run():
+    """A traceback through SGLang's KV transfer backend (disaggregation/nixl/) after serving names the cause of
+    the unit's death, whatever its type; the same frames while the unit runs on are history of nothing."""
+    trace = ["Traceback (most recent call last):",
+             '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/nixl/conn.py", line 1153, in transfer_worker',
+             '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/nixl/conn.py", line 2062, in maybe_send_extra',
+             "RuntimeError: handle not found"]
+    roles = healthy_roles()
+    _died_once(roles[0], trace)
+    top = _diag(roles).findings[0]
+    assert top.incident == "kv-transfer-failure" and "role-down on prefill" in top.explains
+
+
+def test_a_native_backtrace_through_libnccl_is_the_collectives():
+    roles = healthy_roles()
+    _died_once(roles[1], ["[node2:4242:1:4300] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x8)",
+                          "==== backtrace (tid:   4300) ====",
+                          " 0  /usr/lib/x86_64-linux-gnu/libnccl.so.2(ncclProxyProgress+0x1a2) [0x7f3b6e7236fc]",
+                          " 1  /usr/lib/x86_64-linux-gnu/libc.so.6(+0x94ac3) [0x7f3c74f76ac3]"])
+    top = _diag(roles).findings[0]
+    assert top.incident == "nccl-failure" and "role-down on decode" in top.explains
+
+
 def test_one_exit_without_a_restart_is_not_a_crash_loop():
     """An error line that names no class, written by a unit that exited once and stays failed (no restart,
     no start limit), is not a start-up error: role-down. The same unit restarting again and again is a
