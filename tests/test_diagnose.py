@@ -409,7 +409,9 @@ def _canary(status: int, body: str) -> dict:
     (503, '{"error": {"type": "Service Unavailable", "code": "no_workers", "message": "No available workers"}}', True),
     (500, "Failed to select PD pair: Failed to select worker pair P/D", True),  # sgl-router 0.1.x: plain text
     # SMG sheds load with no_available_workers when every worker is overloaded: no health failure
-    (503, '{"error": {"type": "Service Unavailable", "code": "no_available_workers", "message": "Worker overloaded"}}', False),
+    (503, '{"error": {"type": "Service Unavailable", "code": "no_available_workers", "message": "All workers for model \'m\' are overloaded"}}', False),
+    # ... while the regular router answers with the same code when every breaker is open or worker unhealthy
+    (503, '{"error": {"type": "Service Unavailable", "code": "no_available_workers", "message": "All workers are unavailable (circuit breaker open or unhealthy)"}}', True),
     (503, '{"error": {"type": "Service Unavailable", "code": "server_unavailable", "message": "Server returned status: 503"}}', False),
     (503, "The request queue is full.", False),
 ])

@@ -55,8 +55,9 @@ ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded empt
 POOL_GAUGES = ("smg_worker_pool_size", "smg_worker_pool_size_prefill", "smg_worker_pool_size_decode", "sgl_router_active_workers")
 # The error codes of the router's own 503 when it has no worker to send a request to (smg
 # model_gateway/src/routers/http/pd_router.rs and router.rs, v1.9.0: no_prefill_servers, server_selection_failed
-# "No available servers: ...", no_healthy_worker_pair, no_workers). Not no_available_workers: SMG sheds
-# load with it when every worker is overloaded (routers/common/overload.rs), which is no health failure.
+# "No available servers: ...", no_healthy_worker_pair, no_workers). no_available_workers says so only with the
+# regular router's words (router.rs "All workers are unavailable (circuit breaker open or unhealthy)"): SMG
+# also sheds load with that code when every worker is overloaded (routers/common/overload.rs), no health failure.
 NO_WORKER_CODES = frozenset({"no_workers", "no_prefill_servers", "no_healthy_worker_pair", "server_selection_failed"})
 # The router's counters of failed routing, by error_type (sglang-router 0.2.1 sgl_router_*; sglang-router 0.3.2
 # and smg 1.13.0 smg_router_request_errors_total): the types that mean "no worker to send it to" start with
@@ -726,9 +727,10 @@ def _canary_no_worker(canary: Canary | None, patterns: list[Pattern]) -> bool | 
         return None
     body = canary.body or ""
     code = _error_code(body)
+    said = any(p.name == "router_no_workers" and p.matches(body) for p in patterns)
     if code is not None:
-        return code in NO_WORKER_CODES
-    return any(p.name == "router_no_workers" and p.matches(body) for p in patterns)
+        return code in NO_WORKER_CODES or (code == "no_available_workers" and said)
+    return said
 
 
 def bundle_facts(
