@@ -1793,6 +1793,56 @@ def after_fix(base: str, role: str, note: str, must_not: tuple[str, ...]) -> Non
         return specs, {k: v for k, v in kw.items() if k != "extra"}
 
 
+# --- the same threads with the role dead for good (Restart=no): failed, NRestarts=0 ----------------
+
+def stayed_down(base: str, role: str, note: str) -> None:
+    """Register ``<base>-stayed-down``: ``role`` of ``base`` died while serving and systemd does not restart
+    it (failed, no restart pending). What killed it is still the class; the role being down is its effect."""
+    fn, source = RAW[base]
+    lab = SCENARIOS[base]()["label"]
+
+    @scenario(f"{base}-stayed-down", lab["expected"], source, f"{lab['note']}; {note}",
+              also=tuple(dict.fromkeys((*lab["also"], "role-down", "router-no-healthy-workers"))),
+              must_not=tuple(dict.fromkeys((*(c for c in lab["must_not"] if c != "role-down"), "config-crashloop"))))
+    def _down():
+        specs, kw = fn()
+        for spec in specs:
+            if spec.role == role:
+                failed(spec, [line for line in spec.logs if not line.startswith("systemd:")])
+                spec.started = T0 - timedelta(hours=3)
+        return specs, kw
+
+
+stayed_down("mooncake-retry-counter-exceeded", "prefill", "the prefill exited after the transfer engine's errors, with no "
+            "crash dump, and the unit has no Restart=")
+stayed_down("mooncake-segment-descriptor", "prefill", "the prefill exited after Mooncake's metadata errors and stays failed")
+stayed_down("nccl-timeout-under-perf-test", "decode", "the decode exited after the watchdog's abort and stays failed")
+stayed_down("nccl-watchdog-terminate-cpp", "decode", "no Restart=: the decode stays failed after the abort")
+
+
+# --- the router's no-worker answer seen only by the canary ----------------------------------------
+
+@scenario("router-no-prefill-worker-canary-only", "router-no-healthy-workers", "https://github.com/vllm-project/aibrix/issues/1351",
+          "the same router refusing for want of a prefill worker, probed without its Prometheus port: only the "
+          "canary's 503 and the router's own answer show it", must_not=("role-down", "prefill-wedged", "healthy"))
+def _no_prefill_canary_only():
+    specs, kw = RAW["router-no-prefill-worker-cache-aware"][0]()
+    for spec in specs:
+        if spec.role == "router":
+            spec.drop = ("metrics",)
+    return specs, kw
+
+
+# --- a single exit without a restart: not a crash loop ------------------------------------------
+
+@scenario("near-xid31-operator-bug-no-kernel-log", "role-down", "https://github.com/sgl-project/sglang/issues/29160",
+          "the same scheduler death with the node's kernel log rotated past the Xid: one exit, no Restart=, NRestarts=0, "
+          "and a traceback that names no class: role-down, not a crash loop", must_not=("config-crashloop", "gpu-fault"))
+def _xid31_no_kernel():
+    specs, _ = RAW["near-xid31-operator-bug"][0]()
+    return specs, {}
+
+
 CRASH = ("config-crashloop", "role-down")
 after_fix("argparse-enable-reasoning", "prefill", "the flag was removed from the unit file; the argparse error of the "
           "previous runs is still in the window, before the current run's start", CRASH)
