@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from opsbot.slack.blocks import escape, section
 
 if TYPE_CHECKING:
+    from opsbot.contracts.alerts import StoredAlert
     from opsbot.flow import ProbeResult
-    from opsbot.service.intake import StoredAlert
     from opsbot.slack.app import SlackSurface
 
 CLAIM_STALE = timedelta(minutes=2)
