@@ -3,14 +3,17 @@ and resolves, posted concurrently to ``POST /alerts`` of a real uvicorn on loopb
 
     python bench/alert_storm.py [--alerts 10000] [--groups 50] [--concurrency 64] [--window 2]
                                 [--target local|lab] [--database sqlite|postgresql] [--queue-max 5000]
-                                [--profile storm.speedscope.json]
+                                [--profile storm.speedscope.json] [--rate 1000]
 
 opsbot runs as ``opsbot serve`` in its own process with a fresh SQLite file or PostgreSQL database. Its probes are
 the real ``opsbot.collect.probe`` against the chosen target: ``local`` (default) is a cheap
 configured no-op target, three roles on local-transport nodes with no systemd units and no
 HTTP endpoints, so every axis fails fast and a probe costs milliseconds; ``lab`` uses the lab's
 inventory (``opsbot lab up`` first). Baseline in the same run: ``GET /healthz`` at the same
-concurrency (the HTTP floor). Printed: accepted/s, p50/p99 latency, 503s, alerts lost (accepted
+concurrency (the HTTP floor). Closed loop by default (each connection sends its next call as soon as
+the last is answered: the most the server accepts, latency = connections / rate by Little's law);
+``--rate`` offers a fixed number of alerts/s on a clock instead (the latency at that load, measured
+from each call's due time). Printed: accepted/s, p50/p99 latency, 503s, alerts lost (accepted
 but not in the database: must be 0) and probes started per role against the coalescing bound.
 """
 
@@ -29,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -183,6 +188,81 @@ async def fire(port: int, bodies: list[dict], concurrency: int) -> tuple[list[fl
     return latencies, accepted, rejected, dropped, time.perf_counter() - t0
 
 
+async def paced(port: int, requests: list[bytes], rate: float, connections: int,
+                on_answer: Callable[[int, int], bool]) -> tuple[list[float], float]:
+    """Open loop: request ``i`` is due at ``i / rate`` s, whatever the answers before it (as Alertmanager's
+    groups fire on their own clocks); latency runs from the due time, so a late start counts
+    (no coordinated omission). ``on_answer(i, status)`` says whether the answer is final (False: retry)."""
+    free: asyncio.Queue[KeepAlive] = asyncio.Queue()
+    for _ in range(connections):
+        free.put_nowait(KeepAlive("127.0.0.1", port))
+    latencies: list[float] = []
+    slow: list[int] = []  # the second of the run (by due time) of each call slower than 100 ms
+    tasks: list[asyncio.Task[None]] = []
+
+    async def one(i: int, due: float, conn: KeepAlive) -> None:
+        try:
+            while True:
+                try:
+                    status = await conn.call(requests[i])
+                except ConnectionError:
+                    await asyncio.sleep(0.05)
+                    continue
+                if on_answer(i, status):
+                    latencies.append(time.perf_counter() - due)
+                    if latencies[-1] > 0.1:
+                        slow.append(int(i / rate))
+                    return
+                await asyncio.sleep(0.05)
+        finally:
+            free.put_nowait(conn)
+
+    t0 = time.perf_counter()
+    for i in range(len(requests)):
+        due = t0 + i / rate
+        if (wait := due - time.perf_counter()) > 0:
+            await asyncio.sleep(wait)
+        conn = await free.get()  # all connections busy: this call starts late, and its latency shows it
+        tasks.append(asyncio.create_task(one(i, due, conn)))
+    await asyncio.gather(*tasks)
+    while not free.empty():
+        await free.get_nowait().close()
+    if slow:
+        console.print("calls over 100 ms, by second of the run: "
+                      + ", ".join(f"{sec} s: {n}" for sec, n in sorted(Counter(slow).items())))
+    return latencies, time.perf_counter() - t0
+
+
+async def fire_paced(port: int, bodies: list[dict], rate: float, connections: int
+                     ) -> tuple[list[float], set[str], int, int, float]:
+    """``fire`` in the open loop at ``rate`` calls/s."""
+    accepted: set[str] = set()
+    rejected = 0
+
+    def answered(i: int, status: int) -> bool:
+        nonlocal rejected
+        if status == 503:
+            rejected += 1
+            return False
+        if status != 200:
+            raise SystemExit(f"POST /alerts answered {status}")
+        accepted.update(dedup_key(a) for a in bodies[i]["alerts"])
+        return True
+
+    requests = [post("/alerts", json.dumps(b).encode(), port) for b in bodies]
+    latencies, elapsed = await paced(port, requests, rate, connections, answered)
+    return latencies, accepted, rejected, 0, elapsed
+
+
+async def baseline_paced(port: int, calls: int, rate: float, connections: int) -> tuple[list[float], float]:
+    def answered(i: int, status: int) -> bool:
+        if status != 200:
+            raise SystemExit("GET /healthz failed")
+        return True
+
+    return await paced(port, [get("/healthz", port)] * calls, rate, connections, answered)
+
+
 async def baseline(port: int, calls: int, concurrency: int) -> tuple[list[float], float]:
     """``GET /healthz`` over the same kind of connections: the HTTP floor of this server and client."""
     latencies: list[float] = []
@@ -276,6 +356,9 @@ async def main() -> None:
                     help="postgresql: a throw-away server (tests/databases.py; root and Debian's postgresql)")
     ap.add_argument("--queue-max", type=int, default=5000, help="OPSBOT_ALERT_QUEUE_MAX: alerts waiting for a probe")
     ap.add_argument("--profile", type=Path, help="record the server with py-spy into this speedscope file")
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="alerts/s offered in an open loop (calls due on a clock, --concurrency connections at most); "
+                         "0: closed loop, every connection sends its next call at once (the most the server takes)")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="opsbot-storm-"))
@@ -285,9 +368,16 @@ async def main() -> None:
     try:
         await wait_ready(port, proc)
         bodies = storm(args.alerts, args.groups, cluster, args.per_call)
-        base_lat, base_s = await baseline(port, len(bodies), args.concurrency)
         t_start = time.perf_counter()
-        lat, accepted, rejected, dropped, elapsed = await fire(port, bodies, args.concurrency)
+        if args.rate:
+            calls_s = args.rate / args.per_call
+            base_lat, base_s = await baseline_paced(port, len(bodies), calls_s, args.concurrency)
+            t_start = time.perf_counter()
+            lat, accepted, rejected, dropped, elapsed = await fire_paced(port, bodies, calls_s, args.concurrency)
+        else:
+            base_lat, base_s = await baseline(port, len(bodies), args.concurrency)
+            t_start = time.perf_counter()
+            lat, accepted, rejected, dropped, elapsed = await fire(port, bodies, args.concurrency)
         unprobed = "select count(*) from alerts where probe_id is null and probe_failed_at is null"
         while query(db_url, unprobed)[0][0] and time.perf_counter() - t_start < 300:
             await asyncio.sleep(0.2)
@@ -300,8 +390,9 @@ async def main() -> None:
         lost = accepted - stored
         sent_alerts = sum(len(b["alerts"]) for b in bodies)
 
+        loop = f"open loop at {args.rate:g} alerts/s, at most" if args.rate else "closed loop,"
         table = Table(title=f"alert storm on {args.database}: {sent_alerts} alerts in {len(bodies)} webhook calls, "
-                            f"{args.groups} groups, {args.concurrency} keep-alive connections, target {args.target}, "
+                            f"{args.groups} groups, {loop} {args.concurrency} keep-alive connections, target {args.target}, "
                             f"queue max {args.queue_max}")
         for col in ("what", "calls/s", "alerts/s", "p50 ms", "p99 ms"):
             table.add_column(col, justify="right" if col != "what" else "left")

@@ -1,6 +1,6 @@
 """A full probe at fleet size: 2, 4, 8 and 16 lab nodes, with the SSH pool cold and warm.
 
-    sudo .venv/bin/python bench/probe_scale.py [--nodes 16] [--sizes 2,4,8,16] [--repeat 3]
+    sudo .venv/bin/python bench/probe_scale.py [--nodes 16] [--sizes 2,4,8,16] [--repeat 3] [--fanout 16,64]
 
 Boots one lab of ``--nodes`` real systemd-nspawn nodes (``--volatile=overlay`` on the one cached
 root file system; its own machine names and ports) and probes the roles on its first k nodes for
@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
@@ -37,7 +38,7 @@ from opsbot.inventory import Cluster, Inventory  # noqa: E402
 from opsbot.lab.nodes import Lab, _port_free  # noqa: E402
 from opsbot.lab.settings import LabSettings  # noqa: E402
 
-console = Console()
+console = Console(width=200)
 
 
 def lab_settings(data_dir: Path, nodes: int) -> LabSettings:
@@ -90,8 +91,9 @@ async def timed(inventory: Inventory, cluster: str, settings: Settings, pool: Ke
     return wall, peak / 2**20, axes
 
 
-async def measure(lab: Lab, settings: Settings, sizes: list[int], repeat: int) -> None:
+async def measure(lab: Lab, base: Settings, sizes: list[int], repeat: int, fanouts: list[int]) -> None:
     inventory = lab.inventory
+    settings = base
     one, name = first_nodes(inventory, 1)
     pool = KeptPool(settings, idle_s=600)
     await timed(one, name, settings, pool)  # connect once
@@ -101,32 +103,35 @@ async def measure(lab: Lab, settings: Settings, sizes: list[int], repeat: int) -
 
     table = Table(title=f"full probe by lab size (median of {repeat}; metrics window {settings.metrics_window_s:g} s; "
                         "baseline row: the slowest single axis alone)")
-    for col in ("nodes", "roles", "pool", "wall s", "x slowest axis", "SSH conns", "py peak MiB", "RSS growth MiB",
-                "machine CPU busy %"):
+    for col in ("fan-out", "nodes", "roles", "pool", "wall s", "x slowest axis", "SSH conns", "py peak MiB", "RSS growth MiB",
+                "machine CPU busy %", "last 5 axes to finish (all runs)"):
         table.add_column(col, justify="right")
-    table.add_row("1", "base", "warm", f"{slowest_axis:.2f}", "1.00", "1", "—", "—", "—")
-    for k in sizes:
+    table.add_row(str(settings.max_fanout), "1", "base", "warm", f"{slowest_axis:.2f}", "1.00", "1", "—", "—", "—", "—")
+    for fanout, k, mode in ((f, k, m) for f in fanouts for k in sizes for m in ("cold", "warm")):
+        settings = base.model_copy(update={"max_fanout": fanout})
         sub, name = first_nodes(inventory, k)
         n_roles = len(sub.clusters[name].roles)
-        for mode in ("cold", "warm"):
-            walls, peaks, busy = [], [], []
-            rss0 = rss_mib()
-            conns = 0
-            for _ in range(repeat):
-                pool = KeptPool(settings, idle_s=600)
-                if mode == "warm":
-                    await timed(sub, name, settings, pool)
-                b0, t0 = cpu_ticks()
-                wall, peak, _ = await timed(sub, name, settings, pool)
-                b1, t1 = cpu_ticks()
-                busy.append(100 * (b1 - b0) / max(t1 - t0, 1))
-                conns = max(conns, pool.open_connections)
-                await pool.close()
-                walls.append(wall)
-                peaks.append(peak)
-            wall = statistics.median(walls)
-            table.add_row(str(k), str(n_roles), mode, f"{wall:.2f}", f"{wall / slowest_axis:.2f}", str(conns),
-                          f"{statistics.median(peaks):.1f}", f"{rss_mib() - rss0:.1f}", f"{statistics.median(busy):.0f}")
+        walls, peaks, busy = [], [], []
+        tails: Counter[str] = Counter()  # which axes finish last: what the probe waits for
+        rss0 = rss_mib()
+        conns = 0
+        for _ in range(repeat):
+            pool = KeptPool(settings, idle_s=600)
+            if mode == "warm":
+                await timed(sub, name, settings, pool)
+            b0, t0 = cpu_ticks()
+            wall, peak, axes = await timed(sub, name, settings, pool)
+            tails.update(a.split("/")[-1] for a in sorted(axes, key=axes.__getitem__)[-5:])
+            b1, t1 = cpu_ticks()
+            busy.append(100 * (b1 - b0) / max(t1 - t0, 1))
+            conns = max(conns, pool.open_connections)
+            await pool.close()
+            walls.append(wall)
+            peaks.append(peak)
+        wall = statistics.median(walls)
+        table.add_row(str(fanout), str(k), str(n_roles), mode, f"{wall:.2f}", f"{wall / slowest_axis:.2f}", str(conns),
+                      f"{statistics.median(peaks):.1f}", f"{rss_mib() - rss0:.1f}", f"{statistics.median(busy):.0f}",
+                      ", ".join(f"{axis} {n}" for axis, n in tails.most_common()))
     console.print(table)
 
 
@@ -135,15 +140,17 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=16)
     ap.add_argument("--sizes", default="2,4,8,16")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--fanout", default="", help="OPSBOT_MAX_FANOUT values to compare, e.g. 16,64 (default: the setting's)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if int(s) <= args.nodes]
     settings = lab_settings(Path(tempfile.mkdtemp(prefix="opsbot-scale-")), args.nodes)
+    fanouts = [int(f) for f in args.fanout.split(",") if f] or [settings.max_fanout]
     lab = Lab(settings)
     t0 = time.perf_counter()
     try:
         lab.up(args.nodes, step=lambda s: console.print(f"  {s}"), timeout=600)
         console.print(f"lab of {args.nodes} nodes up in {time.perf_counter() - t0:.0f} s")
-        asyncio.run(measure(lab, settings.model_copy(update={"inventory": lab.inventory_path}), sizes, args.repeat))
+        asyncio.run(measure(lab, settings.model_copy(update={"inventory": lab.inventory_path}), sizes, args.repeat, fanouts))
     finally:
         lab.down()
 

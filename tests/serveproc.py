@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -35,8 +36,9 @@ class Serve:
 
     def start(self) -> Serve:
         with self.log.open("ab") as out:
+            # its own process group: a prefix such as faketime forks the server, and stop() must reach it too
             self.proc = subprocess.Popen([*self.prefix, sys.executable, "-m", "opsbot", "serve", "--log-level", "info"],
-                                         env=self.env, stdout=out, stderr=subprocess.STDOUT)
+                                         env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
     def wait_ready(self, timeout: float = 60) -> Serve:
@@ -56,17 +58,22 @@ class Serve:
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
+    def _signal(self, sig: signal.Signals) -> None:
+        assert self.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
     def kill9(self) -> None:
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
+        self._signal(signal.SIGKILL)
         self.proc.wait(10)
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
-        self.proc.send_signal(signal.SIGINT)
+        self._signal(signal.SIGINT)
         try:
             self.proc.wait(20)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self._signal(signal.SIGKILL)
             self.proc.wait(10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import cel
@@ -15,7 +16,7 @@ from opsbot.cli import app
 from opsbot.diagnose import default_runbooks, diagnose
 from opsbot.scope import interpret, probe_scope
 from opsbot.diagnose.conditions import Condition, fact_paths
-from tests.scenarios.compose import RoleSpec, bundle, compose, gpu_csv, healthy_roles
+from tests.scenarios.compose import T0, RoleSpec, bundle, compose, gpu_csv, healthy_roles
 
 
 def _diag(roles: list[RoleSpec], **kw):
@@ -304,6 +305,129 @@ def test_a_crashing_prefill_explains_decodes_lost_connection():
     assert [f.incident for f in _diag(roles).findings] == ["role-down"]
     roles[0] = healthy_roles()[0]
     assert [f.incident for f in _diag(roles).findings] == ["kv-transfer-failure"]
+
+
+def _died_once(spec: RoleSpec, lines: list[str], restarts: int = 0) -> RoleSpec:
+    """``spec`` ran for hours, served (its batch lines stay in the window), wrote ``lines`` and exited; with
+    ``restarts`` systemd restarts it (auto-restart), without it the unit stays failed."""
+    spec.active, spec.sub = ("activating", "auto-restart") if restarts else ("failed", "failed")
+    spec.result, spec.restarts, spec.exit_status, spec.main_code = "exit-code", restarts, 1, 1
+    spec.metrics_error, spec.health, spec.health_error, spec.nulls = "connection refused", None, "connection refused", True
+    spec.started = T0 - timedelta(hours=3)
+    spec.logs = spec.logs + lines + [f"systemd: sglang-dsv4-{spec.role}.service: Main process exited, code=exited, status=1/FAILURE"]
+    return spec
+
+
+def test_what_killed_a_dead_unit_outranks_role_down_and_explains_it():
+    """role-down is the last resort for a dead unit: the transfer engine's own E lines in its journal name
+    the cause (no crash dump needed), and the cause lists the role being down as explained."""
+    roles = healthy_roles()
+    _died_once(roles[0], ["raw:E0603 20:16:59.104586 27322 worker_pool.cpp:271] Worker: Process failed for slice "
+                          "(opcode: 1, retry_cnt: 0): transport retry counter exceeded"])
+    top = _diag(roles).findings[0]
+    assert top.incident == "kv-transfer-failure" and top.roles[0] == "prefill" and "role-down on prefill" in top.explains
+    roles = healthy_roles()
+    _died_once(roles[0], [])  # nothing says why: role-down, which explains what its peers see
+    roles[1].logs = ["Losing connection with prefill instance (bootstrap_addr: 10.0.0.1:8998), 3 requests affected"]
+    (f,) = _diag(roles).findings
+    assert f.incident == "role-down" and f.explains == ["kv-transfer-failure on decode"]
+
+
+def test_the_exception_that_ended_a_served_run_names_the_cause():
+    """An exception the table classes by its frame ends a unit's last run: that class holds even though
+    the run served first (its batch lines are in the window), while the unit is down."""
+    trace = ["Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2110, in event_loop_overlap',
+             '  File "/sgl/python/sglang/srt/distributed/device_communicators/pynccl.py", line 140, in all_reduce',
+             "RuntimeError: unhandled system error"]
+    roles = healthy_roles()
+    _died_once(roles[1], trace)
+    top = _diag(roles).findings[0]
+    assert top.incident == "nccl-failure" and "role-down on decode" in top.explains
+    roles = healthy_roles()
+    roles[1].logs = roles[1].logs[:1] + trace + roles[1].logs[1:]  # running and serving again: history
+    assert "nccl-failure" not in [f.incident for f in _diag(roles).findings]
+
+
+def test_a_down_units_earlier_runs_do_not_name_what_stopped_it():
+    """Transfer errors of a run before the last one (before ExecMainStartTimestamp) are history: the unit
+    served again and was then stopped, which is role-down."""
+    roles = healthy_roles()
+    d = roles[1]
+    d.history = ["Decode transfer failed for request rank=0 decode_req.req.rid='a' decode_req.req.bootstrap_room=5 with "
+                 "exception KVTransferError(bootstrap_room=5): Failed to get kvcache from prefill instance"]
+    d.active, d.sub, d.result, d.started = "inactive", "dead", "success", T0 - timedelta(minutes=10)
+    d.metrics_error, d.health, d.health_error, d.nulls = "connection refused", None, "connection refused", True
+    d.logs = d.logs + ["systemd: Stopped sglang-dsv4-decode.service."]
+    assert [f.incident for f in _diag(roles).findings] == ["role-down"]
+
+
+def test_an_exception_raised_in_the_transfer_backend_ended_the_run():
+    """A traceback through SGLang's KV transfer backend (disaggregation/nixl/) after serving names the cause of
+    the unit's death, whatever its type; the same frames while the unit runs on are history of nothing."""
+    trace = ["Traceback (most recent call last):",
+             '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/nixl/conn.py", line 1153, in transfer_worker',
+             '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/nixl/conn.py", line 2062, in maybe_send_extra',
+             "RuntimeError: handle not found"]
+    roles = healthy_roles()
+    _died_once(roles[0], trace)
+    top = _diag(roles).findings[0]
+    assert top.incident == "kv-transfer-failure" and "role-down on prefill" in top.explains
+
+
+def test_a_native_backtrace_through_libnccl_is_the_collectives():
+    roles = healthy_roles()
+    _died_once(roles[1], ["[node2:4242:1:4300] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x8)",
+                          "==== backtrace (tid:   4300) ====",
+                          " 0  /usr/lib/x86_64-linux-gnu/libnccl.so.2(ncclProxyProgress+0x1a2) [0x7f3b6e7236fc]",
+                          " 1  /usr/lib/x86_64-linux-gnu/libc.so.6(+0x94ac3) [0x7f3c74f76ac3]"])
+    top = _diag(roles).findings[0]
+    assert top.incident == "nccl-failure" and "role-down on decode" in top.explains
+
+
+def test_one_exit_without_a_restart_is_not_a_crash_loop():
+    """An error line that names no class, written by a unit that exited once and stays failed (no restart,
+    no start limit), is not a start-up error: role-down. The same unit restarting again and again is a
+    crash loop, whose start-up error makes it config-crashloop."""
+    roles = healthy_roles()
+    _died_once(roles[1], ["Scheduler hit an exception: engine core exited unexpectedly"])
+    roles[1].logs = roles[1].logs[-2:]  # no batch line in the window: nothing shows it served
+    assert [f.incident for f in _diag(roles).findings] == ["role-down"]
+    _died_once(roles[1], [], restarts=6).started = T0 - timedelta(seconds=62)  # each run dies right after its start
+    roles[1].logs = roles[1].logs[-3:]
+    assert _diag(roles).findings[0].incident == "config-crashloop"
+
+
+def _canary(status: int, body: str) -> dict:
+    return {"extra": {"canary": {"ok": False, "error": None, "elapsed_ms": 40.0, "endpoint": "http://node1:8000/v1/chat/completions",
+                                 "model": "m", "status": status, "ttft_ms": None, "total_ms": 40.0, "tokens": 0, "body": body}}}
+
+
+@pytest.mark.parametrize("status,body,found", [
+    (503, '{"error": {"type": "Service Unavailable", "code": "no_prefill_servers", "message": "No prefill servers available"}}', True),
+    (503, '{"error": {"type": "Service Unavailable", "code": "server_selection_failed", "message": "No available servers: x"}}', True),
+    (503, '{"error": {"type": "Service Unavailable", "code": "no_workers", "message": "No available workers"}}', True),
+    (500, "Failed to select PD pair: Failed to select worker pair P/D", True),  # sgl-router 0.1.x: plain text
+    # SMG sheds load with no_available_workers when every worker is overloaded: no health failure
+    (503, '{"error": {"type": "Service Unavailable", "code": "no_available_workers", "message": "All workers for model \'m\' are overloaded"}}', False),
+    # ... while the regular router answers with the same code when every breaker is open or worker unhealthy
+    (503, '{"error": {"type": "Service Unavailable", "code": "no_available_workers", "message": "All workers are unavailable (circuit breaker open or unhealthy)"}}', True),
+    (503, '{"error": {"type": "Service Unavailable", "code": "server_unavailable", "message": "Server returned status: 503"}}', False),
+    (503, "The request queue is full.", False),
+])
+def test_the_routers_answer_to_the_canary_says_when_it_has_no_worker(status, body, found):
+    """Structure first: the error code of SMG's JSON answer; sgl-router's plain-text answers by its own words."""
+    incidents = [f.incident for f in _diag(healthy_roles(), **_canary(status, body)).findings]
+    assert ("router-no-healthy-workers" in incidents) is found
+
+
+def test_a_worker_kind_missing_from_the_routers_pool_is_no_healthy_worker():
+    roles = healthy_roles()
+    roles[2].gauges.update({"smg_worker_pool_size{worker_type=prefill}": 1, "smg_worker_pool_size{worker_type=decode}": 0})
+    roles[2].gauges.pop("smg_worker_pool_size")
+    assert [f.incident for f in _diag(roles).findings] == ["router-no-healthy-workers"]
+    roles[2].gauges["smg_worker_pool_size{worker_type=decode}"] = 1
+    assert _diag(roles).findings == []
 
 
 def test_terminal_does_not_call_missing_evidence_healthy():

@@ -5,7 +5,10 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+from sqlalchemy import update
+
 from opsbot.store import Sighting, Store
+from opsbot.store.models import IncidentRow, Instance, now
 
 
 def sighting(probe: str, *, alerts: list[int] | None = None, fps: list[str] | None = None,
@@ -78,6 +81,29 @@ def test_slack_message_claimed_once(database_url):
         assert not s.claim_slack_post(row.id, timedelta(0))  # posted: never again, even when stale
         s.slack_failed(row.id, "chat.update timed out")
         assert s.incident(row.id).slack_state == "posted"
+
+
+def test_a_killed_instances_message_claim_is_free_after_its_lease(database_url):
+    """An instance killed between claiming an incident's message and posting it: another takes the claim
+    once the dead one stops beating (a lease), not after the minutes a live post may take."""
+    lease, stale = timedelta(seconds=30), timedelta(minutes=5)
+    with Store(database_url) as s:
+        s.heartbeat("dead", "host", 1)
+        s.heartbeat("alive", "host", 2)
+        row, _ = s.record_sighting(sighting("p1"))
+        assert s.claim_slack_post(row.id, stale, "dead", lease)
+        assert not s.claim_slack_post(row.id, stale, "alive", lease), "its claimer still beats"
+        s.write(lambda x: x.execute(update(IncidentRow).where(IncidentRow.id == row.id).values(
+            first_seen=now() - timedelta(minutes=1))))
+        assert s.unposted_incidents(lease) == [], "a live instance is posting it"
+        s.write(lambda x: x.execute(update(Instance).where(Instance.id == "dead").values(
+            heartbeat_at=now() - timedelta(minutes=1))))
+        assert s.unposted_incidents(lease) == [row.id], "its poster died: the lease sweep posts it"
+        assert s.claim_slack_post(row.id, stale, "alive", lease)
+        assert s.incident(row.id).slack_claimed_by == "alive"
+        assert not s.claim_slack_post(row.id, stale, "dead", lease)
+        s.slack_posted(row.id, "C0OPS", "1700000000.000002", 1)
+        assert s.unposted_incidents(lease) == []
         s.slack_updated(row.id, 2)
         assert s.slack_failing() == []
 

@@ -131,8 +131,18 @@ def test_incident_ids_match_the_spec():
 
 def test_runbooks_that_explain_each_other_are_refused(books: Path):
     path = books / "role-down.yaml"
-    path.write_text(path.read_text().replace("explains: [kv-transfer-failure@any", "explains: [config-crashloop, kv-transfer-failure@any"))
+    path.write_text(path.read_text().replace("explains: [kv-transfer-failure@other", "explains: [config-crashloop, kv-transfer-failure@other"))
     assert [p.message for p in lint(books)] == ["config-crashloop and role-down explain each other: both would be dropped"]
+
+
+def test_other_role_and_shared_role_explanations_do_not_clash_until_they_overlap(books: Path):
+    """role-down explains kv-transfer-failure on the roles it does not share (a dead prefill's peers), and
+    kv-transfer-failure explains role-down on its own role (the transfer engine killed it): no clash;
+    ``@any`` on role-down would make them explain each other on the dead role."""
+    assert lint(books) == []
+    path = books / "role-down.yaml"
+    path.write_text(path.read_text().replace("explains: [kv-transfer-failure@other", "explains: [kv-transfer-failure@any"))
+    assert [p.message for p in lint(books)] == ["kv-transfer-failure and role-down explain each other: both would be dropped"]
 
 
 def test_broken_template_names_its_evidence_line(books: Path):

@@ -202,6 +202,27 @@ def test_slack_threads_have_their_table(store):
     assert store.audit_log() == []
 
 
+def test_a_group_thread_is_claimed_once_across_instances_and_a_stale_claim_is_taken_over(database_url):
+    """Two instances each hold some of one group's alerts: one posts the group's first message, the other
+    waits for its thread; a poster killed mid-post leaves a claim that goes stale, a failed post frees it."""
+    Store(database_url).close()
+    a, b = Store(database_url), Store(database_url)
+    try:
+        assert a.claim_slack_thread("g", "C0ALERTS", timedelta(minutes=2))
+        assert not b.claim_slack_thread("g", "C0ALERTS", timedelta(minutes=2))
+        assert b.slack_thread("g") is None, "a claim still posting is not a thread yet"
+        a.save_slack_thread("g", "C0ALERTS", "1700000000.000100", "firing")
+        assert (b.slack_thread("g").ts, b.slack_thread("g").state) == ("1700000000.000100", "firing")
+        assert not b.claim_slack_thread("g", "C0ALERTS", timedelta(0)), "a posted thread is never claimed again"
+        assert a.claim_slack_thread("h", "C0ALERTS", timedelta(minutes=2))
+        assert b.claim_slack_thread("h", "C0ALERTS", timedelta(0)), "stale: its poster went quiet"
+        b.release_slack_thread("h")
+        assert a.claim_slack_thread("h", "C0ALERTS", timedelta(minutes=2)), "a failed post frees the claim"
+    finally:
+        a.close()
+        b.close()
+
+
 def test_concurrent_claimers_exactly_one_wins(database_url):
     Store(database_url).close()
     stores = [Store(database_url) for _ in range(6)]

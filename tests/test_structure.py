@@ -283,3 +283,76 @@ def test_an_uncaught_cpp_exception_and_pytorchs_older_log_lines():
     old = parse_glog("[E ProcessGroupNCCL.cpp:456] Some NCCL operations have failed or timed out.")  # torch < 2.3
     assert old is not None and (old.severity, old.file, old.line) == ("E", "ProcessGroupNCCL.cpp", 456)
     assert re.search(LOG_FILTER, "[E ProcessGroupNCCL.cpp:456] Some NCCL operations have failed or timed out.")
+
+
+def _pair(state: str, lines: list[str]) -> dict:
+    """The decode's facts and the findings when it crash-loops (``crashloop``) or died after hours (``died``) on ``lines``."""
+    from tests.scenarios.compose import compose
+    from tests.scenarios.deployments import crashloop, died, roles
+
+    p, d, r = roles()
+    (crashloop if state == "crashloop" else died)(d, lines)
+    bundle = parse_bundle(json.dumps(compose([p, d, r], bundle_id="x")))
+    rs = default_runbooks()
+    return {"facts": bundle_facts(bundle, rs.patterns, rs.metric_facts, rs.exceptions).scopes["decode"],
+            "findings": [f.incident for f in diagnose(bundle, rs).findings]}
+
+
+def test_the_units_own_timestamps_place_an_exception_after_hours_of_serving_at_serving():
+    """Same lines, no batch line, no /metrics (refused): a run that began a minute before them failed at
+    start-up; one that began three hours before (ExecMainStartTimestamp) died while serving."""
+    lines = ["raw:E1201 11:24:34.169943  3894 worker_pool.cpp:242] Worker: Cannot make connection for endpoint: "
+             "10.244.1.107:16339@mlx5_3, mark it inactive"]
+    loop, served = _pair("crashloop", lines), _pair("died", lines)
+    assert loop["facts"]["exception"]["startup_incident"] == "config-crashloop" and loop["findings"][0] == "config-crashloop"
+    assert "startup_incident" not in served["facts"]["exception"] and served["facts"]["exception"]["startup"] == 0
+    assert served["facts"]["engine"]["transfer"] == 1 and "config-crashloop" not in served["findings"]
+
+
+def test_ucx_lines_are_the_nixl_transports_and_a_crash_after_one_is_attributed_to_it():
+    line = parse_glog("[1749803291.555759] [vllm-lmcache-zxy-977866c79-jxjnw:7053 :0]          tcp_ep.c:1260 UCX  ERROR "
+                      "tcp_ep 0x3c502370 (state=CONNECTED): send(110) failed: Input/output error")
+    assert line is not None and (line.severity, line.file, line.line, line.library) == ("E", "tcp_ep.c", 1260, "UCX")
+    bare = parse_glog("ib_mlx5_dv.c:433  UCX  ERROR   mlx5dv_devx_obj_modify(opcode=0x503) failed, syndrome 0x5d668c: Remote I/O error")
+    assert bare is not None and bare.library == "UCX" and bare.message.startswith("mlx5dv_devx_obj_modify")
+    table = default_runbooks().exceptions
+    assert table.component("tcp_ep.c", "UCX") == ("ucx", "kv-transfer-failure") and table.component("tcp_ep.c") is None
+    out = _pair("died", ["raw:" + bare.file + ":433  UCX  ERROR   mlx5dv_devx_obj_modify(opcode=0x503) failed",
+                         "raw:Fatal Python error: Segmentation fault", "raw:", "raw:Current thread (most recent call first):"])
+    assert out["facts"]["engine"]["crash_incident"] == "kv-transfer-failure" and out["findings"][0] == "kv-transfer-failure"
+
+
+def test_the_driver_saying_its_gsp_stopped_answering_is_a_gpu_fault_without_an_xid():
+    from opsbot.parse.kernel import driver_faults
+
+    raw = ("2026-11-29T09:59:10+0000 node2 kernel: NVRM: GPU6 _kgspLogRpcTimeout: ****** GSP Timeout ******\n"
+           "2026-11-29T09:59:11+0000 node2 kernel: NVRM: _kgspRpcRecvPoll: GSP RM heartbeat timed out\n"
+           "2026-11-29T09:00:00+0000 node2 kernel: NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.158.01\n")
+    assert driver_faults(raw) == 2
+    gsp = _facts("gsp-heartbeat-timeout-gh100")["decode"]
+    assert gsp["gpu"]["driver_fault"] == 3 and gsp["gpu"]["hardware_xid"] == 0  # heartbeat, memory subsystem, GSP timeout
+    assert _facts("near-nvrm-load-line")["decode"]["gpu"]["driver_fault"] == 0
+
+
+@given(st.text())
+def test_driver_fault_counting_never_raises(raw):
+    from opsbot.parse.kernel import driver_faults
+
+    assert 0 <= driver_faults(raw) <= len(raw.splitlines())
+
+
+def test_a_request_parked_for_its_transfer_while_the_pair_moves_no_token_is_a_transfer_failure():
+    stalled = _facts("mori-transfer-stalled-tail-request")
+    assert stalled["decode"]["progress"]["tokens_moved"] == 0 and stalled["prefill"]["progress"]["tokens_moved"] == 0
+    idle = _facts("near-idle-decode")  # one request in the transfer queue, but the prefill serves cached tokens
+    assert idle["prefill"]["progress"]["tokens_moved"] > 0
+    d = diagnose(parse_bundle((DEV / "near-idle-decode.json").read_text(encoding="utf-8")), default_runbooks())
+    assert not d.findings
+
+
+@given(st.from_regex(r"[a-z_]{1,12}\.c", fullmatch=True), st.integers(0, 99999),
+       st.sampled_from(["ERROR", "FATAL", "WARN", "DIAG"]), st.text(max_size=60).filter(lambda t: "\n" not in t and "\r" not in t))
+def test_any_ucx_line_parses_to_its_file_line_and_severity(file, line, level, msg):
+    parsed = parse_glog(f"[1749803291.555759] [host:7053 :0] {file:>16}:{line:<4} UCX  {level:<5} {msg}")
+    assert parsed is not None and (parsed.file, parsed.line, parsed.library) == (file, line, "UCX")
+    assert parsed.is_error == (level in ("ERROR", "FATAL"))

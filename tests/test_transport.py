@@ -165,6 +165,8 @@ async def test_local_transport(settings, tmp_path):
     try:
         r = await t.run(["printf", "%s", "a; b"], timeout=5)
         assert r.ok and r.stdout == "a; b"
+        r = await t.run(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout=5)
+        assert (r.exit_status, r.stdout, r.stderr) == (3, "out\n", "err\n")
         r = await t.run(["sleep", "5"], timeout=0.5)
         assert r.error and "timed out" in r.error
         r = await t.run(["head", "-c", "50000", "/dev/zero"], timeout=5, cap=1024)

@@ -44,7 +44,7 @@ class KeptPool:
             await self._drop(node.name)
             entry = None
         if entry is None:
-            inner = (LocalTransport(node, self.settings) if node.transport == "local"
+            inner = (LocalTransport(node, self.settings, self._client) if node.transport == "local"
                      else SshTransport(node, self.settings, self._client))
             entry = self._entries[node.name] = _Entry(node, PooledTransport(inner, self._limit))
         elif fresh_attempt and isinstance(entry.transport.inner, SshTransport):

@@ -14,16 +14,19 @@ import asyncio
 import contextlib
 import os
 import shlex
+import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncssh
 import httpx
+from anyio import to_thread
 
 from opsbot.inventory import Node
 from opsbot.settings import Settings
@@ -152,42 +155,52 @@ def _http_client() -> httpx.AsyncClient:
     return httpx.AsyncClient(trust_env=False, follow_redirects=False)
 
 
-def _kill(proc: asyncio.subprocess.Process) -> None:
+def _kill(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
+
+
+async def _pipe(pipe: Any) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
+    """A child's output pipe read by the event loop (the child was started off it)."""
+    reader = asyncio.StreamReader()
+    transport, _ = await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    return reader, transport
 
 
 class LocalTransport:
     """Commands and HTTP on this machine: for a bot that runs on the node itself."""
 
-    def __init__(self, node: Node, settings: Settings):
+    def __init__(self, node: Node, settings: Settings, client: httpx.AsyncClient | None = None):
         self.node = node
         self.settings = settings
-        self._client = _http_client()
+        self._client = client or _http_client()  # the pool's: a client's TLS context is costly to build
+        self._own_client = client is None
 
     async def run(self, argv: Sequence[str], timeout: float, cap: int | None = None) -> CommandResult:
         argv = list(argv)
         cap = cap or self.settings.output_cap_bytes
         t0 = time.monotonic()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
+            # started in a worker thread: uvloop forks the whole service on the event loop (tens of ms
+            # per command at its size, every request in flight waiting); Popen uses vfork off the loop
+            proc = await to_thread.run_sync(partial(
+                subprocess.Popen, argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
         except OSError as exc:
             return CommandResult(argv, None, "", "", _ms(t0), error=f"cannot start {argv[0]}: {exc.strerror or exc}")
+        (stdout, out_pipe), (stderr, err_pipe) = await _pipe(proc.stdout), await _pipe(proc.stderr)
         try:
             async with asyncio.timeout(timeout):
-                (out, truncated), (err, _) = await asyncio.gather(
-                    _read_capped(proc.stdout, cap), _read_capped(proc.stderr, STDERR_CAP)
-                )
+                (out, truncated), (err, _) = await asyncio.gather(_read_capped(stdout, cap), _read_capped(stderr, STDERR_CAP))
                 if truncated:
                     _kill(proc)
-                status = await proc.wait()
+                status = await to_thread.run_sync(proc.wait, abandon_on_cancel=True)
         except TimeoutError:
             _kill(proc)
-            await proc.wait()
+            await to_thread.run_sync(proc.wait)
             return CommandResult(argv, None, "", "", _ms(t0), error=_timeout_error(argv, timeout))
+        finally:
+            out_pipe.close()
+            err_pipe.close()
         return CommandResult(
             argv, None if truncated else status, _decode(out), _decode(err), _ms(t0), truncated=truncated
         )
@@ -210,7 +223,8 @@ class LocalTransport:
         os.replace(tmp, target)
 
     async def close(self) -> None:
-        await self._client.aclose()
+        if self._own_client:
+            await self._client.aclose()
 
 
 def _known_hosts_line(node: Node, key: str) -> str:
@@ -481,7 +495,7 @@ class TransportPool:
         t = self._transports.get(node.name)
         if t is None:
             inner = (
-                LocalTransport(node, self.settings)
+                LocalTransport(node, self.settings, self._client)
                 if node.transport == "local"
                 else SshTransport(node, self.settings, self._client)
             )

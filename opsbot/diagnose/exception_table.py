@@ -43,6 +43,8 @@ class ExceptionRule(_Mapped):
 class ComponentRule(_Mapped):
     file: str = Field(description="regex fully matching the base name of the file a glog line names")
     crash: str | None = Field(None, description="regex searched in a native crash dump's frames (path:function)")
+    library: str | None = Field(None, description="the library a line names in its own format (UCX); set, the rule "
+                                "matches only that library's lines, whatever the file")
     source: str
     examples: list[str] = Field(default_factory=list, description="file names it must match")
 
@@ -77,7 +79,7 @@ class _Compiled:
 @dataclass(frozen=True)
 class ExceptionTable:
     rules: tuple[_Compiled, ...] = ()
-    components: tuple[tuple[str, re.Pattern[str], str], ...] = ()  # (name, file regex, incident)
+    components: tuple[tuple[str, re.Pattern[str], str, str | None], ...] = ()  # (name, file regex, incident, library)
     crashes: tuple[tuple[str, re.Pattern[str], str], ...] = ()  # (name, crash-frame regex, incident)
 
     def incident(self, exc: RaisedException) -> str | None:
@@ -89,9 +91,9 @@ class ExceptionTable:
         a named class says more about a crash loop's cause than the stage's catch-all."""
         return next((not r.by_stage_only for r in self.rules if r.matches(exc)), False)
 
-    def component(self, file: str) -> tuple[str, str] | None:
-        """(component, incident) for a glog line's file, or None."""
-        return next(((name, inc) for name, rx, inc in self.components if rx.fullmatch(file)), None)
+    def component(self, file: str, library: str | None = None) -> tuple[str, str] | None:
+        """(component, incident) for a glog line's file (and the library its format names), or None."""
+        return next(((name, inc) for name, rx, inc, lib in self.components if lib == library and rx.fullmatch(file)), None)
 
     def crash_component(self, frames: list[str]) -> tuple[str, str] | None:
         """(component, incident) of the first component a native crash dump's frames pass through."""
@@ -136,7 +138,7 @@ def load_exception_table(path: Path) -> tuple[ExceptionTable, list[ConfigProblem
             problems.append(ConfigProblem(str(path), lines.line_of(("exceptions", i)), f"exceptions.{i}", f"bad regex: {exc}"))
     for name, c in spec.components.items():
         try:
-            components.append((name, re.compile(c.file), c.incident))
+            components.append((name, re.compile(c.file), c.incident, c.library))
             if c.crash:
                 crashes.append((name, re.compile(c.crash), c.incident))
         except re.error as exc:
@@ -161,7 +163,7 @@ def example_problems(path: Path) -> list[ConfigProblem]:
                                          f"the table gives this example {got}, not {r.incident}"))
     for name, c in spec.components.items():
         for j, example in enumerate(c.examples):
-            if table.component(example) != (name, c.incident):
+            if table.component(example, c.library) != (name, c.incident):
                 out.append(ConfigProblem(str(path), lines.line_of(("components", name, "examples", j)),
                                          f"components.{name}.examples.{j}", "the table does not give this file to the component"))
     return out

@@ -40,7 +40,8 @@ def lint(directory: Path) -> list[ConfigProblem]:
     problems += example_problems(directory / EXCEPTIONS_FILE)
     for rb in rs.runbooks:
         for other in rs.runbooks:
-            if rb.id < other.id and rb.explains(other.id, True) and other.explains(rb.id, True):
+            if rb.id < other.id and any(rb.explains(other.id, *where) and other.explains(rb.id, *where)
+                                        for where in ((True, True), (False, True), (False, False))):
                 problems.append(ConfigProblem(str(rb.path), None, "explains",
                                               f"{rb.id} and {other.id} explain each other: both would be dropped"))
     refused = {p.file for p in rs.problems}

@@ -64,6 +64,10 @@ class DecideSpec(_Strict):
         return v
 
 
+# where an ``explains`` entry applies: "" a role both share, or after "@" in ``id@scope``
+_SCOPES = frozenset({"", "node", "other", "any"})
+
+
 class RunbookSpec(_Strict):
     id: str
     title: str
@@ -78,7 +82,8 @@ class RunbookSpec(_Strict):
     remedies: list[RemedySpec] = Field(min_length=1)
     explains: list[str] = Field(
         default_factory=list,
-        description="incident ids this one accounts for on a role it shares; 'id@any' on any role of the bundle",
+        description="incident ids this one accounts for on a role it shares; 'id@node' on a role of the same node, "
+        "'id@other' on a role it does not share, 'id@any' on any role of the bundle",
     )
     confidence: float = Field(0.9, gt=0.0, le=1.0)
     decide: list[DecideSpec] = Field(default_factory=list, description="evidence that tells it apart from close classes")
@@ -95,7 +100,7 @@ class RunbookSpec(_Strict):
     @field_validator("explains")
     @classmethod
     def _known_explained(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if x.removesuffix("@any").removesuffix("@node") not in INCIDENT_IDS]
+        bad = [x for x in v if x.split("@", 1)[0] not in INCIDENT_IDS or x.partition("@")[2] not in _SCOPES]
         if bad:
             raise ValueError(f"unknown incident id(s) {bad}; use ids of spec/incidents.md")
         return v
@@ -219,9 +224,13 @@ class Runbook:
 
     def explains(self, incident: str, shared_role: bool, shared_node: bool = False) -> bool:
         """Whether a finding of ``incident`` is accounted for by this runbook's finding: ``id`` on a role
-        they share, ``id@node`` on a role of the same node, ``id@any`` on any role."""
+        they share, ``id@node`` on a role of the same node, ``id@other`` on a role they do not share (what a
+        dead role's peers see, while on that role itself a class naming what killed it outranks it),
+        ``id@any`` on any role."""
         ex = self.spec.explains
-        return f"{incident}@any" in ex or (shared_role and incident in ex) or ((shared_role or shared_node) and f"{incident}@node" in ex)
+        return (f"{incident}@any" in ex or (shared_role and incident in ex)
+                or ((shared_role or shared_node) and f"{incident}@node" in ex)
+                or (not shared_role and f"{incident}@other" in ex))
 
 
 @dataclass

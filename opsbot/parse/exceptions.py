@@ -174,12 +174,17 @@ _CRASH = re.compile(r"Fatal Python error: |Caught signal \d+ \(|\*\*\* (?:SIGSEG
 _CRASH_FRAME = re.compile(r'^\s*(?:File "(?P<file>[^"]+)", line \d+ in (?P<func>\S+)|\d+\s+(?P<lib>/\S+?)(?:\((?P<sym>[^)+]*)[^)]*\))?\s*\[0x[0-9a-f]+\])\s*$')
 
 
+def is_crash_line(message: str) -> bool:
+    """Whether ``message`` opens a native crash dump (faulthandler's verdict, a caught signal, a backtrace)."""
+    return ("rror" in message or "ignal" in message or "===" in message or "***" in message) and _CRASH.search(message) is not None
+
+
 def crash_frames(messages: Iterable[str]) -> list[str]:
     """The files and libraries (with the function, ``path:func``) of native crash dumps in the log."""
     out: list[str] = []
     inside = False
     for message in messages:
-        if ("rror" in message or "ignal" in message or "===" in message) and _CRASH.search(message):
+        if is_crash_line(message):
             inside = True
             continue
         if not inside:

@@ -8,6 +8,7 @@ default: conditions that need it come out unknown. runbooks/README.md documents 
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 from collections.abc import Mapping, Sequence
@@ -16,11 +17,11 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from opsbot.bundle import Bundle, MetricSample, NodeEvidence, RoleEvidence
+from opsbot.bundle import Bundle, Canary, MetricSample, NodeEvidence, RoleEvidence
 from opsbot.parse.gpu import parse_gpu_csv
-from opsbot.parse.exceptions import RaisedException, crash_frames, parse_exceptions
+from opsbot.parse.exceptions import RaisedException, Stage, crash_frames, is_crash_line, parse_exceptions
 from opsbot.parse.glog import parse_glog
-from opsbot.parse.kernel import parse_xid
+from opsbot.parse.kernel import driver_faults, parse_xid
 from opsbot.parse.logs import LogEntry, parse_log_lines
 from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
@@ -37,21 +38,34 @@ UNIT_FACTS = frozenset(
 )
 # read from the unit's state machine and systemd's own journal lines, not from SGLang's text
 UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exit_signal restarts_moved start_limit_hit".split())
-EXCEPTION_FACTS = frozenset("count startup serving unknown incidents startup_incident type message stage writer".split())
+EXCEPTION_FACTS = frozenset(
+    "count startup serving unknown incidents startup_incident ended_run_incident type message stage writer".split()
+)
 ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
 PROGRESS_FACTS = frozenset(
-    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting".split()
+    "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting"
+    " tokens_moved".split()
 )
 # Requests parked between prefill and decode, waiting for their KV cache to move (SGLang 0.4.6.post5 to
 # 0.5.23 metrics: decode's prealloc and transfer queues, prefill's inflight queue).
 TRANSFER_QUEUES = ("num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs", "num_prefill_inflight_queue_reqs")
-ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded".split())
+ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded empty_pool".split())
+# Workers the router has in its pool, per kind (smg 1.13.0 observability/metrics.rs smg_worker_pool_size
+# {worker_type}; sglang-router 0.2.1 metrics.rs sgl_router_active_workers): none of a kind, none to route to.
+POOL_GAUGES = ("smg_worker_pool_size", "smg_worker_pool_size_prefill", "smg_worker_pool_size_decode", "sgl_router_active_workers")
+# The error codes of the router's own 503 when it has no worker to send a request to (smg
+# model_gateway/src/routers/http/pd_router.rs and router.rs, v1.9.0: no_prefill_servers, server_selection_failed
+# "No available servers: ...", no_healthy_worker_pair, no_workers). no_available_workers says so only with the
+# regular router's words (router.rs "All workers are unavailable (circuit breaker open or unhealthy)"): SMG
+# also sheds load with that code when every worker is overloaded (routers/common/overload.rs), no health failure.
+NO_WORKER_CODES = frozenset({"no_workers", "no_prefill_servers", "no_healthy_worker_pair", "server_selection_failed"})
 # The router's counters of failed routing, by error_type (sglang-router 0.2.1 sgl_router_*; sglang-router 0.3.2
 # and smg 1.13.0 smg_router_request_errors_total): the types that mean "no worker to send it to" start with
 # "no_" (no_workers, no_available_workers, no_healthy_worker_pair, no_prefill_servers, ...) or are a failed
 # server selection (sglang-router 0.2.1 handle_server_selection_error: "server_selection").
 ROUTING_ERROR_COUNTERS = ("smg_router_request_errors", "sgl_router_request_errors", "sgl_router_pd_errors")
-ROUTING_GAUGES = ("smg_worker_cb_state", "smg_worker_stalled", "smg_workers_overloaded")
+ROUTING_GAUGES = ("smg_worker_cb_state", "smg_worker_stalled", "smg_workers_overloaded", "smg_worker_pool_size",
+                  "sgl_router_active_workers")
 # Where token progress comes from, best first (SGLang 0.5.x late: realtime_tokens_total; 0.4.6.post5 and
 # 0.5.0rc2 metrics/collector.py: generation_tokens_total / prompt_tokens_total, counted as requests
 # finish, and the gen_throughput gauge, last set by the periodic Decode batch line).
@@ -86,7 +100,7 @@ HEALTH_FACTS = frozenset("answered status elapsed_ms timed_out".split())
 PATCH_FACTS = frozenset("state index_keys version sglang reason".split())
 GPU_FACTS = frozenset(
     "count expected missing lost memory_used_mib memory_used_mib_sum memory_total_mib utilization_pct temperature_c xid xid_codes"
-    " hardware_xid idle busy".split()
+    " hardware_xid driver_fault idle busy".split()
 )
 # Xids an application causes (NVIDIA's Xid catalog, docs.nvidia.com/deploy/xid-errors: 13 graphics engine
 # exception, 31 GPU memory page fault, 43 GPU stopped processing, 45 preemptive cleanup): a software fault
@@ -157,27 +171,43 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def _unit(ev: RoleEvidence, failed: list[str], problems: list[str]) -> tuple[dict[str, Any], datetime | None]:
-    """The ``unit.*`` facts and, when the unit is active, when its current run started."""
+def _unit(
+    ev: RoleEvidence, failed: list[str], problems: list[str]
+) -> tuple[dict[str, Any], datetime | None, datetime | None]:
+    """The ``unit.*`` facts; when the unit is active, when its current run started; and when its last
+    run started whatever its state (systemd keeps ExecMainStartTimestamp after the process exits)."""
     if not ev.systemd.ok:
         failed.append("systemd")
-        return {}, None
+        return {}, None, None
     try:
         u = parse_unit(ev.systemd.raw)
     except ValueError as exc:
         failed.append("systemd")
         problems.append(f"{ev.key}: systemd: {exc}")
-        return {}, None
-    started = None
-    if u.active_state == "active":
-        started = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
+        return {}, None, None
+    last_run = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
+    started = last_run if u.active_state == "active" else None
     facts = _clean({k: getattr(u, k, None) for k in UNIT_FACTS})
     facts["restarting"] = u.sub_state == "auto-restart" or (u.active_state == "activating" and (u.n_restarts or 0) > 0)
     if u.exec_main_code == 1 and u.exec_main_status is not None:
         facts["exit_code"] = u.exec_main_status  # CLD_EXITED
     elif u.exec_main_code in (2, 3) and u.exec_main_status:
         facts["exit_signal"] = _signal_name(u.exec_main_status)  # CLD_KILLED, CLD_DUMPED
-    return facts, started
+    return facts, started, last_run
+
+
+# Longer than any start-up: weights load in minutes, torch's NCCL and store timeouts at initialisation
+# are 10 and 30 minutes. A process still writing this long after its run started was past start-up.
+SERVING_AFTER = timedelta(hours=1)
+
+
+def _ran_past_startup(entries: Sequence[LogEntry], last_run: datetime | None) -> bool:
+    """Whether the last run (ExecMainStartTimestamp) wrote a line ``SERVING_AFTER`` or more after it began:
+    what it then raised happened while serving, even when no batch line or metric shows it."""
+    if last_run is None:
+        return False
+    times = (_line_time(e.ts) for e in entries if e.process != "systemd")
+    return any(at is not None and at - last_run >= SERVING_AFTER for at in times)
 
 
 def _signal_name(number: int) -> str:
@@ -315,6 +345,15 @@ _START_LIMIT = "Start request repeated too quickly"
 _GLOG_START = re.compile(r"^\s*(?:\[rank\d+\]:)?(?:\[?[IWEF]\d{4}|\[[IWEF] \w)")
 
 
+# a unit in one of these states (or waiting to restart) is not running: its last run has ended
+_DOWN = frozenset({"failed", "inactive"})
+
+
+def _down_now(unit: dict[str, Any]) -> bool:
+    """Not running: stopped, failed, or waiting to be restarted (its last run has ended)."""
+    return unit.get("active_state") in _DOWN or unit.get("sub_state") == "auto-restart"
+
+
 def _recent(entry: LogEntry, started: datetime | None) -> bool:
     at = _line_time(entry.ts) if started else None
     return started is None or at is None or at >= started
@@ -325,8 +364,11 @@ def _logs(
 ) -> _LogRead:
     """Pattern counts since the unit's current run started (``logs``) and over the whole journal window
     (``logs_window``); exceptions over the window (``exception``); C++ components' error lines of the
-    current run (``engine``); systemd's restart lines. Without a known start (unit not active, timestamp
-    unreadable) the current run is the window; a line whose time is unknown counts in both."""
+    current run (``engine``); systemd's restart lines. ``started``: when the current run began, or for a
+    unit that is down for good (failed, inactive), its last run: what stopped it is there, not in the runs
+    before. A unit waiting to restart counts the window: its recent runs keep failing the same way.
+    Without a known start (timestamp unreadable) the current run is the window; a line whose time is
+    unknown counts in both."""
     if not ev.logs.ok:
         failed.append("logs")
         return _LogRead()
@@ -339,8 +381,12 @@ def _logs(
     restarts = batches = current_batches = 0
     error_line, specific, start_limit = None, False, False
     native: list[RaisedException] = []
+    attributed: list[tuple[int, str, str]] = []  # (line, component, incident) of the current run's E/F lines
+    crash_at: int | None = None  # where the current run's first native crash dump begins
     for i, entry in enumerate(entries):
         message = entry.message
+        if crash_at is None and entry.process != "systemd" and is_crash_line(message) and _recent(entry, started):
+            crash_at = i
         if entry.process != "systemd":
             specific = specific or entry.kind in _SPECIFIC_KINDS
             if entry.kind in _ERROR_KINDS:
@@ -354,8 +400,8 @@ def _logs(
             batches += 1
             current_batches += _recent(entry, started)
             continue
-        if _GLOG_START.match(message):
-            native += _engine_line(message, entry, i, started, table, engine)
+        if _GLOG_START.match(message) or " UCX " in message:
+            native += _engine_line(message, entry, i, started, table, engine, attributed)
         elif entry.process == "systemd" and _RESTART.search(message):
             restarts += 1
         elif entry.process == "systemd" and _START_LIMIT in message:
@@ -369,6 +415,10 @@ def _logs(
     raised = parse_exceptions((e.message, e.ts) for e in entries)
     recent = (e.message for e in entries if _recent(e, started))  # a crash before the current run is history
     crashed = table.crash_component(crash_frames(recent)) if table is not None else None
+    if crashed is None and crash_at is not None:
+        # a dump without a frame that names a component: the component whose error line came just before it
+        before = [(name, incident) for at, name, incident in attributed if at < crash_at]
+        crashed = before[-1] if before else None
     if crashed:
         engine["crash"], engine["crash_incident"] = crashed
     return _LogRead(current, window, raised, engine, restarts, batches, current_batches, None if specific else error_line,
@@ -376,7 +426,8 @@ def _logs(
 
 
 def _engine_line(
-    message: str, entry: LogEntry, index: int, started: datetime | None, table: ExceptionTable | None, out: dict
+    message: str, entry: LogEntry, index: int, started: datetime | None, table: ExceptionTable | None, out: dict,
+    attributed: list[tuple[int, str, str]],
 ) -> list[RaisedException]:
     """Count a C++ component's E/F line of the current run; return it as an exception (type: the file it
     names), which is a start-up error when the role never served."""
@@ -384,11 +435,12 @@ def _engine_line(
     if line is None or not line.is_error or not _recent(entry, started):
         return []
     out["errors"] += 1
-    found = table.component(line.file) if table is not None else None
+    found = table.component(line.file, line.library) if table is not None else None
     native = [RaisedException(line.file, line.message[:500], found[0] if found else None, (), "unknown", index, entry.ts)]
     if found is None:
         return native
     name, incident = found
+    attributed.append((index, name, incident))
     if name not in out["components"]:
         out["components"].append(name)
     if incident == "kv-transfer-failure":
@@ -400,7 +452,7 @@ def _engine_line(
 
 def _exception_facts(
     raised: list[RaisedException], table: ExceptionTable | None, served: bool, error_line: LogEntry | None = None,
-    native: Sequence[RaisedException] = (),
+    native: Sequence[RaisedException] = (), ended: tuple[datetime | None] | None = None, placed: Stage = "startup",
 ) -> dict[str, Any]:
     """``exception.*``: counts per stage, the classes the table gives, and the cause's type and text.
 
@@ -414,11 +466,11 @@ def _exception_facts(
     if not served:
         said = [f"{x.short_type}: {x.message}" for x in raised if x.message]
         native = [n for n in native if not any(text in n.message for text in said)]  # an exception's own line
-        raised = [replace(x, stage="startup") if x.stage == "unknown" else x
+        raised = [replace(x, stage=placed) if x.stage == "unknown" else x
                   for x in sorted([*raised, *native], key=lambda x: x.index)]
         if error_line is not None and not any(x.stage == "startup" for x in raised):
             # no exception printed as such: the application's last error line is the start-up error
-            raised.append(RaisedException("ErrorLine", error_line.message[:500], None, (), "startup", 10**9, error_line.ts))
+            raised.append(RaisedException("ErrorLine", error_line.message[:500], None, (), placed, 10**9, error_line.ts))
     if not raised:
         return {"count": 0, "startup": 0, "serving": 0, "unknown": 0, "incidents": []}
     classes = [table.incident(x) if table is not None else None for x in raised]
@@ -429,6 +481,11 @@ def _exception_facts(
         "unknown": sum(x.stage == "unknown" for x in raised),
         "incidents": sorted({c for c in classes if c}),
     }
+    if ended is not None:
+        since = ended[0]
+        fatal = [c for x, c in zip(raised, classes) if c and (since is None or (at := _line_time(x.ts)) is None or at >= since)]
+        if fatal:
+            out["ended_run_incident"] = fatal[-1]
     startup = [(x, c) for x, c in zip(raised, classes) if x.stage == "startup"]
     named = [(x, c) for x, c in startup if c and table is not None and table.named(x)]
     cause = (named or startup)[-1] if startup else None
@@ -457,6 +514,7 @@ def _gpu(node: NodeEvidence | None, indices: list[int], failed: list[str], probl
             codes = [x.xid for x in parse_xid(node.kernel_log.raw)]
             out["xid"], out["xid_codes"] = len(codes), sorted(set(codes))
             out["hardware_xid"] = sum(c not in APPLICATION_XIDS for c in codes)
+            out["driver_fault"] = driver_faults(node.kernel_log.raw)
         else:
             failed.append("kernel_log")
     raw = node.gpu.raw or ""
@@ -514,6 +572,9 @@ def _progress(gauges: dict[str, float], deltas: dict[str, float], window: float 
         out["decode_stalled"] = deltas["generation_tokens"] == 0 and gauges["gen_throughput"] == 0
     if PROGRESS_COUNTER["prefill"] in deltas:
         out["prefill_stalled"] = deltas[PROGRESS_COUNTER["prefill"]] == 0
+    moved = [v for k, v in deltas.items() if k.startswith(REALTIME_TOKENS + "_")]
+    if moved:  # every mode (prefill_compute, prefill_cache, decode, ...): did the role move any token at all
+        out["tokens_moved"] = sum(moved)
     waiting = [gauges[q] for q in TRANSFER_QUEUES if q in gauges]
     if waiting:
         out["transfer_waiting"] = sum(waiting)
@@ -548,6 +609,9 @@ def _routing(gauges: dict[str, float], deltas: dict[str, float]) -> dict[str, An
         out["stalled"] = gauges["smg_worker_stalled"]
     if "smg_workers_overloaded" in gauges:
         out["overloaded"] = gauges["smg_workers_overloaded"]
+    pools = [gauges[name] for name in POOL_GAUGES if name in gauges]
+    if pools:
+        out["empty_pool"] = min(pools) == 0
     return out
 
 
@@ -563,8 +627,8 @@ def role_facts(
     failed: list[str] = []
     gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
     _aliased(gauges, deltas)
-    unit, started = _unit(ev, failed, problems)
-    read = _logs(ev, patterns, started, failed, table)
+    unit, started, last_run = _unit(ev, failed, problems)
+    read = _logs(ev, patterns, started or (last_run if unit.get("active_state") in _DOWN else None), failed, table)
     logs, logs_window = read.current, read.window
     if unit:
         if read.restarts_logged is not None:
@@ -575,6 +639,7 @@ def role_facts(
     gpu = _with_journal_xids(_gpu(bundle.node(ev.node), ev.gpus, failed, problems), ev)
     # a role that stopped (or restarts) without an Xid on its node: its last error line may be the start-up error
     stopped = unit.get("active_state") in ("failed", "activating") or unit.get("n_restarts") or read.restarts_logged
+    down = _down_now(unit)
     facts: dict[str, Any] = {
         "role": ev.role,
         "name": ev.key,
@@ -588,8 +653,9 @@ def role_facts(
         "logs_window": logs_window,
         "gpu": gpu,
         "exception": _exception_facts(
-            read.raised, table, bool(gauges) or read.batch_lines > 0,
+            read.raised, table, bool(gauges) or read.batch_lines > 0 or _ran_past_startup(read.entries, last_run),
             read.error_line if stopped and not gpu.get("xid_codes") else None, read.native,
+            (last_run,) if down else None, "unknown" if down and not unit.get("crash_looping") else "startup",
         ) if ev.logs.ok else {},
         "engine": read.engine,
         "progress": _progress(gauges, deltas, window) | (
@@ -639,7 +705,32 @@ def _router_blocked(router: dict[str, Any]) -> bool:
     routing = router.get("routing", {})
     return bool(
         router.get("logs", {}).get("router_no_workers") or routing.get("no_worker_errors") or routing.get("breaker_open")
+        or routing.get("empty_pool")
     )
+
+
+def _error_code(body: str) -> str | None:
+    """``error.code`` of a JSON error body (SMG's ``{"error": {"code": ...}}``), if the body is one."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def _canary_no_worker(canary: Canary | None, patterns: list[Pattern]) -> bool | None:
+    """Whether the router answered the canary with an error because it has no worker to send it to: the
+    error code of its JSON body, else (sgl-router's plain-text answers) the router's own no-worker words."""
+    if canary is None or canary.status is None or canary.status < 500:
+        return None
+    body = canary.body or ""
+    code = _error_code(body)
+    said = any(p.name == "router_no_workers" and p.matches(body) for p in patterns)
+    if code is not None:
+        return code in NO_WORKER_CODES or (code == "no_available_workers" and said)
+    return said
 
 
 def bundle_facts(
@@ -652,7 +743,10 @@ def bundle_facts(
     it does not name, or no mapping, gets every family parsed.
     """
     out = BundleFacts(problems=[f"bundle: {p}" for p in bundle.problems])
-    probe_wide = {"recall": recall_facts(bundle.recall), "canary": canary_facts(bundle.canary)}
+    canary = canary_facts(bundle.canary)
+    if (no_worker := _canary_no_worker(bundle.canary, patterns)) is not None:
+        canary["no_worker"] = no_worker
+    probe_wide = {"recall": recall_facts(bundle.recall), "canary": canary}
     wanted = metrics or {}
     own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role), table) for ev in bundle.roles}
     if previous is not None:
@@ -662,7 +756,7 @@ def bundle_facts(
         peers.setdefault(ev.role, own[ev.key])  # roles.<kind>: the first instance of that kind
         peers[ev.key] = own[ev.key]
     routers = [own[ev.key] for ev in bundle.roles if ev.role == "router"]
-    blocked = any(_router_blocked(r) for r in routers)
+    blocked = any(_router_blocked(r) for r in routers) or bool(canary.get("no_worker"))
     for ev in bundle.roles:
         # the 5xx answers the router logged from workers of this role's kind (SMG/sgl-router pd_router lines)
         routed = sum(r.get("logs", {}).get(f"{ev.role}_error_status", 0) for r in routers)

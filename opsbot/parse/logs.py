@@ -46,8 +46,10 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
     # the router's worker-health strings (reference/sglang.md §6.2), logged at WARN as often as ERROR
     (
         "router-workers",
-        r"No healthy worker|no_healthy_worker|insufficient healthy workers|No available (prefill |decode |encode )?workers"
-        r"|Failed to select PD pair|No available servers|circuits open|circuit breaker open|Circuit breaker state transition",
+        r"No healthy worker|no_healthy_worker|insufficient healthy workers"
+        r"|[Nn]o available (?:(?:prefill|decode|encode|PD|encode/prefill/decode) )?(?:workers?|servers|pairs?|worker pairs|worker set)\b"
+        r"|No (?:prefill|decode|encode) (?:workers|servers) available"
+        r"|Failed to select PD pair|circuits open|circuit breaker open|Circuit breaker state transition",
     ),
     # glog E/F lines of the C++ libraries (Mooncake, NIXL, c10d) and native crash dumps (faulthandler, UCX)
     (

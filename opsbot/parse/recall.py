@@ -226,7 +226,8 @@ RECALL_FACTS = frozenset(
     "ran cases judged found errors pattern lengths lost_lengths lost_depths depths depths_lost_at_threshold "
     "found_ratio shortest longest longest_full threshold after_deploy".split()
 )
-CANARY_FACTS = frozenset("ok answered timed_out status ttft_ms total_ms tokens elapsed_ms".split())
+# no_worker: set by parse.facts (it reads the router's own words from the runbooks' patterns)
+CANARY_FACTS = frozenset("ok answered timed_out status ttft_ms total_ms tokens elapsed_ms no_worker".split())
 
 
 def run_record(recall: Recall) -> dict[str, Any]:

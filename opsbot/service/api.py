@@ -178,7 +178,8 @@ class ReportSummary(BaseModel):
 
 @router.get("/reports", tags=["reports"], summary="Saved reports, newest first")
 async def list_reports(
-    request: Request, _: Annotated[Caller, Depends(require("read"))], kind: str | None = None, limit: int = 50
+    request: Request, _: Annotated[Caller, Depends(require("read"))],
+    kind: Literal["status", "weekly"] | None = None, limit: int = 50,
 ) -> list[ReportSummary]:
     flow = request.app.state.flow
     rows = await flow.db(flow.store.reports, kind=kind, limit=max(1, min(limit, 500)))

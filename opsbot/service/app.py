@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import logging
 from functools import partial
 from collections.abc import AsyncIterator
@@ -83,8 +85,11 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
         slack = app.state.slack
         lock = hold_single_instance(flow.store.url) if hasattr(flow.store, "url") else None
         await flow.db(_check_clock, flow)
+        await flow.prepare()
+        gc.freeze()  # what start-up loaded lives as long as the process: full collections need not scan it
         await _reconcile(flow)
-        lease = Lease(flow, sweeps=[app.state.intake.recover, *_report_sweeps(flow, slack)])
+        lease = Lease(flow, sweeps=[app.state.intake.recover, *_report_sweeps(flow, slack),
+                                    *([slack.incidents.resume] if slack else [])])
         await lease.start()
         app.state.scheduler = _start_reports(flow, slack)
         app.state.recall_scheduler = _start_recall(flow, slack)

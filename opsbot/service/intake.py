@@ -23,6 +23,7 @@ from typing import Protocol
 from datetime import timedelta
 
 from opsbot.bundle import Trigger
+from opsbot.contracts.alerts import StoredAlert
 from opsbot.flow import ProbeResult, Flow
 from opsbot.inventory import Inventory, UnknownRole
 from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
@@ -36,19 +37,6 @@ from opsbot.yamlsource import ConfigError
 log = logging.getLogger(__name__)
 
 Scope = tuple[str, str]
-
-
-@dataclass(frozen=True)
-class StoredAlert:
-    """What the worker needs of an alert row."""
-
-    id: int
-    group_key: str
-    fingerprint: str
-    status: str
-    cluster: str
-    role: str
-    labels: dict[str, str]
 
 
 class Notifier(Protocol):

@@ -69,7 +69,8 @@ class SlackSurface:
         self.bolt = AsyncApp(client=self.client, signing_secret=s.slack_signing_secret, process_before_response=False)
         self.handler = AsyncSlackRequestHandler(self.bolt)
         self.threads = AlertThreads(self)
-        self.incidents = IncidentMessages(self.client, flow.store, flow.db, s.slack_alert_channel, s.page_url)
+        self.incidents = IncidentMessages(self.client, flow.store, flow.db, s.slack_alert_channel, s.page_url,
+                                          instance=flow.instance, lease=timedelta(seconds=s.instance_lease_s))
         flow.incidents.notifier = self.incidents
         self.bolt.command(s.slack_command)(self._command)
         self.bolt.event("app_mention")(self._mention)

@@ -86,9 +86,10 @@ class IncidentMessages:
 
     def __init__(self, client: Any, store: Any, db: Callable[..., Awaitable[Any]], channel: str | None,
                  page_url: Callable[[str], str], *, attempts: int = 5, first_delay_s: float = 0.5,
-                 timeout_s: float = 10.0) -> None:
+                 timeout_s: float = 10.0, instance: str | None = None, lease: timedelta | None = None) -> None:
         self.client, self.store, self.db, self.channel = client, store, db, channel
         self.page_url = page_url
+        self.instance, self.lease = instance, lease  # whose claims these are; a dead instance's are free
         self.attempts, self.first_delay_s, self.timeout_s = attempts, first_delay_s, timeout_s
         self.resync_delays_s = [5.0, 15.0, 30.0, 60.0, 120.0, 300.0]  # Slack still down: try again later
         self._dirty: set[str] = set()
@@ -122,6 +123,15 @@ class IncidentMessages:
         while self._tasks:
             await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
 
+    async def resume(self) -> int:
+        """A lease sweep: post the messages of incidents whose instance died before posting them."""
+        if not self.channel or self.lease is None:
+            return 0
+        orphaned = [i for i in await self.db(self.store.unposted_incidents, self.lease) if i not in self._tasks]
+        for incident_id in orphaned:
+            self.notify(incident_id)
+        return len(orphaned)
+
     async def close(self) -> None:
         for task in list(self._tasks.values()):
             task.cancel()
@@ -147,9 +157,10 @@ class IncidentMessages:
         blocks = incident_blocks(incident, actions, finding, self.page_url(f"/probes/{incident.probes[-1]}"))
         text = headline(incident)
         if incident.slack_ts is None:
-            if not await self.db(self.store.claim_slack_post, incident_id, CLAIM_STALE):
+            if not await self.db(self.store.claim_slack_post, incident_id, CLAIM_STALE, self.instance, self.lease):
                 return  # posted meanwhile, or another instance is posting it
-            ts = await self._post_once(incident_id, text, blocks)
+            # an earlier claim (a killed instance's, a timed-out post) may have reached Slack: look first
+            ts = await self._post_once(incident_id, text, blocks, maybe_sent=incident.slack_attempts > 0)
             await self.db(self.store.slack_posted, incident_id, self.channel, ts, 0)
             channel, shown = self.channel, 0
         else:
@@ -160,10 +171,9 @@ class IncidentMessages:
                 channel=channel, thread_ts=ts, text=f"{e['at'][11:19]} UTC · {escape(e['what'])}"))
             await self.db(self.store.slack_updated, incident_id, i + 1)
 
-    async def _post_once(self, incident_id: str, text: str, blocks: list[Block]) -> str:
+    async def _post_once(self, incident_id: str, text: str, blocks: list[Block], *, maybe_sent: bool = False) -> str:
         """``chat.postMessage`` with retries; after a timeout the channel is searched for the message first."""
         metadata = {"event_type": EVENT_TYPE, "event_payload": {"incident": incident_id}}
-        maybe_sent = False
         delay = self.first_delay_s
         for attempt in range(1, self.attempts + 1):
             if maybe_sent and (ts := await self._find_posted(incident_id)):

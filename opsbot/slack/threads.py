@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from opsbot.slack.blocks import escape, section
 
 if TYPE_CHECKING:
+    from opsbot.contracts.alerts import StoredAlert
     from opsbot.flow import ProbeResult
-    from opsbot.service.intake import StoredAlert
     from opsbot.slack.app import SlackSurface
+
+CLAIM_STALE = timedelta(minutes=2)
+WAIT_FOR_THREAD_S = 15.0
+
 
 class AlertThreads:
     """Maps an alert group (``groupKey``) to its thread, kept in the store's ``slack_threads`` table."""
@@ -33,10 +39,19 @@ class AlertThreads:
         else:
             body = [section(f":warning: the probe could not run: {escape(error)}")]
         blocks = [section(head)] + body
-        thread = await self.surface.flow.db(store.slack_thread, group_key)
-        if thread is None:
-            posted = await client.chat_postMessage(channel=channel, text=head, blocks=blocks)
-            await self.surface.flow.db(store.save_slack_thread, group_key, channel, posted["ts"], state)
+        db = self.surface.flow.db
+        thread = await db(store.slack_thread, group_key)
+        if thread is None and await db(store.claim_slack_thread, group_key, channel, CLAIM_STALE):
+            try:
+                posted = await client.chat_postMessage(channel=channel, text=head, blocks=blocks)
+            except BaseException:
+                await db(store.release_slack_thread, group_key)
+                raise
+            await db(store.save_slack_thread, group_key, channel, posted["ts"], state)
+            return
+        thread = thread or await self._posted_by_another(group_key)
+        if thread is None:  # the other instance's post never came: better twice than not at all
+            await client.chat_postMessage(channel=channel, text=head, blocks=blocks)
             return
         await client.chat_postMessage(channel=thread.channel, thread_ts=thread.ts, text=head, blocks=blocks)
         if resolved:
@@ -44,3 +59,13 @@ class AlertThreads:
                                      blocks=[section(f"{head}\n_the thread has the probe taken after it resolved_")])
         if state != thread.state:
             await self.surface.flow.db(store.save_slack_thread, group_key, thread.channel, thread.ts, state)
+
+    async def _posted_by_another(self, group_key: str) -> Any:
+        """Another instance claimed the group's first message (its alerts reached several instances):
+        the thread it posts, once posted; None if it does not come within ``WAIT_FOR_THREAD_S``."""
+        store = self.surface.flow.store
+        for _ in range(int(WAIT_FOR_THREAD_S / 0.25)):
+            if (thread := await self.surface.flow.db(store.slack_thread, group_key)) is not None:
+                return thread
+            await asyncio.sleep(0.25)
+        return None

@@ -18,7 +18,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from opsbot.store.models import IncidentRow, now
+from opsbot.store.models import IncidentRow, Instance, now
 
 T = TypeVar("T")
 
@@ -234,19 +234,37 @@ class IncidentRecords:
 
     # -- its Slack message: posted at most once, then edited ----------------------------------
 
-    def claim_slack_post(self, incident_id: str, stale_after: timedelta) -> bool:
-        """Take the right to post the message (compare-and-set); False when it exists or another post runs."""
+    def claim_slack_post(self, incident_id: str, stale_after: timedelta, claimer: str | None = None,
+                         lease: timedelta | None = None) -> bool:
+        """Take the right to post the message (compare-and-set); False when it exists or another post runs.
+
+        A claim goes stale after ``stale_after``; with ``lease``, at once when its ``claimer`` instance
+        stopped beating (killed mid-post), so the message waits a lease, not minutes."""
         at = now()
+        free = or_(IncidentRow.slack_state.is_(None), IncidentRow.slack_state == "failed",
+                   IncidentRow.slack_claimed_at < at - stale_after)
+        if lease is not None:
+            live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
+            free = or_(free, IncidentRow.slack_claimed_by.not_in(live))
 
         def _go(session: Session) -> bool:
             res = session.execute(update(IncidentRow).where(
-                IncidentRow.id == incident_id, IncidentRow.slack_ts.is_(None),
-                or_(IncidentRow.slack_state.is_(None), IncidentRow.slack_state == "failed",
-                    IncidentRow.slack_claimed_at < at - stale_after),
-            ).values(slack_state="posting", slack_claimed_at=at, slack_attempts=IncidentRow.slack_attempts + 1))
+                IncidentRow.id == incident_id, IncidentRow.slack_ts.is_(None), free,
+            ).values(slack_state="posting", slack_claimed_at=at, slack_claimed_by=claimer,
+                     slack_attempts=IncidentRow.slack_attempts + 1))
             return res.rowcount == 1  # type: ignore[attr-defined]
 
         return self.write(_go, "claim incident message")
+
+    def unposted_incidents(self, lease: timedelta) -> list[str]:
+        """Open incidents older than ``lease`` whose message is not posted and that no live instance is
+        posting: their instance died between opening them and posting (or mid-post)."""
+        at = now()
+        live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
+        q = select(IncidentRow.id).where(
+            IncidentRow.state == "open", IncidentRow.slack_ts.is_(None), IncidentRow.first_seen < at - lease,
+            or_(IncidentRow.slack_claimed_by.is_(None), IncidentRow.slack_claimed_by.not_in(live)))
+        return list(self.read(lambda s: s.scalars(q).all()))
 
     def slack_posted(self, incident_id: str, channel: str, ts: str, version: int) -> None:
         self.write(lambda s: s.execute(update(IncidentRow).where(IncidentRow.id == incident_id).values(

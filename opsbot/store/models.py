@@ -303,6 +303,7 @@ class IncidentRow(Base):
     slack_ts: Mapped[str | None] = mapped_column(String(32))
     slack_state: Mapped[str | None] = mapped_column(String(16))  # posting | posted | failed
     slack_claimed_at: Mapped[datetime | None]
+    slack_claimed_by: Mapped[str | None] = mapped_column(String(128))  # the instance posting it (Instance.id)
     slack_error: Mapped[str | None] = mapped_column(Text)
     slack_attempts: Mapped[int] = mapped_column(Integer, default=0)
     slack_version: Mapped[int] = mapped_column(Integer, default=0)  # timeline length last shown in Slack

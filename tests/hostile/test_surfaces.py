@@ -83,6 +83,9 @@ CASES = [
     Case("rest", "report id past 64 bits", "GET", "/reports/99999999999999999999", 404, auth="read"),
     Case("rest", "report id past 32 bits (PostgreSQL INTEGER)", "GET", "/reports/1152921504606846975", 404, auth="read"),
     Case("rest", "limit is not a number", "GET", "/reports?limit=x", 422, auth="read"),
+    Case("rest", "NUL in a report kind (PostgreSQL refuses NUL in text)", "GET", "/reports?kind=%C3%80%00", 422,
+         auth="read", detail="kind"),
+    Case("rest", "NUL in an incidents window", "GET", "/incidents?since=2026%00", 422, auth="read"),
     Case("rest", "unknown job", "GET", "/probe/..%2f..%2fetc%2fpasswd", 404, auth="read"),
     # -- Alertmanager ----------------------------------------------------------------------------
     Case("alerts", "no credentials", "POST", "/alerts", 401, body=webhook()),

@@ -1339,6 +1339,420 @@ def _nccl_terminate():
     return [p, d, r], {}
 
 
+# --- batch 11: threads added to widen test/ (the part each lands in is the hash's, see split.py) ---
+
+@scenario("mooncake-multi-nic-packet-mismatch", "kv-transfer-failure", "https://github.com/kvcache-ai/Mooncake/issues/1151",
+          "SGLang 0.5.5.post1 + mooncake 0.3.7.post2 on k8s with two IB devices: the RDMA handshake gets a packet mismatch and "
+          "the endpoint is marked inactive; one device works", must_not=("healthy", "config-crashloop"))
+def _mooncake_multi_nic():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.logs += raw([
+        '[2025-12-01 11:24:33] 10.244.1.107 [01/Dec/2025:11:24:33 +0000] "GET /health HTTP/1.1" 200 154 "-" "python-requests/2.32.5"',
+        "E1201 11:24:34.169920  3894 rdma_endpoint.cpp:157] Invalid argument: received packet mismatch, local.local_nic_path: "
+        "10.244.1.96:15233@mlx5_1, local.peer_nic_path: 10.244.1.107:16339@mlx5_3, peer.local_nic_path: , peer.peer_nic_path:",
+        "E1201 11:24:34.169943  3894 worker_pool.cpp:242] Worker: Cannot make connection for endpoint: 10.244.1.107:16339@mlx5_3, mark it inactive",
+    ])
+    p.counters["num_transfer_failed_reqs"] = (3, 2)
+    return [p, d, r], {}
+
+
+@scenario("nixl-prep-xfer-dlist-not-found", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/31295",
+          "2026 nightly, NIXL/UCX: prefill with DP attention (attention TP1) to a TP4 decode; the first request fails in the "
+          "prefill's bootstrap thread at prepXferDlist (NIXL_ERR_NOT_FOUND) and nothing completes",
+          must_not=("healthy", "config-crashloop", "prefill-queue-saturation"))
+def _nixl_prep_dlist():
+    p, d, r = roles()
+    p.logs += raw(["E0713 23:29:03.494601 nixl_agent.cpp:631] prepXferDlist: failed to prepare",
+                   "the descriptors for any of the specified or potential backends for agent ''"])
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (9_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=2)
+    d.counters["realtime_tokens{mode=decode}"] = (0, 0)
+    d.logs = []
+    return [p, d, r], {}
+
+
+@scenario("nixl-bootstrap-thread-indexerror", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/6720",
+          "NIXL backend with a decode TP smaller than the prefill's: the prefill's bootstrap thread dies on a dummy request "
+          "(IndexError in nixl/conn.py) and transfers stop", must_not=("healthy", "config-crashloop"))
+def _nixl_indexerror():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.logs += raw([
+        "Exception in thread Thread-5 (bootstrap_thread):",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/threading.py", line 1016, in _bootstrap_inner',
+        "    self.run()",
+        '  File "/usr/lib/python3.10/threading.py", line 953, in run',
+        "    self._target(*self._args, **self._kwargs)",
+        '  File "/sgl-workspace/sglang_deepep/python/sglang/srt/disaggregation/nixl/conn.py", line 351, in bootstrap_thread',
+        '    required_dst_info_num = int(waiting_req_bytes[10].decode("ascii"))',
+        "IndexError: list index out of range",
+    ])
+    d.gauges.update(num_running_reqs=0, gen_throughput=0.0, num_decode_transfer_queue_reqs=3)
+    d.counters["generation_tokens"] = (900_000, 0)
+    return [p, d, r], {}
+
+
+@scenario("decode-oom-retract-tp16", "kv-cache-exhausted", "https://github.com/sgl-project/sglang/issues/4184",
+          "DeepSeek-R1 on TP16 (0.4.3): every TP rank logs 'Decode out of memory happened' and retracts requests, the new-token "
+          "ratio climbing each time", must_not=("cuda-oom", "role-down", "config-crashloop"))
+def _decode_oom_retract():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.logs = raw([
+        "[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845",
+        "[2025-03-07 21:49:33 TP12] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845",
+        "[2025-03-07 21:49:33 TP10] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845",
+        "[2025-03-07 21:49:45 TP9] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.1919",
+        "[2025-03-07 21:49:45 TP11] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.1919",
+        "[2025-03-07 21:49:45 TP8] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.1919",
+        "[2025-03-07 21:49:45 TP12] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.1919",
+    ])
+    d.gauges.update(token_usage=0.97)
+    return [p, d, r], {}
+
+
+@scenario("decode-oom-page-size-crash", "cuda-oom", "https://github.com/sgl-project/sglang/issues/4602",
+          "0.4.3 DeepSeek with --page-size 64: the KV allocator refuses 148 tokens with 2048 free and the scheduler dies "
+          "('Decode out of memory. Try to lower your batch size.', an allocator error that crashes the role, as "
+          "prefill-oom-large-page); --page-size 1 avoids it",
+          also=("role-down", "kv-cache-exhausted"), must_not=("config-crashloop",))
+def _decode_oom_page_size():
+    p, d, r = roles("0.4.3", "mini_lb")
+    died(d, raw([
+        "RuntimeError: Decode out of memory. Try to lower your batch size.",
+        "Try to allocate 148 tokens.",
+        "Avaliable tokens: 2048",
+        "self.token_to_kv_pool_allocator.available_size()=2048",
+        "self.tree_cache.evictable_size()=0",
+    ]))
+    return [p, d, r], {}
+
+
+@scenario("nixl-pd-tp-mismatch-transfer-worker", "kv-transfer-failure", "https://github.com/llm-d/llm-d/issues/2433",
+          "llm-d guide on SGLang 0.5.16, gpt-oss-120b with prefill TP1 and decode TP4 over NIXL: the prefill's transfer worker "
+          "raises for every room and the client sees a hang", must_not=("healthy", "prefill-queue-saturation", "config-crashloop"))
+def _nixl_tp_mismatch():
+    p, d, _ = roles()
+    p.logs += raw([
+        "Unexpected transfer worker error for room 1788380104266545413",
+        "Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/nixl/conn.py", line 1153, in transfer_worker',
+        "    state_xfer_handles = self.maybe_send_extra(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/nixl/conn.py", line 2062, in maybe_send_extra',
+        "    raise RuntimeError(",
+    ])
+    p.counters["num_transfer_failed_reqs"] = (1, 1)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=1)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 0)
+    d.logs = []
+    return [p, d], {}  # llm-d routes through its own sidecar and EPP: no SGLang router in this deployment
+
+
+@scenario("bootstrap-query-dp-ranks-errno99", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/19271",
+          "Qwen3.5 1P1D on GB200: the decode cannot reach the prefill's bootstrap server (/query_dp_ranks, Errno 99 Cannot "
+          "assign requested address) in every disaggregation config", must_not=("healthy", "config-crashloop"))
+def _bootstrap_dp_ranks():
+    p, d, r = roles()
+    d.logs += raw([
+        "Error querying dp_ranks from bootstrap: HTTPConnectionPool(host='10.66.4.40', port=38711): Max retries exceeded "
+        "with url: /query_dp_ranks (Caused by NewConnectionError(\"HTTPConnection(host='10.66.4.40', port=38711): Failed to "
+        "establish a new connection: [Errno 99] Cannot assign requested address\"))",
+    ])
+    d.counters["num_bootstrap_failed_reqs"] = (6, 2)
+    return [p, d, r], {}
+
+
+@scenario("bootstrap-port-in-use", "config-crashloop", "https://github.com/sgl-project/sglang/pull/21268",
+          "two PD deployments on one host share the default bootstrap port 8998: the second prefill cannot bind it "
+          "(OSError: [Errno 98] address already in use); a distinct --disaggregation-bootstrap-port fixes it",
+          must_not=("kv-transfer-failure", "role-down"))
+def _bootstrap_port_in_use():
+    p, d, r = roles()
+    crashloop(p, raw(["OSError: [Errno 98] address already in use"]), restarts=9)
+    return [p, d, r], {}
+
+
+@scenario("router-breaker-open-on-4xx", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/issues/25811",
+          "the router counts a healthy worker's HTTP 400 (prompt over the context length) as a failure, opens the circuits, "
+          "and later requests fail with no_available_workers while the workers idle",
+          must_not=("kv-transfer-failure", "decode-wedged", "prefill-wedged", "role-down"))
+def _breaker_4xx():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (1_200_000, 0)
+    p.counters["realtime_tokens{mode=prefill_cache}"] = (300_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=0)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 0)
+    p.logs, d.logs = [], []
+    r.gauges.update({"smg_worker_cb_state{worker=http://10.0.0.1:30000}": 1, "smg_worker_cb_state{worker=http://10.0.0.2:30001}": 1})
+    r.counters["smg_router_request_errors{error_type=no_workers}"] = (40, 30)
+    return [p, d, r], {}
+
+
+@scenario("decode-grpc-deadlock", "decode-wedged", "https://github.com/sgl-project/sglang/issues/29957",
+          "GLM-5.1 1P1D with --grpc-mode under sustained load: the decode scheduler deadlocks and never recovers; the unit "
+          "and its HTTP server stay up", must_not=("healthy", "role-down", "config-crashloop"))
+def _grpc_deadlock():
+    p, d, r = roles()
+    d.gauges.update(num_running_reqs=12, num_queue_reqs=4, token_usage=0.18)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 0)
+    d.logs = []
+    return [p, d, r], {}
+
+
+@scenario("mori-transfer-stalled-tail-request", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/33920",
+          "MI355X PD nightly: 1023 of 1024 requests finish, the last stays in the prefill's inflight queue for two hours while "
+          "the decode is healthy and waits (MORI polls IN_PROGRESS forever)", must_not=("healthy", "prefill-queue-saturation"))
+def _mori_stall():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0, num_prefill_inflight_queue_reqs=1)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (1_200_000, 0)
+    p.counters["realtime_tokens{mode=prefill_cache}"] = (300_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=1)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 0)
+    p.logs, d.logs = [], []
+    return [p, d, r], {}
+
+
+@scenario("nccl-dump-signal-two-node-dsv3", "nccl-failure", "https://github.com/sgl-project/sglang/issues/10216",
+          "DeepSeek-V3 over two 8xH100 nodes: decode batches stop, GPUs sit at 100%, then PyTorch's NCCL watchdog reports a "
+          "collective timeout, dumps debug info and takes the process down",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "scheduler-watchdog"))
+def _nccl_dump_signal():
+    p, d, r = roles("0.5.3", "sgl-router")
+    died(d, raw([
+        "[2025-09-09 08:32:09 TP0 EP0] Decode batch. #running-req: 1, #token: 2625, token usage: 0.01, cuda graph: True, "
+        "gen throughput (token/s): 40.49, #queue-req: 0, ",
+        "[2025-09-09 08:32:10 TP0 EP0] Decode batch. #running-req: 1, #token: 2665, token usage: 0.01, cuda graph: True, "
+        "gen throughput (token/s): 38.75, #queue-req: 0, ",
+        '[2025-09-09 08:35:30] INFO:     172.17.160.41:57164 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        "[rank2]:[E909 08:45:31.916910323 ProcessGroupNCCL.cpp:1589] [PG ID 0 PG GUID 0 Rank 2] ProcessGroupNCCL preparing to "
+        "dump debug info. Include stack trace: 1",
+        "[rank6]:[E909 08:45:31.970959174 ProcessGroupNCCL.cpp:1870] [PG ID 0 PG GUID 0 Rank 6] Received a dump signal due to a "
+        "collective timeout from this local rank and we will try our best to dump the debug info. Last enqueued NCCL work: -1, "
+        "last completed NCCL work: -1.This is most likely caused by incorrect usages of collectives, e.g., wrong sizes used "
+        "across ranks, the order of collectives is not same for all ranks or the scheduled collective, for some reason, didn't "
+        "run. Additionally, this can be caused by GIL deadlock or other reasons such as network errors or bugs in the "
+        "communications library (e.g. NCCL), etc. ",
+    ]), status="6/ABRT", code="dumped")
+    return [p, d, r], {}
+
+
+@scenario("nccl-watchdog-terminate-loading-multinode", "nccl-failure", "https://github.com/sgl-project/sglang/issues/3254",
+          "DeepSeek R1 over several nodes: on the worker node a collective times out while the weights load and PyTorch's NCCL "
+          "watchdog terminates the process (c10::DistBackendError); every start ends the same way",
+          also=("router-no-healthy-workers",), must_not=("healthy", "scheduler-watchdog", "cuda-oom"))
+def _nccl_loading_multinode():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(d, raw([
+        "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 (most recent call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7ea82996c446 in "
+        "/opt/conda/envs/sglang/lib/python3.10/site-packages/torch/lib/libc10.so)",
+        "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l, "
+        "1000l> > >) + 0x282 (0x7ea78d3cc772 in /opt/conda/envs/sglang/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so)",
+        "frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233 (0x7ea78d3d3bb3 in "
+        "/opt/conda/envs/sglang/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so)",
+        "frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x14d (0x7ea78d3d561d in "
+        "/opt/conda/envs/sglang/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so)",
+        "frame #4: <unknown function> + 0x145c0 (0x7ea87843e5c0 in /opt/conda/envs/sglang/lib/python3.10/site-packages/torch/lib/libtorch.so)",
+        "frame #5: <unknown function> + 0x94ac3 (0x7ea882494ac3 in /lib/x86_64-linux-gnu/libc.so.6)",
+        "frame #6: <unknown function> + 0x126850 (0x7ea882526850 in /lib/x86_64-linux-gnu/libc.so.6)",
+        "",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+    ]), status="6/ABRT", code="dumped", restarts=4)
+    return [p, d, r], {}
+
+
+@scenario("watchdog-decode-hang-dp-attention", "scheduler-watchdog", "https://github.com/sgl-project/sglang/issues/7553",
+          "DeepSeek-R1-0528 PD with DP attention under 5000 concurrent requests: the decode hangs, py-spy is missing, the "
+          "watchdog fires after 300 s and the server exits",
+          also=("role-down", "decode-wedged"), must_not=("config-crashloop", "nccl-failure"))
+def _watchdog_dp_attention():
+    p, d, r = roles("0.4.6", "mini_lb")
+    died(d, raw([
+        "[2025-06-26 07:25:31 DP4 TP4] Pyspy failed to dump PID 113688. Error: /bin/bash: line 1: py-spy: command not found",
+        "",
+        "[2025-06-26 07:25:31 DP4 TP4] Watchdog timeout (self.watchdog_timeout=300)",
+    ]), status="9/KILL", code="killed")
+    return [p, d, r], {}
+
+
+@scenario("smg-keepalive-connection-reset", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/issues/20851",
+          "SMG pools connections for 50 s but SGLang closes idle ones after 5 s (SGLANG_TIMEOUT_KEEP_ALIVE): under fluctuating "
+          "load the router's requests fail with IncompleteMessage / connection reset while the workers are fine",
+          must_not=("role-down", "kv-transfer-failure", "decode-wedged", "prefill-wedged"))
+def _smg_keepalive():
+    p, d, r = roles()
+    r.logs = raw(["hyper::Error(IncompleteMessage)",
+                  'hyper::Error(Io, Os { code: 104, kind: ConnectionReset, message: \\"Connection reset by peer\\" })'])
+    return [p, d, r], {}
+
+
+@scenario("decode-stuck-after-prefill-died", "decode-wedged", "https://github.com/sgl-project/sglang/pull/31144",
+          "the prefill died (CUDA OOM) and was restarted; the decode's scheduler stays blocked in a ZMQ send to the dead peer, "
+          "stops making progress and fails its health checks even after the prefill is back",
+          also=("kv-transfer-failure",), must_not=("healthy", "role-down", "cuda-oom", "config-crashloop"))
+def _decode_stuck_prefill_died():
+    p, d, r = roles()
+    p.restarts = 1
+    p.started = T0 - timedelta(minutes=5)
+    d.gauges.update(num_running_reqs=16, num_decode_prealloc_queue_reqs=8, token_usage=0.22)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 0)
+    d.logs = []
+    d.health, d.health_body = 503, "Service Unavailable"
+    return [p, d, r], {}
+
+
+@scenario("reasoning-parser-think-token", "config-crashloop", "https://github.com/sgl-project/sglang/issues/24843",
+          "DeepSeek-V3-0324 with --reasoning-parser deepseek-v3 on main (May 2026): scheduler init fails because '</think>' "
+          "is not one token for constrained reasoning; drop the flag or use a fixed build",
+          also=("router-no-healthy-workers",), must_not=("role-down",))
+def _think_token():
+    p, d, r = roles()
+    crashloop(d, raw(["ValueError: think_end_token '</think>' must encode to exactly one token for constrained reasoning."]),
+              restarts=7)
+    return [p, d, r], {}
+
+
+@scenario("healthy-pd-l40-slower-than-tp", "healthy", "https://github.com/sgl-project/sglang/issues/7141",
+          "1P1D on two L40 servers (0.4.6) serves 100/100 benchmark requests; it is only slower than a plain deployment, "
+          "which is a sizing question, not a fault", must_not=("prefill-queue-saturation", "prefill-wedged", "decode-wedged"))
+def _l40_slower():
+    p, d, r = roles("0.4.6", "mini_lb")
+    return [p, d, r], {}
+
+
+def _node_kernel(lines: list[str], node: str) -> dict:
+    """Kernel lines as ``journalctl -k`` shows them on ``node``, each message kept verbatim, a second apart."""
+    stamped = [f"{(T0 - timedelta(seconds=50 - i)).strftime('%Y-%m-%dT%H:%M:%S')}+0000 {node} kernel: {line}"
+               for i, line in enumerate(lines)]
+    return {"kernel": {node: "\n".join(stamped) + "\n"}}
+
+
+@scenario("gsp-heartbeat-timeout-gh100", "gpu-fault", "https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1230",
+          "driver 595.71.05 on a GH100: the GSP heartbeat times out, a sysmembar times out with a memory subsystem error and "
+          "the GSP RPCs time out; the decode on that GPU stops making progress",
+          also=("decode-wedged",), must_not=("healthy", "nccl-failure"))
+def _gsp_gh100():
+    p, d, r = roles()
+    d.gauges.update(num_running_reqs=18)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 0)
+    d.logs = []
+    return [p, d, r], _node_kernel([
+        "NVRM: GPU6 _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 812751949 heartbeat 1899482 "
+        "heartbeatWithOffsetMs 812745879 diff 6070 timeout 5200",
+        "NVRM: GPU6 _threadNodeCheckTimeout: _threadNodeCheckTimeout: Timeout was set to: 4000 msecs!",
+        "NVRM: GPU6 kbusSendSysmembarSingle_GH100: - timeout error waiting for startToken = 0x3 cnt=24105122",
+        "NVRM: GPU6 kgmmuCheckMemSubsysError_IMPL: Memory Subsystem Error detected. kbusSendSysmembarSingle failed.",
+        "NVRM: GPU6 _kgspLogRpcTimeout: ********************************* GSP Timeout **********************************",
+    ], "node2")
+
+
+@scenario("xid154-gpu-reset-required", "gpu-fault", "https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1200",
+          "sustained LLM inference for about an hour, then the GSP-RM heartbeat dies and Xid 154 asks for a GPU reset; the "
+          "serving process on that GPU is stuck", also=("prefill-wedged",), must_not=("healthy", "config-crashloop"))
+def _xid154():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=3, num_queue_reqs=9)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (1_200_000, 0)
+    p.counters["realtime_tokens{mode=prefill_cache}"] = (300_000, 0)
+    p.logs = []
+    return [p, d, r], _node_kernel([
+        "NVRM: _kgspRpcRecvPoll: GSP RM heartbeat timed out",
+        "NVRM: _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 3175895033 heartbeat 19834604 "
+        "heartbeatWithOffsetMs 3175815351 diff 79682 timeout 5200",
+        "NVRM: _kgspRpcRecvPoll: LibOS heartbeat timed out",
+        "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+    ], "node1")
+
+
+@scenario("xid119-gsp-rpc-timeout", "gpu-fault", "https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1111",
+          "LLM inference on an RTX Pro 6000: GSP RPCs time out (Xid 119) and the engine hangs silently",
+          also=("decode-wedged",), must_not=("healthy", "nccl-failure"))
+def _xid119():
+    p, d, r = roles()
+    d.gauges.update(num_running_reqs=7)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 0)
+    d.logs = []
+    return [p, d, r], _node_kernel([
+        "NVRM: Xid (PCI:0000:01:00): 119, pid=6211, name=nvidia-smi, Timeout after 45s of waiting for RPC response from GPU0 "
+        "GSP! Expected function 103 (GSP_RM_ALLOC) sequence 15421 (0x0 0x78).",
+        "NVRM: Xid (PCI:0000:01:00): 119, pid=6211, name=nvidia-smi, Timeout after 45s of waiting for RPC response from GPU0 "
+        "GSP! Expected function 103 (GSP_RM_ALLOC) sequence 15422 (0x80 0x38).",
+    ], "node2")
+
+
+@scenario("nixl-not-found-prefill-event-loop", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/23551",
+          "0.5.10 MiMo-V2-Flash PD with nixl-cu13: the prefill's disaggregation event loop raises (NIXL_ERR_NOT_FOUND) and "
+          "the prefill goes down", also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom"))
+def _nixl_not_found_prefill():
+    p, d, r = roles()
+    died(p, raw([
+        "[2026-04-23 08:06:43 DP0 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3616, in run_scheduler_process',
+        "    scheduler.run_event_loop()",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1300, in run_event_loop',
+        "    dispatch_event_loop(self)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3504, in dispatch_event_loop',
+        "    scheduler.event_loop_overlap_disagg_prefill()",
+        '  File "/usr/local/lib/python3.12/dist-packages/torch/utils/_contextlib.py", line 120, in decorate_context',
+        "    return func(*args, **kwargs)",
+        "           ^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/prefill.py", line 443, in event_loop_overlap_disagg_prefill',
+    ]))
+    return [p, d, r], {}
+
+
+@scenario("illegal-memory-access-pg-watchdog", "role-down", "https://github.com/sgl-project/sglang/issues/13308",
+          "Kimi-K2-Thinking on 8xB200 (0.5.5.post2): a kernel makes an illegal memory access, PyTorch's process-group watchdog "
+          "reports it and the server stays down: a software fault, not a bad GPU", must_not=("gpu-fault", "config-crashloop"))
+def _ima_pg_watchdog():
+    p, d, r = roles("0.5.3", "sgl-router")
+    failed(d, raw(["Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered"]),
+           status="6/ABRT")
+    return [p, d, r], {}
+
+
+@scenario("nixl-prefill-segv-decode-restarted", "kv-transfer-failure", "https://github.com/smg-project/smg/issues/2503",
+          "SGLang 0.5.18 over NIXL/UCX: the decode is restarted on the same address; the prefill's bootstrap thread adds the "
+          "new NIXL agent, UCX fails to bring the endpoint up and the prefill segfaults",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom", "healthy"))
+def _nixl_prefill_segv():
+    p, d, r = roles()
+    died(p, raw([
+        "ib_mlx5_dv.c:433  UCX  ERROR   mlx5dv_devx_obj_modify(opcode=0x503) failed, syndrome 0x5d668c: Remote I/O error",
+        "Fatal Python error: Segmentation fault",
+        "",
+        "Current thread (most recent call first):",
+    ]), status="11/SEGV", code="dumped")
+    d.restarts, d.started = 1, T0 - timedelta(minutes=3)
+    return [p, d, r], {}
+
+
+@scenario("nixl-pair-stalls-after-prefill-replaced", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/33789",
+          "SGLang 0.5.16 with NIXL over UCX: the prefill is replaced; both roles report ready, but requests time out until "
+          "both are restarted", must_not=("healthy", "prefill-wedged", "decode-wedged"))
+def _nixl_pair_stalls():
+    p, d, r = roles()
+    p.restarts, p.started = 1, T0 - timedelta(minutes=6)
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0, num_prefill_inflight_queue_reqs=2)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (4_000, 0)
+    p.counters["realtime_tokens{mode=prefill_cache}"] = (0, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=2)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 0)
+    p.logs, d.logs = [], []
+    return [p, d, r], {}
+
+
+@scenario("router-breakers-open-high-concurrency", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/issues/13894",
+          "2048 concurrent requests through sgl-router: its circuit breakers open and clients get 503s within ~400 ms while "
+          "the workers stay alive and busy", must_not=("role-down", "kv-transfer-failure", "prefill-queue-saturation"))
+def _breakers_high_concurrency():
+    p, d, r = roles("0.5.3", "sgl-router")
+    r.counters["sgl_router_pd_errors{error_type=no_workers}"] = (1_500, 600)
+    return [p, d, r], {}
+
+
 # --- the same crash loops once systemd gave up (StartLimitBurst hit): failed, no restart pending ----
 
 def start_limit(base: str, role: str) -> None:
@@ -1377,6 +1791,56 @@ def after_fix(base: str, role: str, note: str, must_not: tuple[str, ...]) -> Non
             elif spec.active != "active":  # co-failing roles came back too
                 recovered(spec)
         return specs, {k: v for k, v in kw.items() if k != "extra"}
+
+
+# --- the same threads with the role dead for good (Restart=no): failed, NRestarts=0 ----------------
+
+def stayed_down(base: str, role: str, note: str) -> None:
+    """Register ``<base>-stayed-down``: ``role`` of ``base`` died while serving and systemd does not restart
+    it (failed, no restart pending). What killed it is still the class; the role being down is its effect."""
+    fn, source = RAW[base]
+    lab = SCENARIOS[base]()["label"]
+
+    @scenario(f"{base}-stayed-down", lab["expected"], source, f"{lab['note']}; {note}",
+              also=tuple(dict.fromkeys((*lab["also"], "role-down", "router-no-healthy-workers"))),
+              must_not=tuple(dict.fromkeys((*(c for c in lab["must_not"] if c != "role-down"), "config-crashloop"))))
+    def _down():
+        specs, kw = fn()
+        for spec in specs:
+            if spec.role == role:
+                failed(spec, [line for line in spec.logs if not line.startswith("systemd:")])
+                spec.started = T0 - timedelta(hours=3)
+        return specs, kw
+
+
+stayed_down("mooncake-retry-counter-exceeded", "prefill", "the prefill exited after the transfer engine's errors, with no "
+            "crash dump, and the unit has no Restart=")
+stayed_down("mooncake-segment-descriptor", "prefill", "the prefill exited after Mooncake's metadata errors and stays failed")
+stayed_down("nccl-timeout-under-perf-test", "decode", "the decode exited after the watchdog's abort and stays failed")
+stayed_down("nccl-watchdog-terminate-cpp", "decode", "no Restart=: the decode stays failed after the abort")
+
+
+# --- the router's no-worker answer seen only by the canary ----------------------------------------
+
+@scenario("router-no-prefill-worker-canary-only", "router-no-healthy-workers", "https://github.com/vllm-project/aibrix/issues/1351",
+          "the same router refusing for want of a prefill worker, probed without its Prometheus port: only the "
+          "canary's 503 and the router's own answer show it", must_not=("role-down", "prefill-wedged", "healthy"))
+def _no_prefill_canary_only():
+    specs, kw = RAW["router-no-prefill-worker-cache-aware"][0]()
+    for spec in specs:
+        if spec.role == "router":
+            spec.drop = ("metrics",)
+    return specs, kw
+
+
+# --- a single exit without a restart: not a crash loop ------------------------------------------
+
+@scenario("near-xid31-operator-bug-no-kernel-log", "role-down", "https://github.com/sgl-project/sglang/issues/29160",
+          "the same scheduler death with the node's kernel log rotated past the Xid: one exit, no Restart=, NRestarts=0, "
+          "and a traceback that names no class: role-down, not a crash loop", must_not=("config-crashloop", "gpu-fault"))
+def _xid31_no_kernel():
+    specs, _ = RAW["near-xid31-operator-bug"][0]()
+    return specs, {}
 
 
 CRASH = ("config-crashloop", "role-down")
@@ -1418,6 +1882,24 @@ start_limit("hicache-mooncake-store-startup", "prefill")
 start_limit("router-startup-panic-runtime-drop", "router")
 start_limit("nccl-socket-abort-large-pd-decode", "decode")
 
+
+start_limit("bootstrap-port-in-use", "prefill")
+start_limit("reasoning-parser-think-token", "decode")
+start_limit("nccl-watchdog-terminate-loading-multinode", "decode")
+after_fix("bootstrap-port-in-use", "prefill", "each deployment got its own --disaggregation-bootstrap-port; the bind errors "
+          "precede this run", CRASH + ("kv-transfer-failure",))
+after_fix("reasoning-parser-think-token", "decode", "started without --reasoning-parser deepseek-v3; the ValueError is from "
+          "the runs before", CRASH)
+after_fix("decode-oom-page-size-crash", "decode", "restarted with --page-size 1; the allocator error is from the run before",
+          CRASH + ("kv-cache-exhausted", "cuda-oom"))
+after_fix("watchdog-decode-hang-dp-attention", "decode", "systemd restarted the decode after the watchdog exit; it serves "
+          "again", CRASH + ("scheduler-watchdog", "decode-wedged"))
+after_fix("nccl-dump-signal-two-node-dsv3", "decode", "restarted with a longer --dist-timeout; the NCCL dump lines belong "
+          "to the run before", CRASH + ("nccl-failure",))
+after_fix("illegal-memory-access-pg-watchdog", "decode", "restarted by hand; the watchdog's CUDA error precedes this run",
+          CRASH + ("gpu-fault", "nccl-failure"))
+after_fix("nixl-not-found-prefill-event-loop", "prefill", "restarted on a fixed nixl build; the traceback is from the run "
+          "before", CRASH + ("kv-transfer-failure",))
 
 if __name__ == "__main__":
     for path in write(SCENARIOS):
