@@ -19,6 +19,7 @@ from typing import Any
 
 from opsbot.bundle import Trigger
 from opsbot.service.integrations import Integration, alert_chain
+from opsbot.store.database import unavailable
 
 JOB = "chain-watch"
 CHAIN = ("Prometheus", "Alertmanager")  # the integrations an alert passes through (``alert_chain``)
@@ -49,8 +50,11 @@ class ChainWatch:
         while True:
             try:
                 await self.tick()
-            except Exception:  # a database or node away for a while must not stop the watch
-                log.exception("alert-chain watch failed; trying again in %.0f s", self.interval_s)
+            except Exception as exc:  # a database or node away for a while must not stop the watch
+                if not unavailable(exc):
+                    log.exception("alert-chain watch failed; trying again in %.0f s", self.interval_s)
+                else:  # expected while PostgreSQL restarts: one line, as the intake and the lease say it
+                    log.warning("alert-chain watch: database unavailable (%s); trying again in %.0f s", exc, self.interval_s)
             await asyncio.sleep(self.interval_s)
 
     async def tick(self, at: float | None = None) -> list[str]:
