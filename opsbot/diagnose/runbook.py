@@ -21,6 +21,7 @@ from opsbot.contracts.states import Severity
 from opsbot.diagnose.conditions import Condition, ConditionError
 from opsbot.diagnose.exception_table import EXCEPTIONS_FILE, ExceptionTable, load_exception_table
 from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
+from opsbot.parse.logs import Pattern
 from opsbot.parse.facts import PROGRESS_SOURCES, ROUTING_ERROR_COUNTERS, ROUTING_GAUGES, TRANSFER_QUEUES, unknown_fact
 from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
 
@@ -127,19 +128,6 @@ class PatternFile(_Strict):
             if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
                 raise ValueError(f"pattern name {name!r}: use lower-case letters, digits and '_'")
         return v
-
-
-@dataclass(frozen=True)
-class Pattern:
-    name: str
-    regex: re.Pattern[str]
-    unless: re.Pattern[str] | None
-    words: tuple[str, ...] = ()
-
-    def matches(self, line: str) -> bool:
-        if self.words and not any(w in line for w in self.words):
-            return False
-        return self.regex.search(line) is not None and (self.unless is None or self.unless.search(line) is None)
 
 
 _TEMPLATES = jinja2.sandbox.ImmutableSandboxedEnvironment(

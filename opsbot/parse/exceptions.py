@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 Stage = Literal["startup", "serving", "unknown"]
 
@@ -200,3 +200,16 @@ def crash_frames(messages: Iterable[str]) -> list[str]:
 def _raised(type_: str, msg: str, writer: str | None, frames: tuple[str, ...], index: int, ts: str | None,
             files: tuple[str, ...] = ()) -> RaisedException:
     return RaisedException(type_, msg.strip()[:500], writer, frames, stage_of(frames, type_), index, ts, files)
+
+
+class ExceptionClasses(Protocol):
+    """What the facts need of the reviewed exception table (``runbooks/exceptions.yaml``, loaded by
+    the diagnose stage): the class an exception, a component's line or a crash dump points to."""
+
+    def incident(self, exc: RaisedException) -> str | None: ...
+
+    def named(self, exc: RaisedException) -> bool: ...
+
+    def component(self, file: str, library: str | None = None) -> tuple[str, str] | None: ...
+
+    def crash_component(self, frames: list[str]) -> tuple[str, str] | None: ...

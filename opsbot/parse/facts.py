@@ -15,23 +15,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opsbot.bundle import Bundle, Canary, MetricSample, NodeEvidence, RoleEvidence
 from opsbot.parse.gpu import parse_gpu_csv
-from opsbot.parse.exceptions import RaisedException, Stage, crash_frames, is_crash_line, parse_exceptions
+from opsbot.parse.exceptions import ExceptionClasses, RaisedException, Stage, crash_frames, is_crash_line, parse_exceptions
 from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import driver_faults, parse_xid
-from opsbot.parse.logs import LogEntry, parse_log_lines
+from opsbot.parse.logs import LogEntry, Pattern, parse_log_lines
 from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
 from opsbot.parse.patch import PatchSeen, seen_in, window_start
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
-
-if TYPE_CHECKING:
-    from opsbot.diagnose.exception_table import ExceptionTable
-    from opsbot.diagnose.runbook import Pattern
 
 UNIT_FACTS = frozenset(
     "id load_state active_state sub_state result n_restarts exec_main_status exec_main_code main_pid memory_current".split()
@@ -360,7 +356,7 @@ def _recent(entry: LogEntry, started: datetime | None) -> bool:
 
 
 def _logs(
-    ev: RoleEvidence, patterns: list[Pattern], started: datetime | None, failed: list[str], table: ExceptionTable | None
+    ev: RoleEvidence, patterns: list[Pattern], started: datetime | None, failed: list[str], table: ExceptionClasses | None
 ) -> _LogRead:
     """Pattern counts since the unit's current run started (``logs``) and over the whole journal window
     (``logs_window``); exceptions over the window (``exception``); C++ components' error lines of the
@@ -426,7 +422,7 @@ def _logs(
 
 
 def _engine_line(
-    message: str, entry: LogEntry, index: int, started: datetime | None, table: ExceptionTable | None, out: dict,
+    message: str, entry: LogEntry, index: int, started: datetime | None, table: ExceptionClasses | None, out: dict,
     attributed: list[tuple[int, str, str]],
 ) -> list[RaisedException]:
     """Count a C++ component's E/F line of the current run; return it as an exception (type: the file it
@@ -451,7 +447,7 @@ def _engine_line(
 
 
 def _exception_facts(
-    raised: list[RaisedException], table: ExceptionTable | None, served: bool, error_line: LogEntry | None = None,
+    raised: list[RaisedException], table: ExceptionClasses | None, served: bool, error_line: LogEntry | None = None,
     native: Sequence[RaisedException] = (), ended: tuple[datetime | None] | None = None, placed: Stage = "startup",
 ) -> dict[str, Any]:
     """``exception.*``: counts per stage, the classes the table gives, and the cause's type and text.
@@ -617,7 +613,7 @@ def _routing(gauges: dict[str, float], deltas: dict[str, float]) -> dict[str, An
 
 def role_facts(
     bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str], metrics: frozenset[str] | None = None,
-    table: ExceptionTable | None = None,
+    table: ExceptionClasses | None = None,
 ) -> dict[str, Any]:
     """The facts of one role instance, without the cross-role ``roles`` map.
 
@@ -735,7 +731,7 @@ def _canary_no_worker(canary: Canary | None, patterns: list[Pattern]) -> bool | 
 
 def bundle_facts(
     bundle: Bundle, patterns: list[Pattern], metrics: Mapping[str, frozenset[str] | None] | None = None,
-    table: ExceptionTable | None = None, previous: Bundle | None = None,
+    table: ExceptionClasses | None = None, previous: Bundle | None = None,
 ) -> BundleFacts:
     """Fact maps for every role in the bundle, each with ``roles`` pointing at the others.
 

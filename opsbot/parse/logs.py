@@ -9,6 +9,7 @@ PCRE2 (``journalctl --grep``).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from typing import Literal
 
@@ -154,3 +155,18 @@ def count_kinds(entries: list[LogEntry]) -> dict[str, int]:
         if e.kind and e.kind not in ("batch", "patch"):
             counts[e.kind] = counts.get(e.kind, 0) + 1
     return counts
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A named log pattern of ``runbooks/patterns.yaml``, compiled: plain ``words`` first, then its regex."""
+
+    name: str
+    regex: re.Pattern[str]
+    unless: re.Pattern[str] | None
+    words: tuple[str, ...] = ()
+
+    def matches(self, line: str) -> bool:
+        if self.words and not any(w in line for w in self.words):
+            return False
+        return self.regex.search(line) is not None and (self.unless is None or self.unless.search(line) is None)
