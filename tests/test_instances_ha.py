@@ -203,11 +203,16 @@ def test_three_instances_two_alertmanagers_kill9_mid_storm(tmp_path, postgres_se
         # the killed instance's claims were taken over, within a lease (plus a heartbeat and a window)
         assert took_over_after is not None and took_over_after <= LEASE_S + HEARTBEAT_S + WINDOW_S + 4, took_over_after
 
-        # one restart plan per finding that asks for one, whichever instance probed, none twice
+        # every finding that asks for a restart has its plan, made once whichever instance probed: the plan of
+        # its own probe, or (act/remedies.py) the plan its class's restart of that role already has waiting;
+        # never a second plan beside a waiting one (the incident stays open and nobody approves here)
         wanted = restart_findings(url)
-        plans = [k for (k,) in rows(url, "SELECT plan_key FROM actions")]
+        plans = rows(url, "SELECT plan_key, role, reason FROM actions")
         assert any(k.endswith(":decode") for k in wanted), "the stopped decode was found, with a restart remedy"
-        assert sorted(plans) == sorted(wanted), (plans, wanted)
+        assert {k for k, _, _ in plans} <= wanted, (plans, wanted)
+        assert {k.split(":", 1)[1] for k in wanted} == {r for _, r, _ in plans}, (plans, wanted)
+        per_class_role = Counter((reason.split(" (", 1)[0], role) for _, role, reason in plans)
+        assert set(per_class_role.values()) == {1}, per_class_role
         assert not rows(url, "SELECT id FROM actions WHERE state <> 'planned'"), "nothing restarted without approval"
         # one incident per class and roles, one Slack message each, and one approval asked per incident
         incidents = rows(url, "SELECT id, incident, roles, timeline FROM incidents")
