@@ -147,17 +147,15 @@ class Flow:
 
         await to_thread.run_sync(_load)
 
-    async def run_probe(self, cluster: str | None, roles: list[str] | None, trigger: Trigger, *,
-                        progress: Progress | None = None, alert_ids: list[int] | None = None) -> ProbeResult:
-        """Probe the scope, diagnose, record both (linked to the stored ``alert_ids`` it answers, in the same
-        write), plan the remedies; bad scope raises before any connection."""
-        inventory = self.inventory()
+    async def _recorded(self, trigger: Trigger, collect: Callable[[], Awaitable[Bundle]],
+                        alert_ids: list[int] | None = None) -> ProbeResult:
+        """Collect, diagnose (in a worker thread: the loop keeps answering meanwhile), record both; counted in
+        the probe telemetry whatever happens."""
         started = time.perf_counter()
         outcome = "error"
         try:
-            bundle = await self.probe(inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings,
-                                      **({"progress": progress} if progress else {}), **self._kept())
-            diagnosis = await to_thread.run_sync(self.diagnose, bundle)  # CPU: the loop keeps answering meanwhile
+            bundle = await collect()
+            diagnosis = await to_thread.run_sync(self.diagnose, bundle)
             probe_id = await self.db(self.store.save_probe, bundle, diagnosis, alert_ids)
             outcome = "finding" if diagnosis.findings else "no-finding"
         finally:
@@ -165,7 +163,16 @@ class Flow:
             self.telemetry.probe_seconds.labels(trigger.kind).observe(time.perf_counter() - started)
         for finding in diagnosis.findings:
             self.telemetry.findings.labels(finding.incident).inc()
-        result = ProbeResult(probe_id, bundle, diagnosis)
+        return ProbeResult(probe_id, bundle, diagnosis)
+
+    async def run_probe(self, cluster: str | None, roles: list[str] | None, trigger: Trigger, *,
+                        progress: Progress | None = None, alert_ids: list[int] | None = None) -> ProbeResult:
+        """Probe the scope, diagnose, record both (linked to the stored ``alert_ids`` it answers, in the same
+        write), plan the remedies; bad scope raises before any connection."""
+        inventory = self.inventory()
+        result = await self._recorded(trigger, lambda: self.probe(
+            inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings,
+            **({"progress": progress} if progress else {}), **self._kept()), alert_ids)
         await self._plan_remedies(result, actor=_actor(trigger))
         return result
 
@@ -251,22 +258,12 @@ class Flow:
         runs = await self.db(self.store.recall_runs, cluster=name)
         good = next((r for r in reversed(runs) if r.record.get("pattern") == "full"), None)
         deploy = await self.db(self._deploy_since, name, good.at if good else None)
-        started = time.perf_counter()
-        outcome = "error"
-        try:
-            bundle = await recall_bundle(inventory, cluster=name, plan=plan or plan_from(self.settings),
-                                         settings=self.settings, trigger=trigger, progress=progress,
-                                         probe_progress=probe_progress, after_deploy=deploy)
-            diagnosis = self.diagnose(bundle)
-            probe_id = await self.db(self.store.save_probe, bundle, diagnosis)
-            outcome = "finding" if diagnosis.findings else "no-finding"
-        finally:
-            self.telemetry.probes.labels(trigger.kind, outcome).inc()
-            self.telemetry.probe_seconds.labels(trigger.kind).observe(time.perf_counter() - started)
-        for finding in diagnosis.findings:
-            self.telemetry.findings.labels(finding.incident).inc()
-        record = run_record(bundle.recall) if bundle.recall is not None else {}
-        return RecallResult(probe_id, bundle, diagnosis, good if good is not None and worse(record, good.record) else None)
+        done = await self._recorded(trigger, lambda: recall_bundle(
+            inventory, cluster=name, plan=plan or plan_from(self.settings), settings=self.settings, trigger=trigger,
+            progress=progress, probe_progress=probe_progress, after_deploy=deploy))
+        record = run_record(done.bundle.recall) if done.bundle.recall is not None else {}
+        return RecallResult(done.probe_id, done.bundle, done.diagnosis,
+                            good if good is not None and worse(record, good.record) else None)
 
     def _deploy_since(self, cluster: str, since: datetime | None) -> str | None:
         """The latest deploy of ``cluster`` recorded after ``since``, in a line; None when there was none."""
