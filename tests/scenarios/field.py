@@ -2134,6 +2134,25 @@ def _router_timeout_300():
     r.started = T0 - timedelta(seconds=360)  # exits ~300 s after it started
     return [p, d, r], {}
 
+
+@scenario("prefill-hang-dp-reduce-scatter", "prefill-wedged", "https://github.com/sgl-project/sglang/issues/10124",
+          "DeepSeek with TP+DP+EP in PD (Sept 2025): the prefill ranks hang inside dp_reduce_scatter_tensor under load; "
+          "nothing is prefilled and the decode waits for KV; ten minutes later PyTorch's NCCL watchdog would kill them "
+          "(this is the probe during the hang, before that)", also=("nccl-failure",),
+          must_not=("healthy", "prefill-queue-saturation", "kv-transfer-failure", "role-down"))
+def _prefill_reduce_scatter_hang():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.gauges.update(num_running_reqs=8, num_queue_reqs=31, token_usage=0.18, num_prefill_prealloc_queue_reqs=0,
+                    num_prefill_inflight_queue_reqs=0)
+    p.counters["prompt_tokens"] = (6_400_000, 0)
+    p.counters["num_requests"] = (3_100, 0)
+    p.logs = []
+    p.health, p.health_error, p.nulls = None, "timeout after 5.0 s", True
+    d.gauges.update(num_running_reqs=0, num_decode_prealloc_queue_reqs=8, num_decode_transfer_queue_reqs=8, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (2_000_000, 0)
+    d.logs = []
+    return [p, d, r], {}
+
 start_limit("router-pd-requires-prefill", "router")
 after_fix("modulenotfound-pybase64", "prefill", "pybase64 installed into the environment; the ModuleNotFoundError lines "
           "are from the runs before", CRASH)
