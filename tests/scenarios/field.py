@@ -1901,6 +1901,263 @@ after_fix("illegal-memory-access-pg-watchdog", "decode", "restarted by hand; the
 after_fix("nixl-not-found-prefill-event-loop", "prefill", "restarted on a fixed nixl build; the traceback is from the run "
           "before", CRASH + ("kv-transfer-failure",))
 
+
+# -- router, wedge, saturation, KV-exhaustion and start-up threads (2026-12-02) --------------------
+
+@scenario("router-pd-requires-prefill", "config-crashloop", "https://github.com/sgl-project/sglang/issues/12535",
+          "sgl-router (Nov 2025) launched in PD mode with no --prefill/--decode, meant to take workers later through "
+          "/workers: the launcher refuses the configuration and exits at every start; the workers themselves are fine",
+          also=("router-no-healthy-workers",), must_not=("role-down", "healthy", "prefill-wedged", "decode-wedged"))
+def _router_pd_requires_prefill():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(r, raw(["Error starting router: PD disaggregation mode requires --prefill",
+                      "Traceback (most recent call last):"]), restarts=8)
+    return [p, d, r], {}
+
+
+@scenario("router-python-worker-urls-none", "config-crashloop", "https://github.com/sgl-project/sglang/issues/2796",
+          "sglang-router 0.1.1 started without --worker-urls (workers to register later through /add_worker): the "
+          "Python launcher cannot convert None and exits at every start; fixed in 0.1.2",
+          also=("router-no-healthy-workers",), must_not=("role-down", "healthy"))
+def _router_worker_urls_none():
+    p, d, r = roles("0.4.3", "sgl-router")
+    crashloop(r, raw(["[Router (Python)] 2025-01-09 00:28:10 - ERROR - Error starting router: argument 'worker_urls': "
+                      "'NoneType' object cannot be converted to 'Sequence'"]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("smg-pd-service-discovery-validation", "config-crashloop", "https://github.com/smg-project/smg/pull/2372",
+          "SMG built after 2026-08-30 forces IGW whenever --service-discovery is set, also with --pd-disaggregation; "
+          "the PD router then fails validation and crash-loops in every OME-style PD deployment; the workers are fine",
+          also=("router-no-healthy-workers",), must_not=("role-down", "healthy", "kv-transfer-failure"))
+def _smg_pd_discovery():
+    p, d, r = roles()
+    crashloop(r, raw(["Error starting router: Configuration error: Validation failed: Regular mode with service discovery "
+                      "requires a non-empty selector"]), restarts=11)
+    return [p, d, r], {}
+
+
+@scenario("router-started-without-workers", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/issues/12621",
+          "sglang-router (Nov 2025) drops the workers given with --worker-urls: it starts with 'worker_urls: []' and has "
+          "no worker to send requests to, while the SGLang workers run and answer", must_not=("role-down", "healthy",
+          "prefill-wedged", "decode-wedged", "config-crashloop"))
+def _router_without_workers():
+    p, d, r = roles("0.5.3", "sgl-router")
+    r.logs = raw([
+        "2025-11-04 10:05:37  INFO sglang_router_rs::server: src/server.rs:830: Starting router on 0.0.0.0:port | mode: Regular "
+        "{ worker_urls: [] } | policy: CacheAware { cache_threshold: 0.5, balance_abs_threshold: 16, balance_rel_threshold: 1.5, "
+        "eviction_interval_secs: 60, max_tree_size: 67108864 } | max_payload: 512MB",
+        "2025-11-04 10:05:37  INFO sglang_router_rs::server: src/server.rs:928: Initializing data connector: Memory",
+        "2025-11-04 10:05:37  INFO sglang_router_rs::server: src/server.rs:1031: Initializing workers for routing mode: Regular "
+        "{ worker_urls: [] }",
+        "2025-11-04 10:05:37 DEBUG sglang_router_rs::core::job_queue: src/core/job_queue.rs:249: Worker 0 processing job: "
+        "type=InitializeWorkers",
+    ])
+    # sgl-router's metrics.rs: sgl_router_active_workers is the number of workers it routes to; no per-worker health
+    r.gauges = {"sgl_router_active_workers": 0}
+    r.counters = {"sgl_router_requests{route=/v1/chat/completions}": (40, 6)}
+    for w in (p, d):  # nothing reaches the workers
+        w.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["prompt_tokens"] = (1_200_000, 0)
+    d.counters["generation_tokens"] = (900_000, 0)
+    return [p, d, r], {}
+
+
+@scenario("decode-hang-health-ok-generate-503", "decode-wedged", "https://github.com/sgl-project/sglang/issues/4191",
+          "DeepSeek-R1 (early 2025) serves some requests, then every chat completion and get_server_info hangs for 10+ "
+          "minutes while /health and get_model_info answer 200 (health_generate 503); no error line is written",
+          also=("prefill-wedged",), must_not=("healthy", "role-down", "config-crashloop"))
+def _hang_health_ok():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.gauges.update(num_running_reqs=4, token_usage=0.02, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (310_000, 0)
+    d.counters["num_requests"] = (1_200, 0)
+    d.logs = []
+    return [p, d, r], {}
+
+
+@scenario("decode-hang-after-few-requests-gb10", "decode-wedged", "https://github.com/sgl-project/sglang/issues/27949",
+          "0.5.12.post1, Qwen3.5-397B NVFP4 with TP=4 across four DGX Spark nodes (--max-running-requests 1): after 2-3 "
+          "normal completions every request, /health included, times out; reproduced 3/3",
+          also=("nccl-failure", "scheduler-watchdog"), must_not=("healthy", "role-down", "kv-cache-exhausted"))
+def _hang_gb10():
+    p, d, r = roles()
+    d.gauges.update(num_running_reqs=1, num_queue_reqs=2, token_usage=0.03)
+    d.counters["realtime_tokens{mode=decode}"] = (620, 0)
+    d.logs = []
+    d.health, d.health_error, d.nulls = None, "timeout after 5.0 s", True
+    return [p, d, r], {}
+
+
+@scenario("pd-decode-oom-prealloc-stuck", "kv-cache-exhausted", "https://github.com/sgl-project/sglang/issues/6857",
+          "0.4.6.post5 1P1D benchmark hangs: decode ran out of KV ('Decode out of memory happened'), retracted requests whose "
+          "KV had already arrived went back to the pre-allocation queue and are never popped; reserving decode tokens "
+          "(SGLANG_NUM_RESERVED_DECODE_TOKENS) avoids it", also=("decode-wedged",),
+          must_not=("healthy", "cuda-oom", "kv-transfer-failure", "role-down"))
+def _prealloc_stuck():
+    p, d, r = roles("0.4.6", "mini_lb")
+    d.gauges.update(num_running_reqs=0, num_queue_reqs=0, token_usage=0.97, gen_throughput=0.0,
+                    num_decode_prealloc_queue_reqs=11, num_decode_transfer_queue_reqs=0)
+    d.counters["generation_tokens"] = (900_000, 0)
+    d.logs = []  # the thread names the message but quotes no line of it
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["prompt_tokens"] = (1_200_000, 0)
+    return [p, d, r], {}
+
+
+@scenario("near-radix-cache-token-usage-high", "healthy", "https://github.com/sgl-project/sglang/issues/6778",
+          "RAG load: token usage sits at 0.96 after requests finish; a maintainer explains the finished requests' KV stays in "
+          "the radix cache as evictable slots and is reclaimed when needed; requests keep completing",
+          must_not=("kv-cache-exhausted", "decode-wedged", "cuda-oom"))
+def _radix_usage():
+    p, d, r = roles("0.4.6", "mini_lb")
+    d.logs = raw(["[TP0] Decode batch. #running-req: 36, #token: 958017, token usage: 0.96",
+                  '[INFO] "POST /v1/chat/completions" 200 OK',
+                  "[TP0] Decode batch. #running-req: 35, #token: 959430, token usage: 0.96"])
+    d.gauges.update(num_running_reqs=35, token_usage=0.96)
+    return [p, d, r], {}
+
+
+@scenario("import-error-kvcache-offload-manager", "config-crashloop", "https://github.com/sgl-project/sglang/pull/11007",
+          "main of late September 2025: scheduler.py imports the decode KV-offload manager, which does 'from sglang import "
+          "ServerArgs'; the import fails and no server starts until the fix (#11325)",
+          also=("router-no-healthy-workers",), must_not=("role-down", "kv-transfer-failure"))
+def _offload_import():
+    p, d, r = roles("0.5.3", "sgl-router")
+    lines = [
+        "    from sglang.srt.entrypoints.engine import _launch_subprocesses",
+        '  File "/work/sjy/sglang/python/sglang/srt/entrypoints/engine.py", line 45, in <module>',
+        "    from sglang.srt.managers.data_parallel_controller import (",
+        '  File "/work/sjy/sglang/python/sglang/srt/managers/data_parallel_controller.py", line 41, in <module>',
+        "    from sglang.srt.managers.scheduler import run_scheduler_process",
+        '  File "/work/sjy/sglang/python/sglang/srt/managers/scheduler.py", line 47, in <module>',
+        "    from sglang.srt.disaggregation.decode_kvcache_offload_manager import (",
+        '  File "/work/sjy/sglang/python/sglang/srt/disaggregation/decode_kvcache_offload_manager.py", line 7, in <module>',
+        "    from sglang import ServerArgs",
+    ]
+    crashloop(p, raw(lines), restarts=9)
+    crashloop(d, raw(lines), restarts=9)
+    return [p, d, r], {}
+
+
+@scenario("modulenotfound-pybase64", "config-crashloop", "https://github.com/sgl-project/sglang/issues/13276",
+          "sglang installed into a Python 3.14 environment without its dependency pybase64: 'import sglang' fails before "
+          "any argument is read, at every start", also=("router-no-healthy-workers",), must_not=("role-down", "gpu-fault"))
+def _pybase64():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(p, raw([
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 189, in _run_module_as_main',
+        '  File "<frozen runpy>", line 112, in _get_module_details',
+        '  File "/ceph/sharedfs/work/yutienchanglab/benjamin920101/miniconda3/envs/sglang_env/lib/python3.14/site-packages/'
+        'sglang/__init__.py", line 5, in <module>',
+        "    from sglang.lang.api import (",
+        "ModuleNotFoundError: No module named 'pybase64'",  # the thread's title
+    ]), restarts=6)
+    return [p, d, r], {}
+
+
+@scenario("rocm-dsv4-deep-gemm-missing", "config-crashloop", "https://github.com/sgl-project/sglang/issues/28141",
+          "DeepSeek-V4-Flash on one MI350X with the SGLang ROCm image: the V4 loader imports deep_gemm while loading weights; "
+          "it is not installed (and its wheel is CUDA-only), so the scheduler dies at every start",
+          also=("router-no-healthy-workers",), must_not=("role-down", "cuda-oom", "gpu-fault"))
+def _deep_gemm_missing():
+    p, d, r = roles()
+    crashloop(d, raw(["from deep_gemm import transform_sf_into_required_layout",
+                      "ModuleNotFoundError: No module named 'deep_gemm'"]), restarts=4)
+    d.started = T0 - timedelta(minutes=4)  # the weights load for minutes before the import fails
+    return [p, d, r], {}
+
+
+@scenario("transformers-backend-no-tp-size", "config-crashloop", "https://github.com/sgl-project/sglang/pull/9614",
+          "Gemma 3 launched with the transformers model implementation (Aug 2025): CUDA graph capture reads tp_size, which "
+          "TransformersForCausalLM lacks; the scheduler dies during start-up every time",
+          also=("router-no-healthy-workers",), must_not=("role-down", "cuda-oom"))
+def _transformers_tp_size():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(p, raw([
+        '  File "/root/sglang/python/sglang/srt/managers/scheduler.py", line 2609, in run_scheduler_process',
+        "    scheduler = Scheduler(",
+        "                ^^^^^^^^^^",
+        '  File "/root/sglang/python/sglang/srt/managers/scheduler.py", line 325, in __init__',
+        "    self.tp_worker = TpWorkerClass(",
+        "                     ^^^^^^^^^^^^^^",
+        '  File "/root/sglang/python/sglang/srt/model_executor/model_runner.py", line 350, in initialize',
+        "    self.init_device_graphs()",
+        '  File "/root/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 384, in __init__',
+        "    self.capture()",
+        "AttributeError: 'TransformersForCausalLM' object has no attribute 'tp_size'",  # the PR's title
+    ]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("long-prefill-monopolises-batch", "prefill-queue-saturation", "https://github.com/sgl-project/sglang/pull/34554",
+          "Kimi-K3 on 8xB300 (--chunked-prefill-size 8192): one tenant's 642K-912K-token prompts keep a long prefill in flight "
+          "for 50 minutes; each pass holds the whole chunk budget, every other request waits behind it and p99 TTFT climbs",
+          must_not=("prefill-wedged", "kv-transfer-failure", "healthy"))
+def _long_prefill():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=1, num_queue_reqs=46, token_usage=0.71)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (48_000_000, 24_576)  # three 8192-token passes in the window
+    p.counters["realtime_tokens{mode=prefill_cache}"] = (9_000_000, 0)
+    p.logs = []
+    d.gauges.update(num_running_reqs=9)
+    return [p, d, r], {}
+
+
+@scenario("near-prefill-serial-long-prompt", "healthy", "https://github.com/sgl-project/sglang/issues/4265",
+          "0.4.3-post2 DeepSeek R1 on 2x8 H800: a short request sent right after a 60K-token one waits ~10 s for that "
+          "prefill to finish; maintainers confirm prefill runs requests one after another: expected, not a fault",
+          must_not=("prefill-queue-saturation", "prefill-wedged", "decode-wedged"))
+def _prefill_serial():
+    p, d, r = roles("0.4.3", "mini_lb")
+    p.gauges.update(num_running_reqs=1, num_queue_reqs=1, token_usage=0.04)
+    p.counters["prompt_tokens"] = (2_400_000, 60_000)  # the long prompt finished inside the window
+    p.counters["num_requests"] = (900, 1)
+    return [p, d, r], {}
+
+
+
+@scenario("router-startup-timeout-300s", "config-crashloop", "https://github.com/sgl-project/sglang/issues/2778",
+          "sglang-router 0.1.x waits at most 300 s for its workers at start-up; workers loading a large model take longer, "
+          "so the router gives up and exits at every start (0.1.3 made the timeout configurable)",
+          also=("router-no-healthy-workers",), must_not=("role-down", "prefill-wedged", "decode-wedged", "healthy"))
+def _router_timeout_300():
+    p, d, r = roles("0.4.3", "sgl-router")
+    for w in (p, d):  # still loading weights: not answering yet
+        w.started = T0 - timedelta(minutes=4)
+        w.health, w.health_error, w.nulls = None, "connection refused", True
+        w.metrics_error = "connection refused"
+        w.logs = []
+    crashloop(r, raw(["Failed to create router: Timeout 300s waiting for workers to become healthy"]),  # the thread's title
+              restarts=3)
+    r.started = T0 - timedelta(seconds=360)  # exits ~300 s after it started
+    return [p, d, r], {}
+
+
+@scenario("prefill-hang-dp-reduce-scatter", "prefill-wedged", "https://github.com/sgl-project/sglang/issues/10124",
+          "DeepSeek with TP+DP+EP in PD (Sept 2025): the prefill ranks hang inside dp_reduce_scatter_tensor under load; "
+          "nothing is prefilled and the decode waits for KV; ten minutes later PyTorch's NCCL watchdog would kill them "
+          "(this is the probe during the hang, before that)", also=("nccl-failure",),
+          must_not=("healthy", "prefill-queue-saturation", "kv-transfer-failure", "role-down"))
+def _prefill_reduce_scatter_hang():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.gauges.update(num_running_reqs=8, num_queue_reqs=31, token_usage=0.18, num_prefill_prealloc_queue_reqs=0,
+                    num_prefill_inflight_queue_reqs=0)
+    p.counters["prompt_tokens"] = (6_400_000, 0)
+    p.counters["num_requests"] = (3_100, 0)
+    p.logs = []
+    p.health, p.health_error, p.nulls = None, "timeout after 5.0 s", True
+    d.gauges.update(num_running_reqs=0, num_decode_prealloc_queue_reqs=8, num_decode_transfer_queue_reqs=8, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (2_000_000, 0)
+    d.logs = []
+    return [p, d, r], {}
+
+start_limit("router-pd-requires-prefill", "router")
+after_fix("modulenotfound-pybase64", "prefill", "pybase64 installed into the environment; the ModuleNotFoundError lines "
+          "are from the runs before", CRASH)
+
+
 if __name__ == "__main__":
     for path in write(SCENARIOS):
         print(path)
