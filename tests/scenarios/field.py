@@ -1913,6 +1913,7 @@ def _mooncake_efa_qp():
                  "Fatal Python error: Segmentation fault",
                  '  File ".../sglang/srt/disaggregation/mooncake/conn.py", line 687 in _send_kvcache_generic']),
          status="11/SEGV", code="dumped")
+    p.started = T0 - timedelta(minutes=9)  # it served its warm-up, then died at the first real transfer
     return [p, d, r], {}
 
 
@@ -2144,6 +2145,70 @@ def _mooncake_te_stats():
         "[2026-07-02 14:16:20 TP0] Prefill batch, #new-seq: 1, #new-token: 8192, #cached-token: 85248, full token usage: 0.18, "
         "mamba usage: 0.54, #running-req: 8, #queue-req: 0, #pending-token: 13654, cuda graph: False, input throughput (token/s): 5797.58",
     ])
+    return [p, d, r], {}
+
+
+@scenario("bootstrap-parallel-info-none-decode-crash", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/6413",
+          "0.4.6.post4 DeepSeek-V3 decode on H20: the decode cannot fetch the prefill's parallel info from the bootstrap "
+          "server, unpacks None and its scheduler dies on the first request (a /health_generate)",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom", "healthy"))
+def _bootstrap_info_none():
+    p, d, r = roles("0.4.6", "mini_lb")
+    died(d, raw([
+        "    self.prefill_tp_size, self.prefill_dp_size = (",
+        "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        "TypeError: cannot unpack non-iterable NoneType object",
+        "",
+        "[2025-05-19 14:37:28 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/media/nvme/josef/sglang/python/sglang/srt/managers/scheduler.py", line 2279, in run_scheduler_process',
+        "    scheduler.event_loop_overlap_disagg_decode()",
+        '  File "/media/nvme/anaconda3/envs/josef/lib/python3.12/site-packages/torch/utils/_contextlib.py", line 116, in decorate_context',
+        "    return func(*args, **kwargs)",
+        "           ^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/media/nvme/josef/sglang/python/sglang/srt/disaggregation/decode.py", line 521, in event_loop_overlap_disagg_decode',
+        "    self.process_input_requests(recv_reqs)",
+        '  File "/media/nvme/josef/sglang/python/sglang/srt/managers/scheduler.py", line 882, in process_input_requests',
+        "    output = self._request_dispatcher(recv_req)",
+        "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/media/nvme/josef/sglang/python/sglang/utils.py", line 471, in __call__',
+        "    return fn(obj)",
+        "           ^^^^^^^",
+        '  File "/media/nvme/josef/sglang/python/sglang/srt/managers/scheduler.py", line 1038, in handle_generate_request',
+        "    self._add_request_to_queue(req)",
+    ]))
+    d.started = T0 - timedelta(minutes=10)  # up and answering until its first request
+    return [p, d, r], {}
+
+
+@scenario("bootstrap-port-mismatch-decode-crash", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/11747",
+          "0.5.3 PD: the prefill's bootstrap port and the router's disagree; the decode's fetch of the prefill's parallel info "
+          "is refused ([Errno 111]) and its disaggregation event loop dies with the exception",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom", "healthy"))
+def _bootstrap_port_mismatch():
+    p, d, r = roles("0.5.3", "sgl-router")
+    died(d, raw([
+        "[2025-10-29 11:00:44] Error fetching prefill parallel info from bootstrap: HTTPConnectionPool(host='127.0.0.1', port=8998): "
+        "Max retries exceeded with url: /route?engine_rank=-1&target_dp_group=-1&target_pp_rank=-1 (Caused by "
+        "NewConnectionError('<urllib3.connection.HTTPConnection object at 0x7fedda7b95d0>: Failed to establish a new connection: "
+        "[Errno 111] Connection refused'))",
+        "[2025-10-29 11:00:44] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "sglang-deepep-venv-0.5.3/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2883, in run_scheduler_process',
+        "    scheduler.event_loop_overlap_disagg_decode()",
+        '  File "sglang-deepep-venv-0.5.3/lib/python3.11/site-packages/torch/utils/_contextlib.py", line 120, in decorate_context',
+        "    return func(*args, **kwargs)",
+        "           ^^^^^^^^^^^^^^^^^^^^^",
+    ]))
+    d.started = T0 - timedelta(minutes=10)  # up and answering until its first request
+    return [p, d, r], {}
+
+
+@scenario("near-unexpected-polling-state-warning", "healthy", "https://github.com/sgl-project/sglang/issues/25063",
+          "2026 PD with Mooncake: the prefill occasionally warns of an unexpected KVPoll.Bootstrapping state in its inflight "
+          "queue and treats the request as undone; it completes normally later and the pair keeps serving",
+          must_not=("kv-transfer-failure", "prefill-wedged", "prefill-queue-saturation"))
+def _unexpected_polling_state():
+    p, d, r = roles()
+    p.logs += ["Unexpected polling state 1 for rid <rid> in inflight queue; treating as undone"]
     return [p, d, r], {}
 
 
