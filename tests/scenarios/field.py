@@ -2212,6 +2212,50 @@ def _unexpected_polling_state():
     return [p, d, r], {}
 
 
+@scenario("mooncake-tcp-cannot-assign-address-sustained", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/23272",
+          "2026 Qwen3-32B 2P2D on H200 with Mooncake over TCP under sustained load: the prefill's TCP transport cannot connect "
+          "('Cannot assign requested address'), the session to the decode fails and KV chunks are not sent; NIXL works",
+          must_not=("healthy", "config-crashloop", "role-down", "prefill-queue-saturation"))
+def _tcp_cannot_assign():
+    p, d, r = roles()
+    p.logs = raw([
+        "qwen3-32b-sglang-2p2d-prefill-0-1  | [2026-04-30 16:02:25] Prefill batch, #new-seq: 1, #new-token: 276, #cached-token: 8657, "
+        "token usage: 0.25, #running-req: 0, #queue-req: 8, #prealloc-req: 24, #inflight-req: 8, cuda graph: False, input "
+        "throughput (token/s): 47.86",
+        "qwen3-32b-sglang-2p2d-prefill-0-1  | E0430 16:02:26.014493   391 tcp_transport.cpp:542] TcpTransport::startTransfer "
+        "encountered an ASIO exception. Slice details - source_addr: 0x3da7e4c800, length: 569344, opcode: 1, target_id: 2. "
+        "Exception: connect: Cannot assign requested address",
+        "qwen3-32b-sglang-2p2d-prefill-0-1  | [2026-04-30 16:02:26] Session 172.20.0.9:15004 failed.",
+    ])
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=8, token_usage=0.25, num_prefill_prealloc_queue_reqs=24,
+                    num_prefill_inflight_queue_reqs=8)
+    p.counters["num_transfer_failed_reqs"] = (0, 1)
+    d.logs = raw([
+        "qwen3-32b-sglang-2p2d-decode-0-1   | [2026-04-30 16:02:25] Decode batch, #running-req: 1, #token: 240492, token usage: 0.92, "
+        "pre-allocated usage: 0.88, #prealloc-req: 6, #transfer-req: 26, #retracted-req: 0, cuda graph: True, gen throughput "
+        "(token/s): 51.45, #queue-req: 0",
+    ])
+    d.gauges.update(num_running_reqs=1, token_usage=0.92, num_decode_transfer_queue_reqs=26, num_decode_prealloc_queue_reqs=6)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 150)
+    d.counters["num_transfer_failed_reqs"] = (0, 1)
+    return [p, d, r], {}
+
+
+@scenario("nixl-swa-state-never-sent-decode-waits", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/18939",
+          "2026-02 NIXL PD of a hybrid-attention model (DeepSeek V3.2, Wide EP): the NIXL connector never transfers the SWA/NSA "
+          "state, so the decode waits for a state notification that never comes while the prefill has moved on",
+          also=("decode-wedged",), must_not=("healthy", "prefill-wedged", "prefill-queue-saturation", "role-down"))
+def _nixl_swa_state():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (1_200_000, 0)
+    p.counters["realtime_tokens{mode=prefill_cache}"] = (300_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=4)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 0)
+    p.logs, d.logs = [], []
+    return [p, d, r], {}
+
+
 stayed_down("nixl-ucx-segfault-cueventquery-dsr1", "prefill", "the benchmark job's prefill stays dead after the segfault (no "
             "restart)")
 after_fix("mooncake-efa-create-qp-segfault", "prefill", "MOONCAKE_PROTOCOL=efa with a Mooncake wheel built with USE_EFA=ON; "
