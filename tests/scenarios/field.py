@@ -2000,8 +2000,9 @@ def _nixl_gb200_segv():
 
 
 @scenario("nixl-ucx-progress-thread-segv-recurring", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/2102",
-          "SGLang 0.5.17 PD on 8xB200 over NIXL 1.3.2/UCX: the prefill segfaults in cuEventQuery from NIXL's UCX progress "
-          "thread (no CUDA context on it) about every 4.8 h, 9 times in 43 h; systemd restarts it each time",
+          "a production PD deployment on 8xB200 over NIXL/UCX (SGLang v0.5.17 and NIXL 1.3.2 per the twin report "
+          "sgl-project/sglang#35189): the prefill segfaults in cuEventQuery from NIXL's UCX progress thread (no CUDA context "
+          "on it) about every 4.8 h, 9 times in 43 h; it is restarted each time",
           also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom", "gpu-fault", "healthy"))
 def _nixl_progress_thread():
     p, d, r = roles()
@@ -2079,8 +2080,8 @@ def _rocm_packet_mismatch():
 
 
 @scenario("decode-health-fails-after-prefill-died", "decode-wedged", "https://github.com/sgl-project/sglang/issues/12779",
-          "0.5.3-0.5.5 PD (DeepSeek-V3.1 on H20, Mooncake): the prefill died while requests were in KV transmission and came "
-          "back; the decode keeps them, makes no progress and fails its health checks until it is killed (fine in 0.5.2)",
+          "0.5.3-0.5.5 PD (DeepSeek-V3.1 on H20, Mooncake): the prefill died while requests were in KV transmission and was "
+          "restarted; the decode keeps them, makes no progress and fails its health checks until k8s kills it (fine in 0.5.2)",
           also=("kv-transfer-failure",), must_not=("healthy", "role-down", "config-crashloop", "cuda-oom"))
 def _decode_health_after_prefill_died():
     p, d, r = roles("0.5.3", "sgl-router")
@@ -2111,8 +2112,9 @@ def _nixl_no_heartbeat():
 
 
 @scenario("near-mooncake-startup-info-lines", "healthy", "https://github.com/sgl-project/sglang/issues/6836",
-          "a DP-attention PD deployment of June 2025 started a minute ago: Mooncake's glog start-up lines ('Logging before "
-          "InitGoogleLogging() is written to STDERR', metrics thread, P2P handshake listener) are info, not errors",
+          "SGLang with DP attention and Mooncake (June 2025), started a minute ago and serving: Mooncake's glog start-up "
+          "lines as the thread prints them ('Logging before InitGoogleLogging() is written to STDERR', metrics thread, P2P "
+          "handshake listener) are info, not errors",
           must_not=("kv-transfer-failure", "config-crashloop", "role-down"))
 def _mooncake_startup_info():
     p, d, r = roles("0.4.6", "mini_lb")
