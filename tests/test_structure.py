@@ -44,6 +44,26 @@ SERVING_BLOCK = [
 PANIC_BLOCK = ["thread 'main' panicked at src/main.rs:42:10:", "called `Result::unwrap()` on an `Err` value",
                "thread 'main' panicked at 'boom', src/lib.rs:1:1"]
 
+# Another rank's tail of a failure (source line, carets, exception), then a Scheduler traceback cut after the PD
+# decode loop handed a request to its transfer queue: the shape of a multi-rank crash in the journal.
+CUT_TAIL = ["    self.prefill_tp_size, self.prefill_dp_size = (", "    ^^^^^^^^^^^^^^^^", "TypeError: cannot unpack non-iterable NoneType object",
+            ""]
+CUT_HEAD = [
+    "Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2279, in run_scheduler_process',
+    "    scheduler.event_loop_overlap_disagg_decode()",
+    '  File "/sgl/python/sglang/srt/disaggregation/decode.py", line 521, in event_loop_overlap_disagg_decode',
+    "    self.process_input_requests(recv_reqs)",
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 882, in process_input_requests',
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1038, in handle_generate_request',
+    "    self._add_request_to_queue(req)",
+]
+
+# tvm-ffi's SIGSEGV handler (apache/tvm-ffi src/ffi/backtrace.cc) writes native frames the way Python writes its own
+TVM_FFI_DUMP = ["!!!!!!! Segfault encountered !!!!!!!", '  File "<unknown>", line 0, in gsignal',
+                '  File "<unknown>", line 0, in cuEventQuery', '  File "<unknown>", line 0, in uct_cuda_base_iface_event_fd_arm',
+                '  File "<unknown>", line 0, in nixlUcxWorker::arm() const', '  File "<unknown>", line 0, in 0xffffffffffffffff']
+
 
 def _lines(block: list[str]) -> list[tuple[str, str | None]]:
     return [(line, None) for line in block]
@@ -77,7 +97,8 @@ def test_argparse_rank_prefixes_chained_tracebacks_and_the_launchers_verdict():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.sampled_from(STARTUP_BLOCK + SERVING_BLOCK + PANIC_BLOCK), st.text(max_size=80)), max_size=30))
+@given(st.lists(st.one_of(st.sampled_from(STARTUP_BLOCK + SERVING_BLOCK + PANIC_BLOCK + CUT_TAIL + CUT_HEAD + TVM_FFI_DUMP),
+                                  st.text(max_size=80)), max_size=30))
 def test_exception_parsing_never_raises(lines):
     for x in parse_exceptions((line, None) for line in lines):
         assert x.stage in ("startup", "serving", "unknown") and x.type
@@ -356,3 +377,89 @@ def test_any_ucx_line_parses_to_its_file_line_and_severity(file, line, level, ms
     parsed = parse_glog(f"[1749803291.555759] [host:7053 :0] {file:>16}:{line:<4} UCX  {level:<5} {msg}")
     assert parsed is not None and (parsed.file, parsed.line, parsed.library) == (file, line, "UCX")
     assert parsed.is_error == (level in ("ERROR", "FATAL"))
+
+
+def test_a_cut_traceback_keeps_its_frames_and_takes_the_type_of_the_tail_just_before_it():
+    (x,) = parse_exceptions(_lines(CUT_TAIL + CUT_HEAD))
+    assert (x.type, x.writer, x.stage) == ("TypeError", "Scheduler", "serving")
+    assert x.frames[-1] == "handle_generate_request"
+    (alone,) = parse_exceptions(_lines(CUT_HEAD))  # no tail: its frames alone, as a Traceback without a message
+    assert (alone.type, alone.message, alone.stage) == ("Traceback", "", "serving")
+    # a wrapper frame alone places nothing and is dropped; a tail after an unrelated line is not joined
+    assert parse_exceptions(_lines(CUT_HEAD[:3])) == []
+    apart = parse_exceptions(_lines(CUT_TAIL + ["Decode batch, #running-req: 1"] + CUT_HEAD))
+    assert [(y.type, y.frames) for y in apart][0] == ("TypeError", ())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=4, max_value=len(CUT_HEAD)), st.lists(st.sampled_from(["", "   ", "  ^^^^"]), max_size=3))
+def test_a_traceback_cut_anywhere_after_its_event_loop_frame_stays_at_serving(cut, noise):
+    found = parse_exceptions(_lines(CUT_HEAD[:cut] + noise))
+    assert [(x.stage, x.writer) for x in found] == [("serving", "Scheduler")]
+
+
+def _role_down(role: str, lines: list[str], minutes: int, state: str = "died") -> dict:
+    """``role``'s facts and the findings when its unit exited ``minutes`` after it started, on ``lines``."""
+    from datetime import timedelta
+
+    from tests.scenarios.compose import T0, compose
+    from tests.scenarios.deployments import crashloop, died, failed, roles
+
+    p, d, r = roles()
+    spec = {"prefill": p, "decode": d, "router": r}[role]
+    {"died": died, "crashloop": crashloop, "failed": failed}[state](spec, lines)
+    spec.started = T0 - timedelta(minutes=minutes)
+    bundle = parse_bundle(json.dumps(compose([p, d, r], bundle_id="x")))
+    rs = default_runbooks()
+    return {"facts": bundle_facts(bundle, rs.patterns, rs.metric_facts, rs.exceptions).scopes[role],
+            "findings": [f.incident for f in diagnose(bundle, rs).findings]}
+
+
+def test_an_exception_at_a_pd_roles_request_intake_is_the_transfers_set_up_not_a_start_up_error():
+    """Ten minutes after its start (not long enough for its timestamps to say it served), the decode's frames say
+    its event loop ran: what it raised is no start-up error, and raised at its request intake it is the transfer's."""
+    out = _role_down("decode", ["raw:" + line for line in CUT_TAIL + CUT_HEAD], minutes=10)
+    assert out["facts"]["exception"]["startup"] == 0 and out["facts"]["exception"]["ended_run_incident"] == "kv-transfer-failure"
+    assert out["findings"][0] == "kv-transfer-failure" and "config-crashloop" not in out["findings"]
+    # raised deeper, in a grammar backend under the same intake: not the transfer's (a dead unit, cause unnamed)
+    grammar = CUT_HEAD + ['  File "/sgl/python/sglang/srt/constrained/xgrammar_backend.py", line 9, in dispatch_json',
+                          "RuntimeError: invalid JSON schema"]
+    other = _role_down("decode", ["raw:" + line for line in grammar], minutes=10)
+    assert other["findings"][0] == "role-down" and "config-crashloop" not in other["findings"]
+    table = default_runbooks().exceptions
+    intake = parse_example("[serving] KeyError: 3 @ /s/disaggregation/prefill.py:event_loop_normal_disagg_prefill > "
+                           "/s/disaggregation/prefill.py:create_sender")
+    assert table.incident(intake) == "kv-transfer-failure"
+    not_pd = parse_example("[serving] KeyError: 3 @ /s/managers/scheduler.py:event_loop_overlap > "
+                           "/s/managers/scheduler.py:handle_generate_request")
+    assert table.incident(not_pd) is None  # the same intake outside PD has no transfer to set up
+
+
+def test_a_crash_dump_names_its_component_by_the_native_frames_tvm_ffi_prints():
+    frames = crash_frames(TVM_FFI_DUMP)
+    assert frames[:2] == ["<unknown>:gsignal", "<unknown>:cuEventQuery"] and "<unknown>:nixlUcxWorker::arm() const" in frames
+    table = default_runbooks().exceptions
+    assert table.crash_component(frames) == ("ucx", "kv-transfer-failure")
+    assert table.crash_component(crash_frames(["Fatal Python error: Segmentation fault", "",
+                                               '  File "<unknown>", line 0, in nixlUcxSharedThread::run()'])) == (
+        "nixl", "kv-transfer-failure")
+    assert table.crash_component(crash_frames(TVM_FFI_DUMP[:3])) is None  # CUDA's frames alone name no component
+    assert re.search(LOG_FILTER, TVM_FFI_DUMP[0]) and re.search(LOG_FILTER, TVM_FFI_DUMP[3])
+    for state in ("died", "failed"):  # restarted or down for good: the transfer backend's crash, not a bare role-down
+        out = _role_down("prefill", ["raw:" + line for line in TVM_FFI_DUMP], minutes=180, state=state)
+        assert out["facts"]["engine"]["crash_incident"] == "kv-transfer-failure" and out["findings"][0] == "kv-transfer-failure"
+
+
+def test_the_routers_own_failed_start_is_a_start_up_error():
+    found = parse_exceptions(_lines([
+        "Failed to create router: Timeout 300s waiting for workers to become healthy",
+        "[2026-11-29 10:00:01] ERROR router: Error starting router: Address already in use (os error 98)",
+        "thread 'main' panicked at 'Failed to create router: boom', src/server.rs:25:31",
+    ]))
+    assert [(x.type, x.writer, x.stage) for x in found] == [
+        ("RouterStartFailed", "router", "startup"), ("RouterStartFailed", "router", "unknown"), ("panic", "thread main", "unknown"),
+    ]
+    assert re.search(LOG_FILTER, "Failed to create router: Timeout 300s waiting for workers to become healthy")
+    out = _role_down("router", ["raw:Failed to create router: Timeout 300s waiting for workers to become healthy"],
+                     minutes=6, state="crashloop")
+    assert out["facts"]["exception"]["startup_incident"] == "config-crashloop" and out["findings"][0] == "config-crashloop"

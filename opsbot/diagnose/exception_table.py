@@ -35,9 +35,14 @@ class ExceptionRule(_Mapped):
     type: str | None = Field(None, description="regex searched in the exception's type, e.g. '(^|\\.)OutOfMemoryError$'")
     message: str | None = Field(None, description="regex searched in its message")
     frame: str | None = Field(None, description="regex searched in each of its frames, written 'file:function'")
+    innermost: str | None = Field(None, description="regex its innermost frame ('file:function') must match: where it "
+                                  "was raised, not only what it passed through")
+    under: str | None = Field(None, description="regex one of its frames must match too: the loop it was raised under, "
+                              "e.g. a PD event loop")
     stage: list[Stage] = Field(default_factory=list, description="the stages it applies to; empty: any")
     source: str = Field(description="where the type or text comes from (library, file, version)")
-    examples: list[str] = Field(default_factory=list, description="'[stage] Type: message' lines the rule must match")
+    examples: list[str] = Field(default_factory=list, description="'[stage] Type: message' lines the rule must match, "
+                                "optionally ' @ file:function > file:function' (its frames, outermost first)")
 
 
 class ComponentRule(_Mapped):
@@ -61,19 +66,32 @@ class _Compiled:
     message: re.Pattern[str] | None
     stages: frozenset[str]
     frame: re.Pattern[str] | None = None
+    under: re.Pattern[str] | None = None
+    innermost: re.Pattern[str] | None = None
 
     @property
     def by_stage_only(self) -> bool:
         """A rule that names no type, text or frame: the catch-all of its stage."""
-        return self.type is None and self.message is None and self.frame is None
+        return self.type is None and self.message is None and self.frame is None and self.under is None and self.innermost is None
 
     def matches(self, exc: RaisedException) -> bool:
         return (
             (not self.stages or exc.stage in self.stages)
             and (self.type is None or self.type.search(exc.type) is not None)
             and (self.message is None or self.message.search(exc.message) is not None)
-            and (self.frame is None or any(self.frame.search(f"{file}:{func}") for file, func in zip(exc.files, exc.frames)))
+            and (self.frame is None or _any_frame(self.frame, exc))
+            and (self.under is None or _any_frame(self.under, exc))
+            and (self.innermost is None or _innermost(self.innermost, exc))
         )
+
+
+def _any_frame(rx: re.Pattern[str], exc: RaisedException) -> bool:
+    return any(rx.search(f"{file}:{func}") for file, func in zip(exc.files, exc.frames))
+
+
+def _innermost(rx: re.Pattern[str], exc: RaisedException) -> bool:
+    """Whether the frame it was raised in (the last printed, frames being outermost first) matches ``rx``."""
+    return bool(exc.frames and exc.files) and rx.search(f"{exc.files[-1]}:{exc.frames[-1]}") is not None
 
 
 @dataclass(frozen=True)
@@ -105,16 +123,17 @@ class ExceptionTable:
 
 
 def parse_example(line: str) -> RaisedException:
-    """``[stage] Type: message @ file:function`` (stage and frame optional) → an exception to test a rule on."""
+    """``[stage] Type: message @ file:function > file:function`` (stage and frames optional, outermost first) → an
+    exception to test a rule on."""
     stage = "unknown"
     m = re.match(r"^\[(startup|serving|unknown)\]\s*(.*)$", line)
     if m:
         stage, line = m[1], m[2]
-    line, _, frame = line.partition(" @ ")
-    file, _, func = frame.rpartition(":")
+    line, _, frames = line.partition(" @ ")
+    split = [frame.strip().rpartition(":") for frame in frames.split(" > ")] if frames else []
     type_, _, msg = line.partition(": ")
-    frames = ((file,), (func,)) if frame else ((), ())
-    return RaisedException(type_.strip(), msg, stage=stage, files=frames[0], frames=frames[1])  # type: ignore[arg-type]
+    return RaisedException(type_.strip(), msg, stage=stage, files=tuple(f for f, _, _ in split),  # type: ignore[arg-type]
+                           frames=tuple(func for _, _, func in split))
 
 
 def load_exception_table(path: Path) -> tuple[ExceptionTable, list[ConfigProblem]]:
@@ -133,7 +152,8 @@ def load_exception_table(path: Path) -> tuple[ExceptionTable, list[ConfigProblem
         try:
             rules.append(_Compiled(r.incident, re.compile(r.type) if r.type else None,
                                    re.compile(r.message) if r.message else None, frozenset(r.stage),
-                                   re.compile(r.frame) if r.frame else None))
+                                   re.compile(r.frame) if r.frame else None, re.compile(r.under) if r.under else None,
+                                   re.compile(r.innermost) if r.innermost else None))
         except re.error as exc:
             problems.append(ConfigProblem(str(path), lines.line_of(("exceptions", i)), f"exceptions.{i}", f"bad regex: {exc}"))
     for name, c in spec.components.items():

@@ -36,6 +36,11 @@ _PANIC = re.compile(r"^thread '(?P<thread>[^']*)' panicked at (?:'(?P<msg>.*)', 
 # 0.4.6.post5 and 0.5.23: "Initialization failed. warmup error: {traceback}"; engine.py 0.5.23:
 # "Initialization failed. Please see the error messages above.")
 _INIT_FAILED = re.compile(r"Initialization failed\. (?P<msg>.*)$")
+# The router's own verdict on a failed start: sglang-router 0.1.2 src/server.rs AppState::new panics with
+# "Failed to create router: {error}" when Router::new fails (src/router.rs: "Timeout {}s waiting for workers to
+# become healthy"); its launcher (sglang_router 0.1.2 launch_router.py, smg v1.x bindings/python/src/smg/
+# launch_router.py) logs "Error starting router: {e}" for any exception around creating and starting it.
+_ROUTER_FAILED = re.compile(r"(?:^|[\s:\]])(?P<what>Failed to create router|Error starting router): (?P<msg>.+)$")
 # torch.distributed prefixes every line a rank prints ("[rank0]: ValueError: ..."); so do multiprocessing
 # workers written as "(pid=123)" by some launchers
 _RANK_PREFIX = re.compile(r"^(?:\[rank\d+\]:\s?|\((?:\w+ )?pid=\d+\)\s)")
@@ -89,6 +94,7 @@ class _Open:
     ts: str | None
     frames: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    tail: int | None = None  # a headless tail just before it in ``out`` (``_cut``)
 
 
 def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedException]:
@@ -97,10 +103,12 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
     A traceback ends at its exception line; a chained traceback (``During handling of ...``) keeps
     the writer of the first. An exception line outside a traceback (a logged ``ValueError: ...``)
     counts too, without frames; so does an argparse ``prog: error: ...`` refusal (a start-up error).
-    Garbage never raises: a traceback that never ends is dropped.
+    A traceback cut before its exception line is kept for its frames (``_cut``). Garbage never raises.
     """
     out: list[RaisedException] = []
     open_: _Open | None = None
+    tail: int | None = None  # where in ``out`` a headless traceback tail is, while only blank lines follow it
+    indented = False  # the line before was a traceback's source line or carets
     panic: RaisedException | None = None  # a panic whose message is on the next line
     thrown: RaisedException | None = None  # a C++ exception waiting for its what() line
     for i, (message, ts) in enumerate(messages):
@@ -126,7 +134,10 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
             out.append(RaisedException("InitializationFailed", init["msg"][:500], "launcher", (), "startup", i, ts))
         tb = _TRACEBACK.search(text) if "Traceback (most recent" in text else None
         if tb:
-            open_ = _Open(tb["writer"] or (open_.writer if open_ else None), i, ts)
+            if open_ is not None:
+                _cut(open_, out)
+            open_ = _Open(tb["writer"] or (open_.writer if open_ else None), i, ts, tail=tail)
+            tail = None
             continue
         if open_ is not None:
             frame = _FRAME.match(text)
@@ -143,15 +154,25 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
             if text.startswith((" ", "\t")) or not text or set(text) <= set("^~ "):
                 continue  # source lines and carets under a frame
             if i - open_.start > 200:
+                _cut(open_, out)
                 open_ = None
             continue
+        follows_source, indented = indented, text.startswith((" ", "\t")) and bool(text.strip())
+        if text.strip():
+            tail = None
         if _CHAINED.match(text):
             continue
         raised = _RAISED.match(text) if _NAMES_A_TYPE.search(text) else None
         if raised:
             out.append(_raised(raised["type"], raised["msg"] or "", None, (), i, ts))
+            tail = len(out) - 1 if follows_source else None
             continue
         if init:
+            continue
+        router = _ROUTER_FAILED.search(text) if " router: " in text and " panicked at " not in text else None
+        if router:  # creating the router is start-up; "Error starting router" also wraps a run that served
+            stage: Stage = "startup" if router["what"].startswith("Failed to create") else "unknown"
+            out.append(RaisedException("RouterStartFailed", router["msg"].strip()[:500], "router", (), stage, i, ts))
             continue
         argp = _ARGPARSE.match(text) if ": error: " in text else None
         if argp:
@@ -164,19 +185,44 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
                 panic = found
             else:
                 out.append(found)
+    if open_ is not None:
+        _cut(open_, out)
     out += [x for x in (panic, thrown) if x is not None]
-    return out
+    return sorted(out, key=lambda x: x.index)
+
+
+def _cut(open_: _Open, out: list[RaisedException]) -> None:
+    """Keep a traceback that never reached its exception line (the journal lost the rest, or another rank's lines
+    took its place): its frames may still say where it was raised. When another rank's headless tail of it (source
+    lines, then the exception line) came just before it, separated by blank lines only, the two are one
+    exception: the tail's type and message with these frames. Else it counts, as type ``Traceback`` without a
+    message, only when its frames place it (a start-up or serving frame): a wrapper alone says nothing."""
+    if not open_.frames:
+        return
+    frames, files = tuple(open_.frames), tuple(open_.files)
+    if open_.tail is not None and open_.tail < len(out) and not out[open_.tail].frames:
+        x = out[open_.tail]
+        out[open_.tail] = replace(x, writer=open_.writer or x.writer, frames=frames, files=files, stage=stage_of(frames, x.type))
+    elif (stage := stage_of(frames, "")) != "unknown":
+        out.append(RaisedException("Traceback", "", open_.writer, frames, stage, open_.start, open_.ts, files))
 
 
 # A native crash: Python's faulthandler ("Fatal Python error: Segmentation fault", then
-# 'File "...", line 75 in transfer_sync') or UCX/glibc backtraces (' 5  /path/libuct.so(sym+0x8a) [0x..]').
-_CRASH = re.compile(r"Fatal Python error: |Caught signal \d+ \(|\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS)|==== backtrace")
-_CRASH_FRAME = re.compile(r'^\s*(?:File "(?P<file>[^"]+)", line \d+ in (?P<func>\S+)|\d+\s+(?P<lib>/\S+?)(?:\((?P<sym>[^)+]*)[^)]*\))?\s*\[0x[0-9a-f]+\])\s*$')
+# 'File "...", line 75 in transfer_sync'), UCX/glibc backtraces (' 5  /path/libuct.so(sym+0x8a) [0x..]'), or
+# tvm-ffi's SIGSEGV handler, in every SGLang process (0.5.23 requires apache-tvm-ffi 0.1.11; apache/tvm-ffi v0.1.11
+# src/ffi/backtrace.cc TVMFFISegFaultHandler: "!!!!!!! Segfault encountered !!!!!!!", then native frames written
+# like Python's by backtrace_utils.h: '  File "<unknown>", line 0, in nixlUcxWorker::arm() const').
+_CRASH = re.compile(r"Fatal Python error: |Caught signal \d+ \(|\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS)|==== backtrace|!!! Segfault encountered")
+_CRASH_FRAME = re.compile(
+    r'^\s*(?:File "(?P<file>[^"]+)", line \d+,? in (?P<func>\S.*?)|\d+\s+(?P<lib>/\S+?)(?:\((?P<sym>[^)+]*)[^)]*\))?\s*\[0x[0-9a-f]+\])\s*$'
+)
 
 
 def is_crash_line(message: str) -> bool:
     """Whether ``message`` opens a native crash dump (faulthandler's verdict, a caught signal, a backtrace)."""
-    return ("rror" in message or "ignal" in message or "===" in message or "***" in message) and _CRASH.search(message) is not None
+    return ("rror" in message or "ignal" in message or "===" in message or "***" in message or "!!!" in message) and (
+        _CRASH.search(message) is not None
+    )
 
 
 def crash_frames(messages: Iterable[str]) -> list[str]:

@@ -206,6 +206,13 @@ def _ran_past_startup(entries: Sequence[LogEntry], last_run: datetime | None) ->
     return any(at is not None and at - last_run >= SERVING_AFTER for at in times)
 
 
+def _raised_while_serving(raised: Sequence[RaisedException], last_run: datetime | None) -> bool:
+    """Whether the last run raised an exception under its event loop (its frames say ``serving``): the loop ran, so
+    the run was past start-up, whatever else it printed (a cut traceback, an error line) before or after."""
+    return any(x.stage == "serving" and (last_run is None or (at := _line_time(x.ts)) is None or at >= last_run)
+               for x in raised)
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -649,7 +656,8 @@ def role_facts(
         "logs_window": logs_window,
         "gpu": gpu,
         "exception": _exception_facts(
-            read.raised, table, bool(gauges) or read.batch_lines > 0 or _ran_past_startup(read.entries, last_run),
+            read.raised, table, bool(gauges) or read.batch_lines > 0 or _ran_past_startup(read.entries, last_run)
+            or _raised_while_serving(read.raised, last_run),
             read.error_line if stopped and not gpu.get("xid_codes") else None, read.native,
             (last_run,) if down else None, "unknown" if down and not unit.get("crash_looping") else "startup",
         ) if ev.logs.ok else {},

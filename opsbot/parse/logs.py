@@ -41,7 +41,9 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
     (
         "crash",
         r"hit an exception|Received sigquit|SIGQUIT received|crashed with exit code|Initialization failed"
-        r"|Main process exited|Failed with result|restart counter is at",
+        r"|Main process exited|Failed with result|restart counter is at"
+        # the router's own failed start (sglang-router 0.1.2 src/server.rs) and a Rust panic (std: "thread '...' panicked at")
+        r"|Failed to create router|' panicked at ",
     ),
     ("health", r"Health check failed"),
     # the router's worker-health strings (reference/sglang.md §6.2), logged at WARN as often as ERROR
@@ -52,11 +54,11 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
         r"|No (?:prefill|decode|encode) (?:workers|servers) available"
         r"|Failed to select PD pair|circuits open|circuit breaker open|Circuit breaker state transition",
     ),
-    # glog E/F lines of the C++ libraries (Mooncake, NIXL, c10d) and native crash dumps (faulthandler, UCX)
+    # glog E/F lines of the C++ libraries (Mooncake, NIXL, c10d) and native crash dumps (faulthandler, UCX, tvm-ffi)
     (
         "native",
         r"^(\[rank[0-9]+\]:)?\[?[EF][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}|^(\[rank[0-9]+\]:)?\[[EF] [A-Za-z0-9_.]+\.(cpp|cc|h|hpp):[0-9]+\]"
-        r"|Fatal Python error|Caught signal [0-9]+|==== backtrace"
+        r"|Fatal Python error|Caught signal [0-9]+|==== backtrace|!!! Segfault encountered"
         r"|^\s*[0-9]+\s+/\S+.*\[0x[0-9a-f]+\]\s*$",
     ),
     ("queue-full", r"The request queue is full\.|Request (waiting|running) timeout reached"),
