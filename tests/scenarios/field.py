@@ -2213,6 +2213,124 @@ def _pp_gloo_hang():
     return [p, d, r], {}
 
 
+@scenario("nccl-comm-init-a3-ultra-recipe", "nccl-failure", "https://github.com/AI-Hypercomputer/gpu-recipes/issues/5",
+          "DeepSeek on A3 Ultra (H200) following a recipe: with DP attention every scheduler dies creating its NCCL "
+          "communicator (PyNcclCommunicator -> ncclCommInitRank) in init_torch_distributed; the server never comes up",
+          also=("config-crashloop", "router-no-healthy-workers"), must_not=("role-down", "cuda-oom"))
+def _nccl_a3_ultra():
+    p, d, r = roles("0.4.6", "mini_lb")
+    crashloop(p, raw([
+        "[2025-04-12 09:01:07 DP1 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1787, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 240, in __init__',
+        "    self.tp_worker = TpWorkerClass(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 63, in __init__',
+        "    self.worker = TpModelWorker(server_args, gpu_id, tp_rank, dp_rank, nccl_port)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker.py", line 68, in __init__',
+        "    self.model_runner = ModelRunner(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 177, in __init__',
+        "    min_per_gpu_memory = self.init_torch_distributed()",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 252, in init_torch_distributed',
+        "    initialize_model_parallel(tensor_model_parallel_size=self.tp_size)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 1055, in initialize_model_parallel',
+        "    _TP = init_model_parallel_group(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 890, in init_model_parallel_group',
+        "    return GroupCoordinator(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 233, in __init__',
+        "    self.pynccl_comm = PyNcclCommunicator(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/device_communicators/pynccl.py", line 108, in __init__',
+        "    self.comm: ncclComm_t = self.nccl.ncclCommInitRank(",
+    ]), restarts=6)
+    return [p, d, r], {}
+
+
+@scenario("nccl-init-world-group-k8s", "nccl-failure", "https://github.com/sgl-project/sglang/issues/11959",
+          "SGLang in Kubernetes: NCCL init fails while the scheduler builds its world group (init_distributed_environment -> "
+          "init_world_group -> GroupCoordinator); every start of the decode dies there",
+          also=("config-crashloop", "router-no-healthy-workers"), must_not=("role-down", "cuda-oom", "healthy"))
+def _nccl_world_group_k8s():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(d, raw([
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2937, in run_scheduler_process',
+        "    scheduler = Scheduler(",
+        "                ^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 446, in __init__',
+        "    self.tp_worker = TpModelWorker(",
+        "                     ^^^^^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker.py", line 95, in __init__',
+        "    self.model_runner = ModelRunner(",
+        "                        ^^^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 286, in __init__',
+        "    min_per_gpu_memory = self.init_torch_distributed()",
+        "                         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 682, in init_torch_distributed',
+        "    init_distributed_environment(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 1429, in init_distributed_environment',
+        "    _WORLD = init_world_group(ranks, local_rank, backend)",
+        "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 1239, in init_world_group',
+        "    return GroupCoordinator(",
+        "           ^^^^^^^^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 261, in __init__',
+    ]), restarts=9)
+    return [p, d, r], {}
+
+
+@scenario("near-nccl-init-complete-ranks-did-not-load", "config-crashloop", "https://github.com/sgl-project/sglang/issues/4503",
+          "v0.4.4.post1 over two nodes (TP16): NCCL initialises fine (Init COMPLETE), then loading fails because other ranks "
+          "did not finish loading (SGLang names OOM or a slow node): a start-up failure, not NCCL",
+          also=("cuda-oom", "router-no-healthy-workers"), must_not=("nccl-failure", "role-down"))
+def _ranks_did_not_load():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(p, raw([
+        "sglang-0:100:1012 [1] NCCL INFO ncclCommInitRank comm 0x55c8b7ed9050 rank 1 nranks 16 cudaDev 1 nvmlDev 1 busId 3a000 "
+        "commId 0x11e35ff62bc85e0d - Init COMPLETE",
+        "[2025-03-17 17:15:55 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1748, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 218, in __init__',
+        "    self.tp_worker = TpWorkerClass(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 63, in __init__',
+        "    self.worker = TpModelWorker(server_args, gpu_id, tp_rank, dp_rank, nccl_port)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker.py", line 74, in __init__',
+        "    self.model_runner = ModelRunner(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 166, in __init__',
+        "    self.initialize(min_per_gpu_memory)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 176, in initialize',
+        "    self.load_model()",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 417, in load_model',
+        "    raise ValueError(",
+        "ValueError: TP rank 1 could finish the model loading, but there are other ranks th",
+    ]), restarts=3)
+    return [p, d, r], {}
+
+
+@scenario("weight-update-group-nccl-unique-id", "nccl-failure", "https://github.com/sgl-project/sglang/issues/4096",
+          "an SGLang rollout server asked to join a weight-update process group: every rank hangs setting up the NCCL "
+          "communicator (ncclUniqueId from the c10d store: 'failed to format addr, unknown family=0') until the scheduler "
+          "raises DistBackendError and the server dies", also=("role-down", "router-no-healthy-workers"),
+          must_not=("config-crashloop", "gpu-fault"))
+def _weight_update_group():
+    p, d, r = roles("0.4.3", "mini_lb")
+    died(d, raw([
+        "0: [rank0]:[W305 03:55:35.235035264 socket.cpp:462] [c10d]",
+        "0: [rank3]:[W305 03:55:35.242042106 socket.cpp:462] [c10d]",
+        "0: [rank4]:[W305 03:55:35.248035369 socket.cpp:462] [c10d]",
+        "0: [rank1]:[W305 03:55:35.254027455 socket.cpp:462] [c10d]",
+        "0: [2025-03-05 03:55:55 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '0:   File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 463, in init_weights_update_group',
+        "0:     dist.barrier(group=self._model_update_group, device_ids=[self.gpu_id])",
+        '0:   File "/usr/local/lib/python3.10/dist-packages/torch/distributed/c10d_logger.py", line 83, in wrapper',
+        "0:     return func(*args, **kwargs)",
+        '0:   File "/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py", line 4159, in barrier',
+        "0:     work = group.barrier(opts=opts)",
+        "0: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via "
+        "c10d key-value store by key '0', but store->get('0') got error: failed to format addr, unknown family=0",
+    ]))
+    return [p, d, r], {}
+
+
 start_limit("deepep-low-latency-cuda-graph-oom", "decode")
 after_fix("custom-allreduce-peer-access-4090", "prefill", "restarted with --disable-custom-all-reduce; the CUDART error "
           "is from the runs before", CRASH + ("nccl-failure", "gpu-fault"))
