@@ -138,6 +138,8 @@ class Canary(Envelope):
     total_ms: float | None = None
     tokens: int | None = None
     body: str | None = None
+    # why the probe stopped waiting for it: the other axes had already named a class (not evidence either way)
+    not_awaited: str | None = None
 
 
 class RecallCase(_Open):

@@ -126,6 +126,12 @@ class Flow:
 
         return roles_for_words(text, self.inventory().cluster(cluster or self.settings.cluster)[1])
 
+    def alert_roles(self, role: str, cluster: str | None = None) -> list[str] | None:
+        """The roles an alert on ``role`` probes (None: all): the router's alerts bring its workers."""
+        from opsbot.scope import alert_probe_roles
+
+        return alert_probe_roles(role, self.inventory().cluster(cluster or self.settings.cluster)[1])
+
     def _kept(self) -> dict[str, Any]:
         """The service's kept connections for one probe (none for the CLI: its probe opens and closes its own)."""
         return {"pool": self.pool.view()} if self.pool is not None else {}
@@ -171,10 +177,19 @@ class Flow:
         write), plan the remedies; bad scope raises before any connection."""
         inventory = self.inventory()
         result = await self._recorded(trigger, lambda: self.probe(
-            inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings,
+            inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings, decided=self._named,
             **({"progress": progress} if progress else {}), **self._kept()), alert_ids)
         await self._plan_remedies(result, actor=_actor(trigger))
         return result
+
+    async def _named(self, bundle: Bundle) -> str | None:
+        """The classes the evidence names without the canary, if any: then the probe need not wait for the canary.
+
+        The canary decides only where nothing else does (a transfer that never completes while every role looks
+        fine, a router that answers it has no worker); a class already named outranks or explains those."""
+        diagnosis = await to_thread.run_sync(self.diagnose, bundle)
+        named = list(dict.fromkeys(f.incident for f in diagnosis.findings))
+        return f"the other axes already name {', '.join(named)}" if named else None
 
     async def _plan_remedies(self, result: ProbeResult, *, actor: str) -> None:
         from opsbot.act import plan_remedies

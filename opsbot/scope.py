@@ -1,5 +1,6 @@
 """``interpret``: which roles an operator's words are about ("decode is stuck" → decode), and
-``probe_scope``: which roles to probe for them (a PD role brings its peer and the router)."""
+``probe_scope``: which roles to probe for them (a PD role brings its peer and the router), and
+``alert_probe_roles``: which roles an alert's probe covers (the router's bring its workers)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,16 @@ def probe_scope(named: list[str], kinds: dict[str, str]) -> list[str]:
         return list(named)
     present = set(kinds.values())
     return list(named) + [k for k in PD_CONTEXT if k in present and k not in named_kinds]
+
+
+def alert_probe_roles(role: str, cluster: Cluster) -> list[str] | None:
+    """What to probe for an alert on ``role`` (a kind or an instance name); None means every role.
+
+    The router's alerts (a worker unreachable, none healthy, 5xx) are about the workers behind it, so
+    they probe every role: a router-only probe of a decode that died of OOM names nothing. Any other
+    role's alert probes that role (an unknown one raises when the probe selects it)."""
+    kinds = {r.key: r.role for r in cluster.roles}
+    return None if kinds.get(role, role) == "router" else [role]
 
 
 def roles_for_words(text: str, cluster: Cluster) -> list[str] | None:

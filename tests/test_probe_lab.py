@@ -191,3 +191,35 @@ async def test_missing_unit_and_wrong_key_fail_the_inventory_check(lab, settings
     bundle = await probe(Inventory.model_validate(data), roles=["ghost"], settings=settings.model_copy(
         update={"metrics_window_s": 0.0}))
     assert not parse_unit(bundle.role("ghost").systemd.raw).exists
+
+
+async def test_probe_stops_waiting_for_the_canary_once_the_other_axes_name_a_wedge(lab, tmp_path):
+    """A wedged decode holds the canary until its deadline; the flow's probe ends with the metrics window instead,
+    the canary marked not awaited (and not evidence), and the same probe of a healthy lab still waits for it."""
+    from opsbot.bundle import Trigger
+    from opsbot.flow import Flow
+    from opsbot.store import Store
+
+    s = lab.settings.model_copy(update={"data_dir": tmp_path, "database_url": f"sqlite:///{tmp_path}/opsbot.db",
+                                        "metrics_window_s": 3.0, "canary_deadline_s": 12.0,
+                                        "inventory": lab.inventory_path})
+    flow = Flow(settings=s, store=Store(s.db_url()))
+    lab.reset()
+    healthy = await flow.run_probe(None, None, Trigger(kind="cli"))
+    assert healthy.bundle.canary is not None and healthy.bundle.canary.ok and not healthy.bundle.canary.not_awaited
+    lab.inject("decode", "wedged")
+    try:
+        async def named():
+            t0 = time.monotonic()
+            r = await flow.run_probe(None, None, Trigger(kind="cli"))
+            found = r.diagnosis.findings and r.diagnosis.findings[0].incident == "decode-wedged"
+            return (r, time.monotonic() - t0) if found else None
+
+        result, took = await _wait_for(named, 40, "a probe to name decode-wedged")
+        c = result.bundle.canary
+        assert c is not None and c.not_awaited and "decode-wedged" in c.not_awaited and not c.ok
+        assert c.elapsed_ms < s.canary_deadline_s * 1000
+        assert took < s.canary_deadline_s - 2, f"the probe waited for the canary ({took:.1f} s)"
+        assert "kv-transfer-failure" not in {f.incident for f in result.diagnosis.findings}
+    finally:
+        lab.inject("decode", "healthy")

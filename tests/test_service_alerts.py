@@ -251,3 +251,19 @@ def test_a_webhook_without_fingerprint_gets_the_one_alertmanager_computes():
     parsed = Webhook.model_validate(webhook(old, {**old, "fingerprint": None}))
     assert [a.fingerprint for a in parsed.alerts] == ["57a659bde08d662a", "57a659bde08d662a"]
     assert Webhook.model_validate(webhook(alert("given"))).alerts[0].fingerprint == "given"
+
+
+async def test_a_router_alert_probes_the_workers_behind_it(settings):
+    """The router's alerts (a worker unreachable, none healthy) are about its workers: every role is probed,
+    so a decode that died of OOM is named on the router's alert, not on the decode's own later one."""
+    probe = replay("gpu-fallen-off-bus")
+    flow = flow_for(settings, probe)
+    router_alert = alert("r1", role="router")
+    router_alert["labels"] |= {"alertname": "SMGWorkerUnreachable"}
+    async with served(settings, flow) as client:
+        assert (await client.post("/alerts", json=webhook(router_alert), headers=HDR)).status_code == 200
+        await client.app.state.intake.drain()
+        assert probe.calls[-1]["roles"] is None
+        await client.post("/alerts", json=webhook(alert("d1", role="decode"), group="g2"), headers=HDR)
+        await client.app.state.intake.drain()
+        assert probe.calls[-1]["roles"] == ["decode"]

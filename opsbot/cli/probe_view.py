@@ -84,6 +84,8 @@ def failures_table(bundle: Bundle) -> Table | None:
 
 def canary_line(c: Canary) -> str:
     """The canary in one line: the end-to-end PD check through the router."""
+    if c.not_awaited:
+        return f"canary through the router: not awaited after {c.elapsed_ms or 0:.0f} ms ({c.not_awaited})"
     if not c.ok:
         return f"canary through the router: FAILED after {c.elapsed_ms or 0:.0f} ms: {c.error}"
     return (f"canary through the router: HTTP {c.status}, first token {c.ttft_ms or 0:.0f} ms, "

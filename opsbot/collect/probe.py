@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from opsbot.collect.pool import ProbeView
 
 Progress = Callable[[str, str], None]
+Decided = Callable[[Bundle], Awaitable[str | None]]
 E = TypeVar("E", bound=Envelope)
 
 _SPAN = re.compile(r"-\s*(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days)")
@@ -78,8 +80,14 @@ async def probe(
     settings: Settings,
     progress: Progress | None = None,
     pool: TransportPool | ProbeView | None = None,
+    decided: Decided | None = None,
 ) -> Bundle:
-    """Collect every axis concurrently; a failed piece is ``ok: false``, never an exception."""
+    """Collect every axis concurrently; a failed piece is ``ok: false``, never an exception.
+
+    ``decided``: asked, when every role and node axis is in and the canary is still out, about the bundle
+    without it; a reason it returns (the classes the evidence already names) ends the wait, and the canary
+    goes into the bundle as not awaited. A wedged engine holds the canary until its deadline, while the
+    metrics window already shows the wedge."""
     s = settings
     cluster_name, selected, nodes = scope(inventory, cluster, roles)  # bad scope fails before any connection
     report: Progress = progress or (lambda _name, _status: None)
@@ -110,26 +118,44 @@ async def probe(
             )
             for n in nodes
         ]
-        canary_task = _canary(inventory, cluster_name, pool, s, report)
-        role_results, node_results, canary = await asyncio.gather(
-            asyncio.gather(*role_tasks), asyncio.gather(*node_tasks), canary_task)
+        canary_task = asyncio.ensure_future(_canary(inventory, cluster_name, pool, s, report))
+        canary_sent = _loop_time()
+        try:
+            role_results, node_results = await asyncio.gather(asyncio.gather(*role_tasks), asyncio.gather(*node_tasks))
+        except BaseException:
+            canary_task.cancel()
+            raise
+        bundle = Bundle(
+            cluster=cluster_name,
+            trigger=trigger or Trigger(),
+            started_at=started,
+            finished_at=utcnow(),
+            roles=[
+                RoleEvidence(role=r.role, node=r.node, unit=r.unit, name=r.name, gpus=list(r.gpus), systemd=sd, metrics=m,
+                             health=h, logs=lg)
+                for r, (sd, m, h, lg) in zip(selected, role_results)
+            ],
+            nodes=[NodeEvidence(node=n.name, gpu=g, kernel_log=k) for n, (g, k) in zip(nodes, node_results)],
+        )
+        reason = await decided(bundle) if decided is not None and not canary_task.done() else None
+        if reason and not canary_task.done():
+            canary_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await canary_task  # let its request close before the pool does
+            bundle.canary = Canary(ok=False, error=f"not awaited: {reason}", not_awaited=reason,
+                                   elapsed_ms=round((_loop_time() - canary_sent) * 1000, 1))
+            report("canary", f"not awaited: {reason}")
+        else:
+            bundle.canary = await canary_task
+        bundle.finished_at = utcnow()
     finally:
         if own:
             await pool.close()
+    return bundle
 
-    return Bundle(
-        cluster=cluster_name,
-        trigger=trigger or Trigger(),
-        started_at=started,
-        finished_at=utcnow(),
-        roles=[
-            RoleEvidence(role=r.role, node=r.node, unit=r.unit, name=r.name, gpus=list(r.gpus), systemd=sd, metrics=m, health=h,
-                         logs=lg)
-            for r, (sd, m, h, lg) in zip(selected, role_results)
-        ],
-        nodes=[NodeEvidence(node=n.name, gpu=g, kernel_log=k) for n, (g, k) in zip(nodes, node_results)],
-        canary=canary,
-    )
+
+def _loop_time() -> float:
+    return asyncio.get_running_loop().time()
 
 
 async def _canary(inventory: Inventory, cluster: str, pool: TransportPool, s: Settings, report: Progress) -> Canary | None:

@@ -204,8 +204,9 @@ def recall_facts(recall: Recall | None) -> dict[str, Any]:
 
 
 def canary_facts(canary: Canary | None) -> dict[str, Any]:
-    """The ``canary.*`` facts; empty when the bundle has no canary (older bundles, canary off)."""
-    if canary is None:
+    """The ``canary.*`` facts; empty when the bundle has no canary (older bundles, canary off) or the probe
+    did not wait for it (its other axes had already named a class)."""
+    if canary is None or canary.not_awaited:
         return {}
     err = (canary.error or "").lower()
     facts: dict[str, Any] = {

@@ -138,8 +138,8 @@ class AlertIntake:
         result: ProbeResult | None = None
         error: str | None = None
         try:
-            result = await self.flow.run_probe(cluster, None if role == ALL_ROLES else [role], trigger,
-                                                  alert_ids=[a.id for a in alerts])
+            roles = None if role == ALL_ROLES else self.flow.alert_roles(role, cluster)
+            result = await self.flow.run_probe(cluster, roles, trigger, alert_ids=[a.id for a in alerts])
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
             if unavailable(exc):
                 raise  # not the probe's fault: ``_handle`` tries again once the database is back

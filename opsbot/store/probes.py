@@ -45,7 +45,7 @@ def ok_axes(bundle: Bundle) -> dict[str, dict[str, Any]]:
         out[r.key] = {"systemd": r.systemd.ok, "metrics": r.metrics.ok, "health": r.health.ok, "logs": r.logs.ok}
     for n in bundle.nodes:
         out[f"node:{n.node}"] = {"gpu": n.gpu.ok}
-    if bundle.canary is not None:
+    if bundle.canary is not None and not bundle.canary.not_awaited:
         out["canary"] = {"ok": bundle.canary.ok}
     if bundle.recall is not None:
         out["recall"] = run_record(bundle.recall)

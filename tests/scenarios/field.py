@@ -1901,6 +1901,624 @@ after_fix("illegal-memory-access-pg-watchdog", "decode", "restarted by hand; the
 after_fix("nixl-not-found-prefill-event-loop", "prefill", "restarted on a fixed nixl build; the traceback is from the run "
           "before", CRASH + ("kv-transfer-failure",))
 
+
+# -- router, wedge, saturation, KV-exhaustion and start-up threads (2026-12-02) --------------------
+
+@scenario("router-pd-requires-prefill", "config-crashloop", "https://github.com/sgl-project/sglang/issues/12535",
+          "sgl-router (Nov 2025) launched in PD mode with no --prefill/--decode, meant to take workers later through "
+          "/workers: the launcher refuses the configuration and exits at every start; the workers themselves are fine",
+          also=("router-no-healthy-workers",), must_not=("role-down", "healthy", "prefill-wedged", "decode-wedged"))
+def _router_pd_requires_prefill():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(r, raw(["Error starting router: PD disaggregation mode requires --prefill",
+                      "Traceback (most recent call last):"]), restarts=8)
+    return [p, d, r], {}
+
+
+@scenario("router-python-worker-urls-none", "config-crashloop", "https://github.com/sgl-project/sglang/issues/2796",
+          "sglang-router 0.1.1 started without --worker-urls (workers to register later through /add_worker): the "
+          "Python launcher cannot convert None and exits at every start; fixed in 0.1.2",
+          also=("router-no-healthy-workers",), must_not=("role-down", "healthy"))
+def _router_worker_urls_none():
+    p, d, r = roles("0.4.3", "sgl-router")
+    crashloop(r, raw(["[Router (Python)] 2025-01-09 00:28:10 - ERROR - Error starting router: argument 'worker_urls': "
+                      "'NoneType' object cannot be converted to 'Sequence'"]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("smg-pd-service-discovery-validation", "config-crashloop", "https://github.com/smg-project/smg/pull/2372",
+          "SMG built after 2026-08-30 forces IGW whenever --service-discovery is set, also with --pd-disaggregation; "
+          "the PD router then fails validation and crash-loops in every OME-style PD deployment; the workers are fine",
+          also=("router-no-healthy-workers",), must_not=("role-down", "healthy", "kv-transfer-failure"))
+def _smg_pd_discovery():
+    p, d, r = roles()
+    crashloop(r, raw(["Error starting router: Configuration error: Validation failed: Regular mode with service discovery "
+                      "requires a non-empty selector"]), restarts=11)
+    return [p, d, r], {}
+
+
+@scenario("router-started-without-workers", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/issues/12621",
+          "sglang-router (Nov 2025) drops the workers given with --worker-urls: it starts with 'worker_urls: []' and has "
+          "no worker to send requests to, while the SGLang workers run and answer", must_not=("role-down", "healthy",
+          "prefill-wedged", "decode-wedged", "config-crashloop"))
+def _router_without_workers():
+    p, d, r = roles("0.5.3", "sgl-router")
+    r.logs = raw([
+        "2025-11-04 10:05:37  INFO sglang_router_rs::server: src/server.rs:830: Starting router on 0.0.0.0:port | mode: Regular "
+        "{ worker_urls: [] } | policy: CacheAware { cache_threshold: 0.5, balance_abs_threshold: 16, balance_rel_threshold: 1.5, "
+        "eviction_interval_secs: 60, max_tree_size: 67108864 } | max_payload: 512MB",
+        "2025-11-04 10:05:37  INFO sglang_router_rs::server: src/server.rs:928: Initializing data connector: Memory",
+        "2025-11-04 10:05:37  INFO sglang_router_rs::server: src/server.rs:1031: Initializing workers for routing mode: Regular "
+        "{ worker_urls: [] }",
+        "2025-11-04 10:05:37 DEBUG sglang_router_rs::core::job_queue: src/core/job_queue.rs:249: Worker 0 processing job: "
+        "type=InitializeWorkers",
+    ])
+    # sgl-router's metrics.rs: sgl_router_active_workers is the number of workers it routes to; no per-worker health
+    r.gauges = {"sgl_router_active_workers": 0}
+    r.counters = {"sgl_router_requests{route=/v1/chat/completions}": (40, 6)}
+    for w in (p, d):  # nothing reaches the workers
+        w.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["prompt_tokens"] = (1_200_000, 0)
+    d.counters["generation_tokens"] = (900_000, 0)
+    return [p, d, r], {}
+
+
+@scenario("decode-hang-health-ok-generate-503", "decode-wedged", "https://github.com/sgl-project/sglang/issues/4191",
+          "DeepSeek-R1 (early 2025) serves some requests, then every chat completion and get_server_info hangs for 10+ "
+          "minutes while /health and get_model_info answer 200 (health_generate 503); no error line is written",
+          also=("prefill-wedged",), must_not=("healthy", "role-down", "config-crashloop"))
+def _hang_health_ok():
+    p, d, r = roles("0.4.3", "mini_lb")
+    d.gauges.update(num_running_reqs=4, token_usage=0.02, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (310_000, 0)
+    d.counters["num_requests"] = (1_200, 0)
+    d.logs = []
+    return [p, d, r], {}
+
+
+@scenario("decode-hang-after-few-requests-gb10", "decode-wedged", "https://github.com/sgl-project/sglang/issues/27949",
+          "0.5.12.post1, Qwen3.5-397B NVFP4 with TP=4 across four DGX Spark nodes (--max-running-requests 1): after 2-3 "
+          "normal completions every request, /health included, times out; reproduced 3/3",
+          also=("nccl-failure", "scheduler-watchdog"), must_not=("healthy", "role-down", "kv-cache-exhausted"))
+def _hang_gb10():
+    p, d, r = roles()
+    d.gauges.update(num_running_reqs=1, num_queue_reqs=2, token_usage=0.03)
+    d.counters["realtime_tokens{mode=decode}"] = (620, 0)
+    d.logs = []
+    d.health, d.health_error, d.nulls = None, "timeout after 5.0 s", True
+    return [p, d, r], {}
+
+
+@scenario("pd-decode-oom-prealloc-stuck", "kv-cache-exhausted", "https://github.com/sgl-project/sglang/issues/6857",
+          "0.4.6.post5 1P1D benchmark hangs: decode ran out of KV ('Decode out of memory happened'), retracted requests whose "
+          "KV had already arrived went back to the pre-allocation queue and are never popped; reserving decode tokens "
+          "(SGLANG_NUM_RESERVED_DECODE_TOKENS) avoids it", also=("decode-wedged",),
+          must_not=("healthy", "cuda-oom", "kv-transfer-failure", "role-down"))
+def _prealloc_stuck():
+    p, d, r = roles("0.4.6", "mini_lb")
+    d.gauges.update(num_running_reqs=0, num_queue_reqs=0, token_usage=0.97, gen_throughput=0.0,
+                    num_decode_prealloc_queue_reqs=11, num_decode_transfer_queue_reqs=0)
+    d.counters["generation_tokens"] = (900_000, 0)
+    d.logs = []  # the thread names the message but quotes no line of it
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["prompt_tokens"] = (1_200_000, 0)
+    return [p, d, r], {}
+
+
+@scenario("near-radix-cache-token-usage-high", "healthy", "https://github.com/sgl-project/sglang/issues/6778",
+          "RAG load: token usage sits at 0.96 after requests finish; a maintainer explains the finished requests' KV stays in "
+          "the radix cache as evictable slots and is reclaimed when needed; requests keep completing",
+          must_not=("kv-cache-exhausted", "decode-wedged", "cuda-oom"))
+def _radix_usage():
+    p, d, r = roles("0.4.6", "mini_lb")
+    d.logs = raw(["[TP0] Decode batch. #running-req: 36, #token: 958017, token usage: 0.96",
+                  '[INFO] "POST /v1/chat/completions" 200 OK',
+                  "[TP0] Decode batch. #running-req: 35, #token: 959430, token usage: 0.96"])
+    d.gauges.update(num_running_reqs=35, token_usage=0.96)
+    return [p, d, r], {}
+
+
+@scenario("import-error-kvcache-offload-manager", "config-crashloop", "https://github.com/sgl-project/sglang/pull/11007",
+          "main of late September 2025: scheduler.py imports the decode KV-offload manager, which does 'from sglang import "
+          "ServerArgs'; the import fails and no server starts until the fix (#11325)",
+          also=("router-no-healthy-workers",), must_not=("role-down", "kv-transfer-failure"))
+def _offload_import():
+    p, d, r = roles("0.5.3", "sgl-router")
+    lines = [
+        "    from sglang.srt.entrypoints.engine import _launch_subprocesses",
+        '  File "/work/sjy/sglang/python/sglang/srt/entrypoints/engine.py", line 45, in <module>',
+        "    from sglang.srt.managers.data_parallel_controller import (",
+        '  File "/work/sjy/sglang/python/sglang/srt/managers/data_parallel_controller.py", line 41, in <module>',
+        "    from sglang.srt.managers.scheduler import run_scheduler_process",
+        '  File "/work/sjy/sglang/python/sglang/srt/managers/scheduler.py", line 47, in <module>',
+        "    from sglang.srt.disaggregation.decode_kvcache_offload_manager import (",
+        '  File "/work/sjy/sglang/python/sglang/srt/disaggregation/decode_kvcache_offload_manager.py", line 7, in <module>',
+        "    from sglang import ServerArgs",
+    ]
+    crashloop(p, raw(lines), restarts=9)
+    crashloop(d, raw(lines), restarts=9)
+    return [p, d, r], {}
+
+
+@scenario("modulenotfound-pybase64", "config-crashloop", "https://github.com/sgl-project/sglang/issues/13276",
+          "sglang installed into a Python 3.14 environment without its dependency pybase64: 'import sglang' fails before "
+          "any argument is read, at every start", also=("router-no-healthy-workers",), must_not=("role-down", "gpu-fault"))
+def _pybase64():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(p, raw([
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 189, in _run_module_as_main',
+        '  File "<frozen runpy>", line 112, in _get_module_details',
+        '  File "/ceph/sharedfs/work/yutienchanglab/benjamin920101/miniconda3/envs/sglang_env/lib/python3.14/site-packages/'
+        'sglang/__init__.py", line 5, in <module>',
+        "    from sglang.lang.api import (",
+        "ModuleNotFoundError: No module named 'pybase64'",  # the thread's title
+    ]), restarts=6)
+    return [p, d, r], {}
+
+
+@scenario("rocm-dsv4-deep-gemm-missing", "config-crashloop", "https://github.com/sgl-project/sglang/issues/28141",
+          "DeepSeek-V4-Flash on one MI350X with the SGLang ROCm image: the V4 loader imports deep_gemm while loading weights; "
+          "it is not installed (and its wheel is CUDA-only), so the scheduler dies at every start",
+          also=("router-no-healthy-workers",), must_not=("role-down", "cuda-oom", "gpu-fault"))
+def _deep_gemm_missing():
+    p, d, r = roles()
+    crashloop(d, raw(["from deep_gemm import transform_sf_into_required_layout",
+                      "ModuleNotFoundError: No module named 'deep_gemm'"]), restarts=4)
+    d.started = T0 - timedelta(minutes=4)  # the weights load for minutes before the import fails
+    return [p, d, r], {}
+
+
+@scenario("transformers-backend-no-tp-size", "config-crashloop", "https://github.com/sgl-project/sglang/pull/9614",
+          "Gemma 3 launched with the transformers model implementation (Aug 2025): CUDA graph capture reads tp_size, which "
+          "TransformersForCausalLM lacks; the scheduler dies during start-up every time",
+          also=("router-no-healthy-workers",), must_not=("role-down", "cuda-oom"))
+def _transformers_tp_size():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(p, raw([
+        '  File "/root/sglang/python/sglang/srt/managers/scheduler.py", line 2609, in run_scheduler_process',
+        "    scheduler = Scheduler(",
+        "                ^^^^^^^^^^",
+        '  File "/root/sglang/python/sglang/srt/managers/scheduler.py", line 325, in __init__',
+        "    self.tp_worker = TpWorkerClass(",
+        "                     ^^^^^^^^^^^^^^",
+        '  File "/root/sglang/python/sglang/srt/model_executor/model_runner.py", line 350, in initialize',
+        "    self.init_device_graphs()",
+        '  File "/root/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 384, in __init__',
+        "    self.capture()",
+        "AttributeError: 'TransformersForCausalLM' object has no attribute 'tp_size'",  # the PR's title
+    ]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("long-prefill-monopolises-batch", "prefill-queue-saturation", "https://github.com/sgl-project/sglang/pull/34554",
+          "Kimi-K3 on 8xB300 (--chunked-prefill-size 8192): one tenant's 642K-912K-token prompts keep a long prefill in flight "
+          "for 50 minutes; each pass holds the whole chunk budget, every other request waits behind it and p99 TTFT climbs",
+          must_not=("prefill-wedged", "kv-transfer-failure", "healthy"))
+def _long_prefill():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=1, num_queue_reqs=46, token_usage=0.71)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (48_000_000, 24_576)  # three 8192-token passes in the window
+    p.counters["realtime_tokens{mode=prefill_cache}"] = (9_000_000, 0)
+    p.logs = []
+    d.gauges.update(num_running_reqs=9)
+    return [p, d, r], {}
+
+
+@scenario("near-prefill-serial-long-prompt", "healthy", "https://github.com/sgl-project/sglang/issues/4265",
+          "0.4.3-post2 DeepSeek R1 on 2x8 H800: a short request sent right after a 60K-token one waits ~10 s for that "
+          "prefill to finish; maintainers confirm prefill runs requests one after another: expected, not a fault",
+          must_not=("prefill-queue-saturation", "prefill-wedged", "decode-wedged"))
+def _prefill_serial():
+    p, d, r = roles("0.4.3", "mini_lb")
+    p.gauges.update(num_running_reqs=1, num_queue_reqs=1, token_usage=0.04)
+    p.counters["prompt_tokens"] = (2_400_000, 60_000)  # the long prompt finished inside the window
+    p.counters["num_requests"] = (900, 1)
+    return [p, d, r], {}
+
+
+
+@scenario("router-startup-timeout-300s", "config-crashloop", "https://github.com/sgl-project/sglang/issues/2778",
+          "sglang-router 0.1.x waits at most 300 s for its workers at start-up; workers loading a large model take longer, "
+          "so the router gives up and exits at every start (0.1.3 made the timeout configurable)",
+          also=("router-no-healthy-workers",), must_not=("role-down", "prefill-wedged", "decode-wedged", "healthy"))
+def _router_timeout_300():
+    p, d, r = roles("0.4.3", "sgl-router")
+    for w in (p, d):  # still loading weights: not answering yet
+        w.started = T0 - timedelta(minutes=4)
+        w.health, w.health_error, w.nulls = None, "connection refused", True
+        w.metrics_error = "connection refused"
+        w.logs = []
+    crashloop(r, raw(["Failed to create router: Timeout 300s waiting for workers to become healthy"]),  # the thread's title
+              restarts=3)
+    r.started = T0 - timedelta(seconds=360)  # exits ~300 s after it started
+    return [p, d, r], {}
+
+
+@scenario("prefill-hang-dp-reduce-scatter", "prefill-wedged", "https://github.com/sgl-project/sglang/issues/10124",
+          "DeepSeek with TP+DP+EP in PD (Sept 2025): the prefill ranks hang inside dp_reduce_scatter_tensor under load; "
+          "nothing is prefilled and the decode waits for KV; ten minutes later PyTorch's NCCL watchdog would kill them "
+          "(this is the probe during the hang, before that)", also=("nccl-failure",),
+          must_not=("healthy", "prefill-queue-saturation", "kv-transfer-failure", "role-down"))
+def _prefill_reduce_scatter_hang():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.gauges.update(num_running_reqs=8, num_queue_reqs=31, token_usage=0.18, num_prefill_prealloc_queue_reqs=0,
+                    num_prefill_inflight_queue_reqs=0)
+    p.counters["prompt_tokens"] = (6_400_000, 0)
+    p.counters["num_requests"] = (3_100, 0)
+    p.logs = []
+    p.health, p.health_error, p.nulls = None, "timeout after 5.0 s", True
+    d.gauges.update(num_running_reqs=0, num_decode_prealloc_queue_reqs=8, num_decode_transfer_queue_reqs=8, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (2_000_000, 0)
+    d.logs = []
+    return [p, d, r], {}
+
+start_limit("router-pd-requires-prefill", "router")
+after_fix("modulenotfound-pybase64", "prefill", "pybase64 installed into the environment; the ModuleNotFoundError lines "
+          "are from the runs before", CRASH)
+# -- KV-transfer failures and PD-pair wedges threads (2026-12-02) --
+
+@scenario("mooncake-efa-create-qp-segfault", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/24838",
+          "AWS p5en (EFA, rdmap88s0) with mooncake-transfer-engine-cuda13 0.3.10.post2: SGLang initialises Mooncake with a "
+          "hard-coded 'rdma' protocol, ibverbs QP creation fails on EFA and the prefill segfaults at the first KV transfer",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom", "gpu-fault", "healthy"))
+def _mooncake_efa_qp():
+    p, d, r = roles()
+    died(p, raw(["E0509 rdma_endpoint.cpp:76] Failed to create QP: Operation not supported [95]",
+                 "Fatal Python error: Segmentation fault",
+                 '  File ".../sglang/srt/disaggregation/mooncake/conn.py", line 687 in _send_kvcache_generic']),
+         status="11/SEGV", code="dumped")
+    p.started = T0 - timedelta(minutes=9)  # it served its warm-up, then died at the first real transfer
+    return [p, d, r], {}
+
+
+@scenario("mooncake-rnic-retry-exceeded-inactive", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/21395",
+          "2026-03 PD with Mooncake (HiCache on a Mooncake store): a KV write to the decode exceeds the RDMA transport retry "
+          "counter, Mooncake marks the local RNIC mlx5_9 inactive and the session to the decode fails; the prefill stays up",
+          must_not=("healthy", "prefill-queue-saturation", "config-crashloop", "role-down"))
+def _mooncake_rnic_inactive():
+    p, d, r = roles()
+    p.logs += raw([
+        "E0325 09:33:41.551047  8274 worker_pool.cpp:294] Worker: Process failed for slice (opcode: 1, source_addr: 0x7ef798060000, "
+        "length: 65536, dest_addr: 0x7f3056060000, local_nic: mlx5_9, peer_nic: 10.121.129.7:15867@mlx5_9, dest_rkey: 2491916, "
+        "retry_cnt: 0): transport retry counter exceeded",
+        "W0325 09:33:41.554718  8274 worker_pool.cpp:308] Too many errors found in local RNIC 10.121.129.5:16077@mlx5_9, mark it inactive",
+        "E0325 09:33:41.563210  8274 rdma_context.cpp:319] Context is not active: mlx5_9",
+        "E0325 09:33:41.565863  8274 rdma_context.cpp:319] Context is not active: mlx5_9",
+        "E0325 09:33:41.568619  8274 rdma_context.cpp:319] Context is not active: mlx5_9",
+        "E0325 09:33:41.584282  8497 rdma_transport.cpp:389] Device 0 is not active",
+        "[2026-03-25 09:33:41] Session 10.121.129.7:15867 failed.",
+    ])
+    p.counters["num_transfer_failed_reqs"] = (0, 1)
+    d.counters["num_transfer_failed_reqs"] = (0, 1)
+    return [p, d, r], {}
+
+
+@scenario("mooncake-bond-rnic-inactive-h20", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/8324",
+          "DeepSeek-R1 1P1D on two H20 nodes with bonded RoCE NICs (0.4.9, Mooncake): KV writes fail with local protection "
+          "errors, the RNIC is marked inactive and the outputs come back wrong; the NIXL backend works on the same hosts",
+          must_not=("healthy", "prefill-queue-saturation", "config-crashloop"))
+def _mooncake_bond_h20():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.logs += raw([
+        "W0724 03:14:20.702893 104002 worker_pool.cpp:303] Too many errors found in local RNIC 10.0.2.69:15858@mlx5_bond_2, mark it inactive",
+        "E0724 03:14:20.707079 104002 rdma_context.cpp:261] Context is not active: mlx5_bond_2",
+    ])
+    p.counters["num_transfer_failed_reqs"] = (0, 2)
+    return [p, d, r], {}
+
+
+@scenario("nixl-ucx-segfault-cueventquery-dsr1", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/23499",
+          "DeepSeek-R1 FP8, 2 prefill + 2 decode nodes over NIXL/UCX: two minutes into a benchmark the prefill segfaults in "
+          "NIXL's UCX progress thread (nixlUcxSharedThread -> ucp_worker_arm -> cuEventQuery) while sending KV chunks",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom", "gpu-fault", "healthy"))
+def _nixl_cueventquery_dsr1():
+    p, d, r = roles()
+    died(p, raw([
+        "!!!!!!! Segfault encountered !!!!!!!",
+        '  File "<unknown>", line 0, in gsignal',
+        '  File "<unknown>", line 0, in cuEventQuery',
+        '  File "<unknown>", line 0, in uct_cuda_base_iface_event_fd_arm',
+        '  File "<unknown>", line 0, in ucp_worker_arm',
+        '  File "<unknown>", line 0, in nixlUcxSharedThread::run()',
+        '  File "<unknown>", line 0, in 0xffffffffffffffff',
+    ]), status="11/SEGV", code="dumped")
+    return [p, d, r], {}
+
+
+@scenario("nixl-ucx-segfault-gb200-send-kvcache", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/23489",
+          "GB200 (ARM) PD over NIXL: the prefill worker segfaults in the NIXL/UCX layer during an active KV transfer to decode "
+          "(send_kv_chunk -> nixl conn.py), taking the job down", also=("role-down", "router-no-healthy-workers"),
+          must_not=("config-crashloop", "cuda-oom", "gpu-fault", "nccl-failure", "healthy"))
+def _nixl_gb200_segv():
+    p, d, r = roles()
+    died(p, raw([
+        "Fatal Python error: Segmentation fault",
+        "",
+        "Thread 0x0000e6b496d046a0 (most recent call first):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/nixl/conn.py", line 452 in _send_kvcache_generic',
+        '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/nixl/conn.py", line 466 in send_kvcache',
+        '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/nixl/conn.py", line 892 in add_transfer_request',
+        '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/nixl/conn.py", line 1065 in send',
+        '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/prefill.py", line 828 in send_kv_chunk',
+        '  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/prefill.py", line 540 in process_batch_result_disagg_prefill',
+        "",
+        "!!!!!!! Segfault encountered !!!!!!",
+        '  File "<unknown>", line 0, in gsignal',
+        '  File "<unknown>", line 0, in cuEventQuery',
+        '  File "<unknown>", line 0, in uct_cuda_base_iface_event_fd_arm',
+        '  File "<unknown>", line 0, in ucp_worker_arm',
+        '  File "<unknown>", line 0, in nixlUcxWorker::arm() const',
+        '  File "<unknown>", line 0, in nixlUcxSharedThread::run()',
+    ]), status="11/SEGV", code="dumped")
+    return [p, d, r], {}
+
+
+@scenario("nixl-ucx-progress-thread-segv-recurring", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/2102",
+          "a production PD deployment on 8xB200 over NIXL/UCX (SGLang v0.5.17 and NIXL 1.3.2 per the twin report "
+          "sgl-project/sglang#35189): the prefill segfaults in cuEventQuery from NIXL's UCX progress thread (no CUDA context "
+          "on it) about every 4.8 h, 9 times in 43 h; it is restarted each time",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom", "gpu-fault", "healthy"))
+def _nixl_progress_thread():
+    p, d, r = roles()
+    died(p, raw([
+        "Fatal Python error: Segmentation fault",
+        "",
+        '  File "<unknown>", line 0, in pthread_kill',
+        '  File "<unknown>", line 0, in gsignal',
+        '  File "<unknown>", line 0, in cuEventQuery',
+        '  File "<unknown>", line 0, in uct_cuda_base_iface_event_fd_arm',
+        '  File "<unknown>", line 0, in ucp_worker_arm',
+        '  File "<unknown>", line 0, in nixlUcxWorker::arm() const',
+        '  File "<unknown>", line 0, in nixlUcxSharedThread::run()',
+        '  File "<unknown>", line 0, in __clone',
+        '  File "<unknown>", line 0, in 0xffffffffffffffff',
+    ]), restarts=9, status="11/SEGV", code="dumped")
+    return [p, d, r], {}
+
+
+@scenario("mooncake-tcp-readbody-eof-multinode", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/10001",
+          "PD across two nodes with Mooncake over TCP and sgl-router: the decode's transfer sessions end with 'readBody failed. "
+          "Error: End of file', the decode answers 500 and the router reports 'Decode server returned error status'",
+          must_not=("healthy", "router-no-healthy-workers", "role-down", "config-crashloop"))
+def _tcp_readbody_eof():
+    p, d, r = roles("0.5.3", "sgl-router")
+    d.logs += raw([
+        "E0904 07:15:26.325699  5796 tcp_transport.cpp:172] Session::readBody failed. Error: End of file (value: 2), total_transferred_byt",
+        '[2025-09-04 07:15:26] INFO:     10.160.1.23:42180 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error',
+        "E0904 07:15:26.325783  5796 tcp_transport.cpp:172] Session::readBody failed. Error: End of file (value: 2), total_transferred_byt",
+    ])
+    d.counters["num_transfer_failed_reqs"] = (0, 2)
+    r.logs = raw([
+        "2025-09-04 07:15:26 ERROR http_request{method=POST uri=/v1/completions version=HTTP/1.1}: sglang_router_rs::routers::pd_router: "
+        "src/routers/pd_router.rs:565: Decode server returned error status decode_url=http://10.160.1.22:50000 status=500 Internal Server Error",
+        "2025-09-04 07:15:26 ERROR http_request{method=POST uri=/v1/completions version=HTTP/1.1}:http_request{method=POST "
+        "uri=/v1/completions version=HTTP/1.1 request_id=cmpl-hvNcVSx9FaPb13dmSHtom1fF status=500 Internal Server Error "
+        "latency=2.041450065s}: sglang_router_rs::response: src/middleware.rs:159: request failed with server error",
+    ])
+    return [p, d, r], {}
+
+
+@scenario("mooncake-tcp-writebody-bad-address-same-node", "kv-transfer-failure", "https://github.com/kvcache-ai/Mooncake/issues/383",
+          "SGLang PD on one machine following Mooncake's guide, without RoCE: Mooncake falls back to TCP, which cannot send the "
+          "KV held in GPU memory, and every transfer fails with 'Session::writeBody failed. Error: Bad address'",
+          must_not=("healthy", "config-crashloop", "prefill-queue-saturation"))
+def _tcp_writebody_same_node():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.logs += raw([
+        f"E0520 06:53:47.{us} 18592 tcp_transport.cpp:136] Session::writeBody failed. Error: Bad address (value: 14), "
+        "total_transferred_bytes_: 0, current transferred_bytes: 0" for us in ("272128", "272198", "272285", "272302", "272325", "272337")
+    ])
+    p.counters["num_transfer_failed_reqs"] = (0, 3)
+    d.counters["num_transfer_failed_reqs"] = (0, 3)
+    return [p, d, r], {}
+
+
+@scenario("mooncake-rocm-packet-mismatch-qp-rtr-timeout", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/27730",
+          "ROCm 7.0 single-node 1P1D pinned to rdma0..rdma7: the Mooncake P2P handshake gets a packet mismatch with an empty "
+          "peer NIC path, the QP never reaches RTR, the batch transfer times out after 30 s and the decode gives up on the prefill",
+          must_not=("healthy", "config-crashloop", "role-down", "prefill-queue-saturation"))
+def _rocm_packet_mismatch():
+    p, d, r = roles()
+    p.logs += raw([
+        "transfer_engine_impl.cpp:389] installTransport, type=rdma",
+        "rdma_endpoint.cpp:472] Invalid argument: received packet mismatch,",
+        "  local.local_nic_path: 10.42.21.26:15806@rdma0, local.peer_nic_path: 10.42.21.26:16416@rdma2,",
+        "  peer.local_nic_path: (empty), peer.peer_nic_path: (empty)",
+        "rdma_endpoint.cpp:1033] [Handshake] Failed to modify QP to RTR ... Connection timed out [110]",
+        "transfer_engine_py.cpp:614] Sync batch data transfer timeout after 30000001699ns",
+    ])
+    d.logs += raw(["KVTransferError: Failed to get kvcache from prefill instance, it might be dead"])
+    p.counters["num_transfer_failed_reqs"] = (0, 1)
+    d.counters["num_transfer_failed_reqs"] = (0, 1)
+    return [p, d, r], {}
+
+
+@scenario("decode-health-fails-after-prefill-died", "decode-wedged", "https://github.com/sgl-project/sglang/issues/12779",
+          "0.5.3-0.5.5 PD (DeepSeek-V3.1 on H20, Mooncake): the prefill died while requests were in KV transmission and was "
+          "restarted; the decode keeps them, makes no progress and fails its health checks until k8s kills it (fine in 0.5.2)",
+          also=("kv-transfer-failure",), must_not=("healthy", "role-down", "config-crashloop", "cuda-oom"))
+def _decode_health_after_prefill_died():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.restarts, p.started = 1, T0 - timedelta(minutes=4)
+    d.gauges.update(num_running_reqs=12, num_decode_transfer_queue_reqs=6, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (900_000, 0)
+    d.counters["num_requests"] = (590, 0)
+    d.logs = []
+    d.health, d.health_error = None, "timeout after 5.0 s"
+    return [p, d, r], {}
+
+
+@scenario("nixl-no-heartbeat-restarted-prefill", "kv-transfer-failure", "https://github.com/ai-dynamo/nixl/issues/795",
+          "SGLang PD over NIXL (Sept 2025): a prefill died (OOM) and was restarted; without Mooncake's heartbeat checker the "
+          "restarted prefill cannot pair with the running decodes and every request waits until all instances are restarted",
+          must_not=("healthy", "role-down", "config-crashloop", "prefill-wedged"))
+def _nixl_no_heartbeat():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.restarts, p.started = 1, T0 - timedelta(minutes=6)
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0, num_prefill_inflight_queue_reqs=3)
+    p.counters["prompt_tokens"] = (4_000, 0)
+    p.counters["num_requests"] = (3, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=3, gen_throughput=0.0)
+    d.counters["generation_tokens"] = (900_000, 0)
+    d.counters["num_requests"] = (590, 0)
+    p.logs, d.logs = [], []
+    return [p, d, r], {}
+
+
+@scenario("near-mooncake-startup-info-lines", "healthy", "https://github.com/sgl-project/sglang/issues/6836",
+          "SGLang with DP attention and Mooncake (June 2025), started a minute ago and serving: Mooncake's glog start-up "
+          "lines as the thread prints them ('Logging before InitGoogleLogging() is written to STDERR', metrics thread, P2P "
+          "handshake listener) are info, not errors",
+          must_not=("kv-transfer-failure", "config-crashloop", "role-down"))
+def _mooncake_startup_info():
+    p, d, r = roles("0.4.6", "mini_lb")
+    p.started = T0 - timedelta(seconds=90)
+    p.logs = raw([
+        "WARNING: Logging before InitGoogleLogging() is written to STDERR",
+        "I0616 07:25:02.232740 43138 transfer_engine.cpp:361] Metrics reporting thread started (interval: 5s)",
+        "[2025-06-16 07:25:02 DP2 TP2] Mooncake Configuration loaded successfully.",
+        "[2025-06-16 07:25:02 DP0 TP0] Mooncake Configuration loaded successfully.",
+        "[2025-06-16 07:25:02 DP1 TP1] Mooncake Configuration loaded successfully.",
+        "I0616 07:25:02.233919 40410 transfer_engine.cpp:44] Transfer Engine starting. Server: localhost:12981, Metadata: "
+        "P2PHANDSHAKE, ip_or_host_name: localhost, rpc_port: 12981",
+        "WARNING: Logging before InitGoogleLogging() is written to STDERR",
+        "I0616 07:25:02.233950 40410 transfer_engine.cpp:100] Transfer Engine RPC using P2P handshake, listening on localhost:12981",
+    ]) + p.logs
+    return [p, d, r], {}
+
+
+@scenario("near-mooncake-te-latency-stats", "healthy", "https://github.com/sgl-project/sglang/issues/29955",
+          "a 2026 PD prefill with Mooncake HiCache serving chunked prefills: the transfer engine's 5 s '[Metrics] Transfer "
+          "Engine Stats' line with its latency distribution is routine reporting, not a transfer error",
+          must_not=("kv-transfer-failure", "prefill-queue-saturation", "prefill-wedged"))
+def _mooncake_te_stats():
+    p, d, r = roles()
+    p.logs = raw([
+        "I0702 14:16:19.742280 188260 transfer_engine_impl.cpp:1009] [Metrics] Transfer Engine Stats (over last 5s): Throughput: "
+        "75.31 MB/s | Latency Distribution (count=1923): 50-100μs:0.3%, 100-200μs:0.3%, 200-500μs:0.1%, 1000-2000μs:0.3%, "
+        "2000-5000μs:1.1%, 5000-10000μs:2.4%, 10000-20000μs:3.1%, 20000-50000μs:9.7%, 50000-100000μs:15.2%, "
+        "100000-200000μs:23.7%, 200000-500000μs:40.9%, 500000-1000000μs:2.8%",
+        "[2026-07-02 14:16:20 TP0] Prefill batch, #new-seq: 1, #new-token: 8192, #cached-token: 85248, full token usage: 0.18, "
+        "mamba usage: 0.54, #running-req: 8, #queue-req: 0, #pending-token: 13654, cuda graph: False, input throughput (token/s): 5797.58",
+    ])
+    return [p, d, r], {}
+
+
+@scenario("bootstrap-parallel-info-none-decode-crash", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/6413",
+          "0.4.6.post4 DeepSeek-V3 decode on H20: the decode cannot fetch the prefill's parallel info from the bootstrap "
+          "server, unpacks None and its scheduler dies on the first request (a /health_generate)",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom", "healthy"))
+def _bootstrap_info_none():
+    p, d, r = roles("0.4.6", "mini_lb")
+    died(d, raw([
+        "    self.prefill_tp_size, self.prefill_dp_size = (",
+        "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        "TypeError: cannot unpack non-iterable NoneType object",
+        "",
+        "[2025-05-19 14:37:28 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/media/nvme/josef/sglang/python/sglang/srt/managers/scheduler.py", line 2279, in run_scheduler_process',
+        "    scheduler.event_loop_overlap_disagg_decode()",
+        '  File "/media/nvme/anaconda3/envs/josef/lib/python3.12/site-packages/torch/utils/_contextlib.py", line 116, in decorate_context',
+        "    return func(*args, **kwargs)",
+        "           ^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/media/nvme/josef/sglang/python/sglang/srt/disaggregation/decode.py", line 521, in event_loop_overlap_disagg_decode',
+        "    self.process_input_requests(recv_reqs)",
+        '  File "/media/nvme/josef/sglang/python/sglang/srt/managers/scheduler.py", line 882, in process_input_requests',
+        "    output = self._request_dispatcher(recv_req)",
+        "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/media/nvme/josef/sglang/python/sglang/utils.py", line 471, in __call__',
+        "    return fn(obj)",
+        "           ^^^^^^^",
+        '  File "/media/nvme/josef/sglang/python/sglang/srt/managers/scheduler.py", line 1038, in handle_generate_request',
+        "    self._add_request_to_queue(req)",
+    ]))
+    d.started = T0 - timedelta(minutes=10)  # up and answering until its first request
+    return [p, d, r], {}
+
+
+@scenario("bootstrap-port-mismatch-decode-crash", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/11747",
+          "0.5.3 PD: the prefill's bootstrap port and the router's disagree; the decode's fetch of the prefill's parallel info "
+          "is refused ([Errno 111]) and its disaggregation event loop dies with the exception",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "cuda-oom", "healthy"))
+def _bootstrap_port_mismatch():
+    p, d, r = roles("0.5.3", "sgl-router")
+    died(d, raw([
+        "[2025-10-29 11:00:44] Error fetching prefill parallel info from bootstrap: HTTPConnectionPool(host='127.0.0.1', port=8998): "
+        "Max retries exceeded with url: /route?engine_rank=-1&target_dp_group=-1&target_pp_rank=-1 (Caused by "
+        "NewConnectionError('<urllib3.connection.HTTPConnection object at 0x7fedda7b95d0>: Failed to establish a new connection: "
+        "[Errno 111] Connection refused'))",
+        "[2025-10-29 11:00:44] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "sglang-deepep-venv-0.5.3/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2883, in run_scheduler_process',
+        "    scheduler.event_loop_overlap_disagg_decode()",
+        '  File "sglang-deepep-venv-0.5.3/lib/python3.11/site-packages/torch/utils/_contextlib.py", line 120, in decorate_context',
+        "    return func(*args, **kwargs)",
+        "           ^^^^^^^^^^^^^^^^^^^^^",
+    ]))
+    d.started = T0 - timedelta(minutes=10)  # up and answering until its first request
+    return [p, d, r], {}
+
+
+@scenario("near-unexpected-polling-state-warning", "healthy", "https://github.com/sgl-project/sglang/issues/25063",
+          "2026 PD with Mooncake: the prefill occasionally warns of an unexpected KVPoll.Bootstrapping state in its inflight "
+          "queue and treats the request as undone; it completes normally later and the pair keeps serving",
+          must_not=("kv-transfer-failure", "prefill-wedged", "prefill-queue-saturation"))
+def _unexpected_polling_state():
+    p, d, r = roles()
+    p.logs += ["Unexpected polling state 1 for rid <rid> in inflight queue; treating as undone"]
+    return [p, d, r], {}
+
+
+@scenario("mooncake-tcp-cannot-assign-address-sustained", "kv-transfer-failure", "https://github.com/sgl-project/sglang/issues/23272",
+          "2026 Qwen3-32B 2P2D on H200 with Mooncake over TCP under sustained load: the prefill's TCP transport cannot connect "
+          "('Cannot assign requested address'), the session to the decode fails and KV chunks are not sent; NIXL works",
+          must_not=("healthy", "config-crashloop", "role-down", "prefill-queue-saturation"))
+def _tcp_cannot_assign():
+    p, d, r = roles()
+    p.logs = raw([
+        "qwen3-32b-sglang-2p2d-prefill-0-1  | [2026-04-30 16:02:25] Prefill batch, #new-seq: 1, #new-token: 276, #cached-token: 8657, "
+        "token usage: 0.25, #running-req: 0, #queue-req: 8, #prealloc-req: 24, #inflight-req: 8, cuda graph: False, input "
+        "throughput (token/s): 47.86",
+        "qwen3-32b-sglang-2p2d-prefill-0-1  | E0430 16:02:26.014493   391 tcp_transport.cpp:542] TcpTransport::startTransfer "
+        "encountered an ASIO exception. Slice details - source_addr: 0x3da7e4c800, length: 569344, opcode: 1, target_id: 2. "
+        "Exception: connect: Cannot assign requested address",
+        "qwen3-32b-sglang-2p2d-prefill-0-1  | [2026-04-30 16:02:26] Session 172.20.0.9:15004 failed.",
+    ])
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=8, token_usage=0.25, num_prefill_prealloc_queue_reqs=24,
+                    num_prefill_inflight_queue_reqs=8)
+    p.counters["num_transfer_failed_reqs"] = (0, 1)
+    d.logs = raw([
+        "qwen3-32b-sglang-2p2d-decode-0-1   | [2026-04-30 16:02:25] Decode batch, #running-req: 1, #token: 240492, token usage: 0.92, "
+        "pre-allocated usage: 0.88, #prealloc-req: 6, #transfer-req: 26, #retracted-req: 0, cuda graph: True, gen throughput "
+        "(token/s): 51.45, #queue-req: 0",
+    ])
+    d.gauges.update(num_running_reqs=1, token_usage=0.92, num_decode_transfer_queue_reqs=26, num_decode_prealloc_queue_reqs=6)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 150)
+    d.counters["num_transfer_failed_reqs"] = (0, 1)
+    return [p, d, r], {}
+
+
+@scenario("nixl-swa-state-never-sent-decode-waits", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/18939",
+          "2026-02 NIXL PD of a hybrid-attention model (DeepSeek V3.2, Wide EP): the NIXL connector never transfers the SWA/NSA "
+          "state, so the decode waits for a state notification that never comes while the prefill has moved on",
+          also=("decode-wedged",), must_not=("healthy", "prefill-wedged", "prefill-queue-saturation", "role-down"))
+def _nixl_swa_state():
+    p, d, r = roles()
+    p.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+    p.counters["realtime_tokens{mode=prefill_compute}"] = (1_200_000, 0)
+    p.counters["realtime_tokens{mode=prefill_cache}"] = (300_000, 0)
+    d.gauges.update(num_running_reqs=0, num_decode_transfer_queue_reqs=4)
+    d.counters["realtime_tokens{mode=decode}"] = (5_000_000, 0)
+    p.logs, d.logs = [], []
+    return [p, d, r], {}
+
+
+stayed_down("nixl-ucx-segfault-cueventquery-dsr1", "prefill", "the benchmark job's prefill stays dead after the segfault (no "
+            "restart)")
+after_fix("mooncake-efa-create-qp-segfault", "prefill", "MOONCAKE_PROTOCOL=efa with a Mooncake wheel built with USE_EFA=ON; "
+          "restarted, it serves and the segfault precedes this run", CRASH + ("kv-transfer-failure",))
+
+
 # -- NCCL, GPU, OOM, watchdog and role-down threads (2026-12-02) --------------------------------
 
 def _kernel_from(lines: list[str], node: str, first: timedelta) -> dict:
