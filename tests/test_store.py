@@ -397,6 +397,37 @@ def test_concurrent_lock_takers_exactly_one_wins(database_url):
     [s.close() for s in stores]
 
 
+def test_one_plan_waits_per_key_across_instances_and_the_key_frees_when_it_leaves_planned(database_url):
+    """Six instances planning the same class's restart of a role at once (each from its own probe) get one row;
+    once it is approved the key is free, so the next incident's plan is a new row."""
+    Store(database_url).close()
+    stores = [Store(database_url) for _ in range(6)]
+    barrier = threading.Barrier(len(stores))
+    ids: list[str] = []
+
+    def _plan(i: int, s: Store) -> None:
+        barrier.wait()
+        ids.append(s.create_action(kind="restart", cluster="lab", role="decode", plan={}, reason="decode-wedged",
+                                   requested_by=f"alert:{i}", surface="alert", ttl=timedelta(minutes=15),
+                                   plan_key=f"probe{i}:decode", waiting_key="lab/decode/decode-wedged").id)
+
+    threads = [threading.Thread(target=_plan, args=(i, s)) for i, s in enumerate(stores)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(ids) == 6 and len(set(ids)) == 1 and len(stores[0].actions()) == 1
+    assert stores[0].waiting_action("lab/decode/decode-wedged").id == ids[0]
+    approved = stores[0].approve_action(ids[0], "U0BOB", "slack", timedelta(minutes=5))
+    assert approved is not None and approved.waiting_key is None
+    assert stores[0].waiting_action("lab/decode/decode-wedged") is None
+    later = stores[1].create_action(kind="restart", cluster="lab", role="decode", plan={}, reason="decode-wedged",
+                                    requested_by="alert:x", surface="alert", ttl=timedelta(minutes=15),
+                                    plan_key="probe9:decode", waiting_key="lab/decode/decode-wedged")
+    assert later.id != ids[0] and len(stores[0].actions()) == 2
+    moved = stores[0].transition(later.id, ("planned",), "refused", actor="U0BOB", surface="slack", what="dismissed")
+    assert moved is not None and moved.waiting_key is None
+    [s.close() for s in stores]
+
+
 def test_models_and_migrations_agree(database_url):
     """A model changed without a migration (or the reverse) shows up here, on both backends."""
     from alembic.autogenerate import compare_metadata

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opsbot.act.restart import request_restart
+from opsbot.act.restart import expire_lapsed, request_restart
 from opsbot.contracts import Diagnosis
 from opsbot.inventory import Inventory
 from opsbot.settings import Settings
 from opsbot.store import Store
-from opsbot.store.models import now
 
 
 @dataclass
@@ -32,14 +31,16 @@ def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, prob
         for remedy in finding.remedies:
             if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role or remedy.role in out.plans:
                 continue
-            live = _live_plan(store, cluster, remedy.role, finding.incident)
+            waiting = f"{cluster}/{remedy.role}/{finding.incident}"
+            live = _live_plan(store, cluster, remedy.role, waiting, actor=actor, surface=surface)
             if live is not None:
                 out.plans[remedy.role] = live
                 continue
             try:
                 action, _ = request_restart(store, inventory, [remedy.role], actor=actor, surface=surface,
                                             cluster=cluster, reason=f"{finding.incident} (probe {probe_id})",
-                                            settings=settings, plan_key=f"{probe_id}:{remedy.role}")
+                                            settings=settings, plan_key=f"{probe_id}:{remedy.role}",
+                                            waiting_key=waiting)
             except Exception as exc:  # noqa: BLE001 - a plan the guardrails refuse: said instead of a button
                 out.refused.append(f"restart {remedy.role}: {exc}")
                 continue
@@ -47,17 +48,15 @@ def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, prob
     return out
 
 
-def _live_plan(store: Store, cluster: str, role: str, incident: str) -> str | None:
-    """A restart of ``role`` that runs (or is approved), or that was planned for ``incident`` and still waits
-    for approval (its id): a second plan beside it would only be refused by the lock or the cooldown."""
-    at = now()
-    for state in ("executing", "approved", "planned"):
+def _live_plan(store: Store, cluster: str, role: str, waiting: str, *, actor: str, surface: str) -> str | None:
+    """A restart of ``role`` that runs (or is approved), or the plan waiting for approval under ``waiting``
+    (cluster/role/incident class; a lapsed one expires here): a second plan beside it would only be refused by
+    the lock or the cooldown."""
+    for state in ("executing", "approved"):
         for a in store.actions(state=state, cluster=cluster, limit=50):
-            roles = a.role.split(",")
-            if not any(r == role or r.startswith(f"{role}-") for r in roles):
-                continue
-            if state == "planned" and not (a.reason or "").startswith(f"{incident} ("):
-                continue  # a restart approved or running is the one for this role, whatever named it
-            if state != "planned" or a.expires_at > at:
-                return str(a.id)
-    return None
+            if any(r == role or r.startswith(f"{role}-") for r in a.role.split(",")):
+                return str(a.id)  # the restart under way is the one for this role, whatever named it
+    planned = store.waiting_action(waiting)
+    if planned is None or expire_lapsed(store, planned, actor=actor, surface=surface):
+        return None
+    return str(planned.id)

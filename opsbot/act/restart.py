@@ -89,14 +89,17 @@ def _holder_dead(holder: str) -> bool:
 
 def request_restart(store: Store, inventory: Inventory, roles: list[str], *, actor: str, surface: str,
                     cluster: str | None = None, pair: bool = False, reason: str | None = None,
-                    settings: Settings, plan_key: str | None = None) -> tuple[Action, RestartPlan]:
+                    settings: Settings, plan_key: str | None = None,
+                    waiting_key: str | None = None) -> tuple[Action, RestartPlan]:
     """Plan and record a restart (state ``planned``); unknown roles and unsafe plans raise before anything.
 
-    With ``plan_key``, an action already planned under that key is returned instead of a second one."""
+    With ``plan_key`` (or ``waiting_key``: one plan waiting per key), an action already under that key is
+    returned instead of a second one."""
     plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings)
     action = store.create_action(kind="restart", cluster=plan.cluster, role=",".join(plan.roles),
                                  plan=plan.model_dump(mode="json"), reason=reason, requested_by=actor,
-                                 surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s), plan_key=plan_key)
+                                 surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s), plan_key=plan_key,
+                                 waiting_key=waiting_key)
     if not settings.restart_requires_approval and action.state == "planned":
         action = approve(store, action.id, "policy:no-approval-required", surface, settings)
     return action, plan
@@ -110,15 +113,22 @@ def approve(store: Store, action_id: str, approver: str, surface: str, settings:
         raise ApprovalRefused(str(exc.args[0])) from exc
     if action.state != "planned":
         raise ApprovalRefused(f"action {action_id} is {action.state}, not waiting for approval")
-    if action.expires_at <= now():
-        _move(store, action_id, ("planned",), "expired", actor=approver, surface=surface, what="restart expired",
-                         outcome=f"plan expired unapproved at {action.expires_at:%H:%M:%S} UTC")
+    if expire_lapsed(store, action, actor=approver, surface=surface):
         raise ApprovalRefused(f"action {action_id} expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC before "
                               "it was approved; request the restart again")
     approved = store.approve_action(action_id, approver, surface, timedelta(seconds=settings.approval_ttl_s))
     if approved is None:
         raise ApprovalRefused(f"action {action_id} changed state while approving; see `opsbot actions list`")
     return approved
+
+
+def expire_lapsed(store: Store, action: Action, *, actor: str, surface: str) -> bool:
+    """A planned action past its approval deadline moves to ``expired`` (and frees its waiting key); whether it had."""
+    if action.state != "planned" or action.expires_at > now():
+        return False
+    _move(store, action.id, ("planned",), "expired", actor=actor, surface=surface, what="restart expired",
+          outcome=f"plan expired unapproved at {action.expires_at:%H:%M:%S} UTC")
+    return True
 
 
 def _move(store: Store, action_id: str, from_states: tuple[str, ...], to_state: str, **kw: Any) -> Action | None:

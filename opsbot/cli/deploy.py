@@ -223,7 +223,7 @@ def recall_after_deploy(settings: Settings, cluster: str) -> None:
     import getpass
 
     from opsbot.bundle import Trigger
-    from opsbot.cli.probe import cli_flow
+    from opsbot.cli.flowroot import cli_flow
     from opsbot.cli.recall import cost_line, run_with_progress, show_result
     from opsbot.collect.recall import plan_from
     from opsbot.flow import InventoryUnavailable

@@ -83,7 +83,8 @@ def ask(
     """
     from opsbot.bundle import Trigger
     from opsbot.chat.intents import parse_intent
-    from opsbot.cli.probe import cli_flow, keep_bundle, load_or_exit, run_with_progress
+    from opsbot.cli.flowroot import cli_flow, keep_bundle, load_or_exit
+    from opsbot.cli.probe import run_with_progress
     from opsbot.collect.probe import scope
     from opsbot.diagnose import diagnose
     from opsbot.inventory import UnknownRole

@@ -29,7 +29,7 @@ def check(file: Path | None = typer.Argument(None, help="inventory YAML (default
     """Validate FILE, connect to every node (host keys verified) and check every unit exists."""
     import asyncio
 
-    from opsbot.cli.probe import load_or_exit
+    from opsbot.cli.flowroot import load_or_exit
     from opsbot.collect.check import check_inventory
     from opsbot.settings import get_settings
 

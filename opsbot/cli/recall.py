@@ -140,7 +140,7 @@ def recall_command(
     import getpass
 
     from opsbot.bundle import Trigger
-    from opsbot.cli.probe import cli_flow, save_bundle
+    from opsbot.cli.flowroot import cli_flow, save_bundle
     from opsbot.flow import InventoryUnavailable
     from opsbot.inventory import UnknownRole
     from opsbot.parse.recall import short_length, summarize

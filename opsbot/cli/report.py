@@ -70,7 +70,8 @@ def _save(store: Store, report: StatusReport, period: str) -> None:
 def _fresh_probe(settings: Settings) -> tuple[Bundle, list[str]]:
     """A probe through the flow (diagnosed once, recorded): the report starts from it."""
     from opsbot.bundle import Trigger
-    from opsbot.cli.probe import cli_flow, load_or_exit, run_with_progress
+    from opsbot.cli.flowroot import cli_flow, load_or_exit
+    from opsbot.cli.probe import run_with_progress
 
     load_or_exit(settings.inventory_path())
     flow = cli_flow(settings)

@@ -4,23 +4,31 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opsbot.slack.blocks import escape, section
 
 if TYPE_CHECKING:
     from opsbot.contracts.alerts import StoredAlert
-    from opsbot.flow import ProbeResult
-    from opsbot.slack.app import SlackSurface
+    from opsbot.flow import Flow, ProbeResult
 
 CLAIM_STALE = timedelta(minutes=2)
 WAIT_FOR_THREAD_S = 15.0
 
 
+class ThreadSurface(Protocol):
+    """What the alert threads use of the Slack surface (``opsbot.slack.app.SlackSurface``)."""
+
+    flow: Flow
+    client: Any  # slack_sdk's AsyncWebClient
+
+    def result_blocks(self, result: ProbeResult) -> list[dict[str, Any]]: ...
+
+
 class AlertThreads:
     """Maps an alert group (``groupKey``) to its thread, kept in the store's ``slack_threads`` table."""
 
-    def __init__(self, surface: SlackSurface) -> None:
+    def __init__(self, surface: ThreadSurface) -> None:
         self.surface = surface
 
     async def finding(self, group_key: str, alerts: list[StoredAlert], result: ProbeResult | None, error: str | None) -> None:

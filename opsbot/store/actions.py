@@ -35,17 +35,18 @@ class ActionRecords:
     # -- actions ------------------------------------------------------------------------------
 
     def create_action(self, *, kind: str, cluster: str, role: str, plan: dict[str, Any], reason: str | None,
-                      requested_by: str, surface: str, ttl: timedelta, plan_key: str | None = None) -> Action:
-        """A new ``planned`` action; with ``plan_key``, the one already planned under that key if there is one."""
-        if plan_key is not None:
-            existing = self.read(lambda s: s.scalars(select(Action).where(Action.plan_key == plan_key)).first())
-            if existing is not None:
-                return existing
+                      requested_by: str, surface: str, ttl: timedelta, plan_key: str | None = None,
+                      waiting_key: str | None = None) -> Action:
+        """A new ``planned`` action; with ``plan_key`` (or ``waiting_key``), the one already under that key if there
+        is one. Both keys are unique columns, so two instances planning at once end up with one row."""
+        existing = self._under(plan_key, waiting_key)
+        if existing is not None:
+            return existing
 
         def _add(s: Session) -> Action:
             row = Action(id=uuid.uuid4().hex[:12], kind=kind, cluster=cluster, role=role, state="planned",
                          plan=plan, reason=reason, requested_by=requested_by, surface=surface,
-                         expires_at=now() + ttl, plan_key=plan_key)
+                         expires_at=now() + ttl, plan_key=plan_key, waiting_key=waiting_key)
             s.add(row)
             s.add(audit_row(requested_by, surface, f"{kind} planned", {"action": row.id, "reason": reason},
                              cluster, role))
@@ -54,9 +55,21 @@ class ActionRecords:
         try:
             return self.write(_add, "create action")
         except IntegrityError:  # another instance planned it between our read and our write
-            if plan_key is None:
+            row = self._under(plan_key, waiting_key)
+            if row is None:
                 raise
-            return self.read(lambda s: s.scalars(select(Action).where(Action.plan_key == plan_key)).one())
+            return row
+
+    def _under(self, plan_key: str | None, waiting_key: str | None) -> Action | None:
+        if plan_key is not None:
+            row = self.read(lambda s: s.scalars(select(Action).where(Action.plan_key == plan_key)).first())
+            if row is not None:
+                return row
+        return self.waiting_action(waiting_key) if waiting_key is not None else None
+
+    def waiting_action(self, waiting_key: str) -> Action | None:
+        """The plan waiting for approval under ``waiting_key`` (cluster/role/incident class), if any."""
+        return self.read(lambda s: s.scalars(select(Action).where(Action.waiting_key == waiting_key)).first())
 
     def action(self, action_id: str) -> Action:
         row = self.read(lambda s: s.get(Action, action_id))
@@ -82,8 +95,9 @@ class ActionRecords:
         """Compare-and-set the action's state (and other columns) with its audit entry; None if the state moved."""
 
         def _go(s: Session) -> Action | None:
+            leaving = {} if to_state == "planned" else {"waiting_key": None}
             res = s.execute(update(Action).where(Action.id == action_id, Action.state.in_(from_states))
-                            .values(state=to_state, **values))
+                            .values(state=to_state, **leaving, **values))
             if res.rowcount != 1:  # type: ignore[attr-defined]
                 return None
             row = s.get(Action, action_id)
@@ -102,7 +116,7 @@ class ActionRecords:
             res = s.execute(update(Action).where(Action.id == action_id, Action.state == "planned",
                                                  Action.expires_at > at)
                             .values(state="approved", approved_by=approver, approved_surface=surface,
-                                    approved_at=at, expires_at=at + ttl))
+                                    approved_at=at, expires_at=at + ttl, waiting_key=None))
             if res.rowcount != 1:  # type: ignore[attr-defined]
                 return None
             row = s.get(Action, action_id)

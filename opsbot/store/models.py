@@ -176,6 +176,8 @@ class Action(Base):
     outcome: Mapped[str | None] = mapped_column(Text)
     evidence_probe_id: Mapped[str | None] = mapped_column(ForeignKey("probes.id", ondelete="SET NULL"))
     plan_key: Mapped[str | None] = mapped_column(String(200), unique=True)  # probe:role for a planned remedy
+    # cluster/role/incident class of a remedy's plan while it waits for approval (cleared when it leaves planned)
+    waiting_key: Mapped[str | None] = mapped_column(String(200), unique=True)
 
 
 class Approval(Base):

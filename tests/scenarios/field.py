@@ -2519,6 +2519,443 @@ after_fix("mooncake-efa-create-qp-segfault", "prefill", "MOONCAKE_PROTOCOL=efa w
           "restarted, it serves and the segfault precedes this run", CRASH + ("kv-transfer-failure",))
 
 
+# -- NCCL, GPU, OOM, watchdog and role-down threads (2026-12-02) --------------------------------
+
+def _kernel_from(lines: list[str], node: str, first: timedelta) -> dict:
+    """Kernel lines as ``journalctl -k`` shows them on ``node``, verbatim, a second apart from ``T0 - first``."""
+    stamped = [f"{(T0 - first + timedelta(seconds=i)).strftime('%Y-%m-%dT%H:%M:%S')}+0000 {node} kernel: {line}"
+               for i, line in enumerate(lines)]
+    return {"kernel": {node: "\n".join(stamped) + "\n"}}
+
+
+@scenario("deepep-low-latency-cuda-graph-oom", "cuda-oom", "https://github.com/sgl-project/sglang/issues/5285",
+          "DeepSeek with DeepEP low-latency over two 8xH20 nodes: CUDA graph capture runs out of GPU memory (448 MiB on GPU 7) "
+          "while the scheduler starts; every start dies the same way",
+          also=("config-crashloop", "router-no-healthy-workers"), must_not=("role-down", "nccl-failure", "gpu-fault"))
+def _deepep_ll_graph_oom():
+    p, d, r = roles("0.4.6", "mini_lb")
+    crashloop(d, raw([
+        "Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2009, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 259, in __init__',
+        "    self.tp_worker = TpWorkerClass(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 63, in __init__',
+        "    self.worker = TpModelWorker(server_args, gpu_id, tp_rank, dp_rank, nccl_port)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker.py", line 74, in __init__',
+        "    self.model_runner = ModelRunner(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 178, in __init__',
+        "    self.initialize(min_per_gpu_memory)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 216, in initialize',
+        "    self.init_cuda_graphs()",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 934, in init_cuda_graphs',
+        "    self.cuda_graph_runner = CudaGraphRunner(self)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 269, in __init__',
+        "    raise Exception(",
+        "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 448.00 MiB. GPU 7 has a total capacity of 95.00",
+    ]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("gpu-dropped-rtx-pro-6000", "gpu-fault", "https://github.com/ormandj/sglang-glm53-flash-sm120/issues/11",
+          "GLM on RTX PRO 6000 (sm120) with HiCache: one GPU drops out during inference; the scheduler dies on 'CUDA error: "
+          "unspecified launch failure' and aborts; nvidia-smi no longer reaches that GPU (a hardware problem, per the thread)",
+          also=("role-down", "router-no-healthy-workers"), must_not=("cuda-oom", "config-crashloop", "kv-cache-exhausted"))
+def _gpu_dropped_rtx6000():
+    p, d, r = roles()
+    died(p, raw([
+        "[2026-09-21 05:21:24 TP0] Prefill batch, #new-seq: 1, #new-token: 4096, #cached-token: 0,",
+        "  full token usage: 0.66, mamba usage: 0.14, #queue-req: 1, #pending-token: 183287, ...",
+        "[2026-09-21 05:21:24 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "  ...",
+        '  File ".../sglang/srt/mem_cache/memory_pool.py", line 1463, in alloc',
+        "    self.req_index_to_mamba_index_mapping[select_index] = mamba_index_tensor",
+        "    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~^^^^^^^^^^^^^^",
+        "torch.AcceleratorError: CUDA error: unspecified launch failure",
+        "Search for `cudaErrorLaunchFailure' in ...",
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+        "",
+        "[rank0]:[W921 05:21:24 CachingHostAllocator.cpp:26] Warning: Exception in pinned allocator free(), rethrowing",
+        "terminate called after throwing an instance of 'c10::AcceleratorError'",
+        "  what():  CUDA error: unspecified launch failure",
+        "...",
+        "Fatal Python error: Aborted",
+    ]), status="6/ABRT", code="dumped")
+    return [p, d, r], {"gpus": {"node1": gpu_csv(4, lost=(0,))}}
+
+
+XID13_KIMI = [
+    "NVRM: Xid (PCI:0000:9a:00): 13, Graphics SM Cga Exception on (GPC 1, TPC 3, SM 1): CTA Not Present",
+    "NVRM: Xid (PCI:0000:9a:00): 13, Graphics Exception: ESR 0x54a7b0=0x0 0x54a7b4=0x20 0x54a7a8=0x1f81fb60 0x54a7ac=0x1174",
+    "NVRM: Xid (PCI:0000:9a:00): 13, Graphics SM Cga Exception on (GPC 4, TPC 5, SM 1): CTA Not Present",
+    "NVRM: Xid (PCI:0000:9a:00): 13, Graphics Exception: ESR 0x54e730=0x0 0x54e734=0x20 0x54e728=0x1f81fb60 0x54e72c=0x1174",
+    "NVRM: Xid (PCI:0000:9a:00): 13, Graphics Exception: ESR 0x54e7b0=0x0 0x54e7b4=0x20 0x54e7a8=0x1f81fb60 0x54e7ac=0x1174",
+]
+
+
+@scenario("near-xid13-kimi-k3-restarted", "healthy", "https://github.com/sgl-project/sglang/issues/34260",
+          "Kimi-K3 on 8 GPUs: one rank hits Xid 13 (CTA Not Present), PyTorch's NCCL watchdog terminates the process and it is "
+          "restarted; the fault moved between two physical GPUs (a kernel bug, not bad silicon) and the restarted decode serves",
+          must_not=("gpu-fault", "role-down", "nccl-failure", "config-crashloop"))
+def _xid13_restarted():
+    p, d, r = roles()
+    recovered(died(d, [], status="3/QUIT", code="dumped"))
+    return [p, d, r], _kernel_from(XID13_KIMI, "node2", timedelta(minutes=14, seconds=10))
+
+
+@scenario("dspark-long-context-crash-xid13", "role-down", "https://github.com/sgl-project/sglang/issues/32855",
+          "Kimi-K3 with DSPARK speculative decoding on B300: the decode's scheduler dies at ~218k tokens of context (Xid 13, "
+          "CTA Not Present: a kernel bug at that length) and the unit stays down", also=("router-no-healthy-workers",),
+          must_not=("gpu-fault", "config-crashloop"))
+def _dspark_long_context():
+    p, d, r = roles()
+    failed(d, raw([
+        "[2026-07-30 01:58:54 TP6] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 4735, in run_scheduler_process',
+        "    scheduler.run_event_loop()",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1540, in run_event_loop',
+        "    dispatch_event_loop(self)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 4586, in dispatch_event_loop',
+        "    scheduler.event_loop_overlap()",
+        '  File "/usr/local/lib/python3.12/dist-packages/torch/utils/_contextlib.py", line 124, in decorate_context',
+        "    return func(*args, **kwargs)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1641, in event_loop_overlap',
+        "    batch_result = self.run_batch(batch)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/utils/nvtx_utils.py", line 109, in wrapper',
+        "    return func(*args, **kwargs)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3416, in run_batch',
+        "    batch_result = self.model_worker.forward_batch_generation(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/speculative/dspark_components/dspark_worker_v2.py", line 396, in forward_batch_generation',
+        "    return self._forward_decode(batch, on_publish, grammar_barrier)",
+    ]))
+    d.started = T0 - timedelta(hours=3)
+    return [p, d, r], {}
+
+
+@scenario("near-xid31-b300-operator-fault", "role-down", "https://github.com/sgl-project/sglang/issues/27520",
+          "B200/B300 pods crash at random with Xid 31 (MMU fault from python3); the reporter traces it to operators (GLM5, "
+          "DeepSeek and Kimi alike), not a GPU: the decode died once and stays down", also=("router-no-healthy-workers",),
+          must_not=("gpu-fault", "config-crashloop"))
+def _xid31_b300():
+    p, d, r = roles()
+    failed(d, [])
+    d.started = T0 - timedelta(hours=3)
+    return [p, d, r], _node_kernel([
+        "NVRM: GPU at PCI:0000:10:00: GPU-f1xxx7cc-ecb2-0exc-faxe-8cxxb8ad1fdef",
+        "NVRM: GPU Board Serial Number: 165042xxxx29",
+        "NVRM: Xid (PCI:0000:10:00): 31, pid=1958081, name=python3, channel 0x00000009, intr 00000000. MMU Fault: ENGINE "
+        "GRAPHICS GPC1 GPCCLIENT_T1_11 faulted @ 0x7f0b_27600000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
+    ], "node2")
+
+
+@scenario("nccl-init-child-node-torch-distributed", "nccl-failure", "https://github.com/sgl-project/sglang/issues/4766",
+          "DeepSeek-V3 over two H100 nodes: the child node's ranks die in init_torch_distributed (initialize_model_parallel), an "
+          "NCCL problem between the nodes although NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME are set; every start fails",
+          also=("config-crashloop", "router-no-healthy-workers"), must_not=("role-down", "cuda-oom"))
+def _nccl_child_node():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(d, raw([
+        "[2025-03-25 14:34:11 TP10] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1748, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 218, in __init__',
+        "    self.tp_worker = TpWorkerClass(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 63, in __init__',
+        "    self.worker = TpModelWorker(server_args, gpu_id, tp_rank, dp_rank, nccl_port)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker.py", line 74, in __init__',
+        "    self.model_runner = ModelRunner(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 163, in __init__',
+        "    min_per_gpu_memory = self.init_torch_distributed()",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 298, in init_torch_distributed',
+        "    initialize_model_parallel(tensor_model_parallel_size=self.tp_size)",
+    ]), restarts=5)
+    return [p, d, r], {}
+
+
+@scenario("c10d-waitforinput-timeout-h20-multinode", "nccl-failure", "https://github.com/sgl-project/sglang/issues/3398",
+          "DeepSeek-V3 over two H20 nodes (NCCL over sockets): the c10d store connection to the first node times out after "
+          "30 min and the schedulers die in init_torch_distributed; it never comes up",
+          also=("config-crashloop", "router-no-healthy-workers"), must_not=("role-down", "cuda-oom", "healthy"))
+def _c10d_wait_h20():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(p, raw([
+        "[rank3]:[W208 00:55:32.444220068 socket.cpp:487] [c10d] waitForInput: socket SocketImpl(fd=103, "
+        "addr=[::ffff:11.130.1.53]:52362, remote=[::ffff:11.130.1.53]:5000) timed out after 1800000ms",
+        "[rank4]:[W208 00:55:32.444221339 socket.cpp:487] [c10d] waitForInput: socket SocketImpl(fd=103, "
+        "addr=[::ffff:11.130.1.53]:52372, remote=[::ffff:11.130.1.53]:5000) timed out after 1800000ms",
+        "[2025-02-08 00:55:32 TP5] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/scheduler.py", line 1787, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+        '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/scheduler.py", line 240, in __init__',
+        "    self.tp_worker = TpWorkerClass(",
+        '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/tp_worker_overlap_thread.py", line 63, in __init__',
+        "    self.worker = TpModelWorker(server_args, gpu_id, tp_rank, dp_rank, nccl_port)",
+        '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/tp_worker.py", line 68, in __init__',
+        "    self.model_runner = ModelRunner(",
+        '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/model_executor/model_runner.py", line 178, in __init__',
+        "    min_per_gpu_memory = self.init_torch_distributed()",
+    ]), restarts=2)
+    p.started = T0 - timedelta(minutes=31)  # one start: the store connection waits 30 min before it gives up
+    return [p, d, r], {}
+
+
+@scenario("custom-allreduce-peer-access-4090", "config-crashloop", "https://github.com/sgl-project/sglang/issues/4814",
+          "0.4.4 on RTX 4090s with --tensor-parallel-size=2: custom all-reduce needs peer access the cards lack and the "
+          "server dies at start-up; --disable-custom-all-reduce is the fix (a configuration, not NCCL or a bad GPU)",
+          also=("router-no-healthy-workers",), must_not=("nccl-failure", "gpu-fault", "role-down"))
+def _custom_ar_4090():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(p, raw(["RuntimeError: CUDART error: peer access is not supported between these two devices"]), restarts=6)
+    return [p, d, r], {}
+
+
+@scenario("faulthandler-enomem-h20-startup", "config-crashloop", "https://github.com/sgl-project/sglang/issues/5762",
+          "DeepSeek-R1 TP8 on H20 with --context-length 131072: the scheduler processes cannot even enable faulthandler "
+          "('OSError: [Errno 12] Cannot allocate memory'): host memory, not the GPU, at every start",
+          also=("cuda-oom", "router-no-healthy-workers"), must_not=("role-down", "gpu-fault", "nccl-failure"))
+def _enomem_h20():
+    p, d, r = roles("0.4.6", "mini_lb")
+    crashloop(p, raw([
+        "Process Process-6:",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/multiprocessing/process.py", line 314, in _bootstrap',
+        "    self.run()",
+        '  File "/usr/lib/python3.10/multiprocessing/process.py", line 108, in run',
+        "    self._target(*self._args, **self._kwargs)",
+        '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/scheduler.py", line 1984, in run_scheduler_process',
+        "    faulthandler.enable()",
+        "OSError: [Errno 12] Cannot allocate memory",
+    ]), restarts=4)
+    return [p, d, r], {}
+
+
+@scenario("faulthandler-enomem-0.4.6-post4", "config-crashloop", "https://github.com/sgl-project/sglang/issues/6418",
+          "0.4.6.post4 running DeepSeek-V3-0324: every scheduler process fails 'faulthandler.enable()' with Errno 12 (host "
+          "memory) and the decode never comes up", also=("cuda-oom", "router-no-healthy-workers"),
+          must_not=("role-down", "gpu-fault", "nccl-failure"))
+def _enomem_046():
+    p, d, r = roles("0.4.6", "sgl-router")
+    crashloop(d, raw([
+        "    self.run()",
+        '  File "/usr/lib/python3.10/multiprocessing/process.py", line 108, in run',
+        "    self._target(*self._args, **self._kwargs)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2238, in run_scheduler_process',
+        "    faulthandler.enable()",
+        "OSError: [Errno 12] Cannot allocate memory",
+        "Process Process-1:",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/multiprocessing/process.py", line 314, in _bootstrap',
+        "    self.run()",
+        '  File "/usr/lib/python3.10/multiprocessing/process.py", line 108, in run',
+        "    self._target(*self._args, **self._kwargs)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2238, in run_scheduler_process',
+        "    faulthandler.enable()",
+        "OSError: [Errno 12] Cannot allocate memory",
+    ]), restarts=7)
+    return [p, d, r], {}
+
+
+@scenario("scheduler-rss-leak-oom-killed", "role-down", "https://github.com/sgl-project/sglang/issues/6914",
+          "the scheduler's resident memory grows with every (embeddings) request until the kernel's OOM killer kills it "
+          "(host memory, ~60 GB); the unit is down with result 'oom-kill' and nothing restarts it",
+          also=("router-no-healthy-workers",), must_not=("cuda-oom", "config-crashloop", "kv-cache-exhausted"))
+def _rss_leak_oom_killed():
+    p, d, r = roles("0.4.6", "sgl-router")
+    failed(p, [], status="9/KILL")
+    unit = p.logs[-1].split(":")[1].strip()
+    p.result, p.main_code, p.started = "oom-kill", 2, T0 - timedelta(hours=9)
+    p.logs = [f"systemd: {unit}: A process of this unit has been killed by the OOM killer.",  # systemd's wording (unit.c)
+              f"systemd: {unit}: Main process exited, code=killed, status=9/KILL",
+              f"systemd: {unit}: Failed with result 'oom-kill'."]
+    return [p, d, r], {}
+
+
+@scenario("alloc-req-slots-oom-serving", "cuda-oom", "https://github.com/sgl-project/sglang/issues/10408",
+          "Qwen 7B FP8 on 4x L4 serves for a few minutes, then the scheduler dies: 'alloc_req_slots runs out of memory' with "
+          "token usage at 0.01; even --max-running-requests 1 does not help",
+          also=("role-down", "router-no-healthy-workers"), must_not=("config-crashloop", "gpu-fault"))
+def _alloc_req_slots():
+    p, d, r = roles("0.5.3", "sgl-router")
+    died(d, raw(["RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`. "
+                 "self.req_to_token_pool.available_size()=1, num_reqs=2,"]))
+    d.started = T0 - timedelta(minutes=8)  # "runs fine for a few minutes"
+    return [p, d, r], {}
+
+
+@scenario("dsv4-watchdog-timeout-0.5.16", "scheduler-watchdog", "https://github.com/sgl-project/sglang/issues/33393",
+          "DeepSeek-V4-Flash-0731 on one 8xH200 node (0.5.16, DP2 TP4, DSPARK, HiCache): after serving a while the scheduler "
+          "watchdog fires (300 s) and the server exits", also=("role-down", "decode-wedged", "router-no-healthy-workers"),
+          must_not=("config-crashloop", "nccl-failure"))
+def _dsv4_watchdog():
+    p, d, r = roles()
+    died(d, ["Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)"], status="9/KILL", code="killed")
+    return [p, d, r], {}
+
+
+@scenario("pp-gloo-recv-hang-watchdog", "scheduler-watchdog", "https://github.com/sgl-project/sglang/issues/17941",
+          "DeepSeek-V3.2 with pipeline parallelism hangs: a stage waits in a Gloo recv for proxy tensors, the scheduler "
+          "watchdog fires after 300 s, dumps the stacks and the server exits",
+          also=("role-down", "prefill-wedged", "nccl-failure", "router-no-healthy-workers"), must_not=("config-crashloop",))
+def _pp_gloo_hang():
+    p, d, r = roles()
+    died(p, raw([
+        'Thread 90522 (idle): "Thread-2 (_watchdog_thread)"',
+        "    poll (libc.so.6)",
+        "    select (selectors.py:415)",
+        "    _communicate (subprocess.py:2115)",
+        "    communicate (subprocess.py:1209)",
+        "    run (subprocess.py:550)",
+        "    pyspy_dump_schedulers (utils/common.py:2317)",
+        "    _watchdog_once (utils/watchdog.py:150)",
+        "    _watchdog_thread (utils/watchdog.py:125)",
+        "    run (threading.py:1010)",
+        "    _bootstrap_inner (threading.py:1073)",
+        "    _bootstrap (threading.py:1030)",
+        "    0x7f259f405aa4 (libc.so.6)",
+        "    0x7f259f492c6c (libc.so.6)",
+        "",
+        "[2026-01-29 13:12:37 PP1 TP1] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+        "",
+        "",
+        "[2026-01-29 13:12:37 PP2 TP1] Pyspy dump for PID 88693:",
+        "Process 88693: sglang::scheduler_PP2_TP1",
+        "Python v3.12.3 (/usr/bin/python3.12)",
+        "",
+        'Thread 88693 (idle): "MainThread"',
+        "    0x7fa2d1487d71 (libc.so.6)",
+        "    pthread_cond_timedwait (libc.so.6)",
+        "    gloo::transport::tcp::UnboundBuffer::waitRecv (libtorch_cpu.so)",
+        "    c10d::ProcessGroupGloo::RecvWork::wait (libtorch_cpu.so)",
+    ]), status="9/KILL", code="killed")
+    return [p, d, r], {}
+
+
+@scenario("nccl-comm-init-a3-ultra-recipe", "nccl-failure", "https://github.com/AI-Hypercomputer/gpu-recipes/issues/5",
+          "DeepSeek on A3 Ultra (H200) following a recipe: with DP attention every scheduler dies creating its NCCL "
+          "communicator (PyNcclCommunicator -> ncclCommInitRank) in init_torch_distributed; the server never comes up",
+          also=("config-crashloop", "router-no-healthy-workers"), must_not=("role-down", "cuda-oom"))
+def _nccl_a3_ultra():
+    p, d, r = roles("0.4.6", "mini_lb")
+    crashloop(p, raw([
+        "[2025-04-12 09:01:07 DP1 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1787, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 240, in __init__',
+        "    self.tp_worker = TpWorkerClass(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 63, in __init__',
+        "    self.worker = TpModelWorker(server_args, gpu_id, tp_rank, dp_rank, nccl_port)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker.py", line 68, in __init__',
+        "    self.model_runner = ModelRunner(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 177, in __init__',
+        "    min_per_gpu_memory = self.init_torch_distributed()",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 252, in init_torch_distributed',
+        "    initialize_model_parallel(tensor_model_parallel_size=self.tp_size)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 1055, in initialize_model_parallel',
+        "    _TP = init_model_parallel_group(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 890, in init_model_parallel_group',
+        "    return GroupCoordinator(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 233, in __init__',
+        "    self.pynccl_comm = PyNcclCommunicator(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/device_communicators/pynccl.py", line 108, in __init__',
+        "    self.comm: ncclComm_t = self.nccl.ncclCommInitRank(",
+    ]), restarts=6)
+    return [p, d, r], {}
+
+
+@scenario("nccl-init-world-group-k8s", "nccl-failure", "https://github.com/sgl-project/sglang/issues/11959",
+          "SGLang in Kubernetes: NCCL init fails while the scheduler builds its world group (init_distributed_environment -> "
+          "init_world_group -> GroupCoordinator); every start of the decode dies there",
+          also=("config-crashloop", "router-no-healthy-workers"), must_not=("role-down", "cuda-oom", "healthy"))
+def _nccl_world_group_k8s():
+    p, d, r = roles("0.5.3", "sgl-router")
+    crashloop(d, raw([
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2937, in run_scheduler_process',
+        "    scheduler = Scheduler(",
+        "                ^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 446, in __init__',
+        "    self.tp_worker = TpModelWorker(",
+        "                     ^^^^^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker.py", line 95, in __init__',
+        "    self.model_runner = ModelRunner(",
+        "                        ^^^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 286, in __init__',
+        "    min_per_gpu_memory = self.init_torch_distributed()",
+        "                         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 682, in init_torch_distributed',
+        "    init_distributed_environment(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 1429, in init_distributed_environment',
+        "    _WORLD = init_world_group(ranks, local_rank, backend)",
+        "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 1239, in init_world_group',
+        "    return GroupCoordinator(",
+        "           ^^^^^^^^^^^^^^^^^",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 261, in __init__',
+    ]), restarts=9)
+    return [p, d, r], {}
+
+
+@scenario("near-nccl-init-complete-ranks-did-not-load", "config-crashloop", "https://github.com/sgl-project/sglang/issues/4503",
+          "v0.4.4.post1 over two nodes (TP16): NCCL initialises fine (Init COMPLETE), then loading fails because other ranks "
+          "did not finish loading (SGLang names OOM or a slow node): a start-up failure, not NCCL",
+          also=("cuda-oom", "router-no-healthy-workers"), must_not=("nccl-failure", "role-down"))
+def _ranks_did_not_load():
+    p, d, r = roles("0.4.3", "mini_lb")
+    crashloop(p, raw([
+        "sglang-0:100:1012 [1] NCCL INFO ncclCommInitRank comm 0x55c8b7ed9050 rank 1 nranks 16 cudaDev 1 nvmlDev 1 busId 3a000 "
+        "commId 0x11e35ff62bc85e0d - Init COMPLETE",
+        "[2025-03-17 17:15:55 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1748, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 218, in __init__',
+        "    self.tp_worker = TpWorkerClass(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 63, in __init__',
+        "    self.worker = TpModelWorker(server_args, gpu_id, tp_rank, dp_rank, nccl_port)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker.py", line 74, in __init__',
+        "    self.model_runner = ModelRunner(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 166, in __init__',
+        "    self.initialize(min_per_gpu_memory)",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 176, in initialize',
+        "    self.load_model()",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 417, in load_model',
+        "    raise ValueError(",
+        "ValueError: TP rank 1 could finish the model loading, but there are other ranks th",
+    ]), restarts=3)
+    return [p, d, r], {}
+
+
+@scenario("weight-update-group-nccl-unique-id", "nccl-failure", "https://github.com/sgl-project/sglang/issues/4096",
+          "an SGLang rollout server asked to join a weight-update process group: every rank hangs setting up the NCCL "
+          "communicator (ncclUniqueId from the c10d store: 'failed to format addr, unknown family=0') until the scheduler "
+          "raises DistBackendError and the server dies", also=("role-down", "router-no-healthy-workers"),
+          must_not=("config-crashloop", "gpu-fault"))
+def _weight_update_group():
+    p, d, r = roles("0.4.3", "mini_lb")
+    died(d, raw([
+        "0: [rank0]:[W305 03:55:35.235035264 socket.cpp:462] [c10d]",
+        "0: [rank3]:[W305 03:55:35.242042106 socket.cpp:462] [c10d]",
+        "0: [rank4]:[W305 03:55:35.248035369 socket.cpp:462] [c10d]",
+        "0: [rank1]:[W305 03:55:35.254027455 socket.cpp:462] [c10d]",
+        "0: [2025-03-05 03:55:55 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '0:   File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 463, in init_weights_update_group',
+        "0:     dist.barrier(group=self._model_update_group, device_ids=[self.gpu_id])",
+        '0:   File "/usr/local/lib/python3.10/dist-packages/torch/distributed/c10d_logger.py", line 83, in wrapper',
+        "0:     return func(*args, **kwargs)",
+        '0:   File "/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py", line 4159, in barrier',
+        "0:     work = group.barrier(opts=opts)",
+        "0: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via "
+        "c10d key-value store by key '0', but store->get('0') got error: failed to format addr, unknown family=0",
+    ]))
+    return [p, d, r], {}
+
+
+start_limit("deepep-low-latency-cuda-graph-oom", "decode")
+after_fix("custom-allreduce-peer-access-4090", "prefill", "restarted with --disable-custom-all-reduce; the CUDART error "
+          "is from the runs before", CRASH + ("nccl-failure", "gpu-fault"))
+after_fix("dsv4-watchdog-timeout-0.5.16", "decode", "systemd restarted the decode after the watchdog exit; it serves again "
+          "and the watchdog line precedes the current run", CRASH + ("scheduler-watchdog", "decode-wedged"))
+
+
 if __name__ == "__main__":
     for path in write(SCENARIOS):
         print(path)

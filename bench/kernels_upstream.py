@@ -2,7 +2,7 @@
 `topk_transform_paged` = topk_v1.cuh, `topk_transform_paged_v2` = topk_v2.cuh) beside `kernels.topk.topk`,
 on the same fp32 logits, in one run: same selected slots, and CUDA-graph µs.
 
-    python -m kernels.sglang_patch.upstream_topk [--json PATH]
+    python -m bench.kernels_upstream [--json PATH]
 
 Needs a GPU, nvcc and apache-tvm-ffi (SGLang compiles these kernels at first use); the modules are
 imported with SGLang's CUDA detection held off (compare.cuda_detection_held_off says why).
