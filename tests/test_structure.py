@@ -59,6 +59,16 @@ CUT_HEAD = [
     "    self._add_request_to_queue(req)",
 ]
 
+# A scheduler that died forming its groups, cut twice: without its header, and before its exception line; the
+# source line under the last frame is the call it was in (SGLang 0.4.6.post4 model_runner.py)
+HEADLESS = [
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1748, in run_scheduler_process',
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+    '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 163, in __init__',
+    "    min_per_gpu_memory = self.init_torch_distributed()",
+    "                         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+]
+
 # tvm-ffi's SIGSEGV handler (apache/tvm-ffi src/ffi/backtrace.cc) writes native frames the way Python writes its own
 TVM_FFI_DUMP = ["!!!!!!! Segfault encountered !!!!!!!", '  File "<unknown>", line 0, in gsignal',
                 '  File "<unknown>", line 0, in cuEventQuery', '  File "<unknown>", line 0, in uct_cuda_base_iface_event_fd_arm',
@@ -97,7 +107,7 @@ def test_argparse_rank_prefixes_chained_tracebacks_and_the_launchers_verdict():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.sampled_from(STARTUP_BLOCK + SERVING_BLOCK + PANIC_BLOCK + CUT_TAIL + CUT_HEAD + TVM_FFI_DUMP),
+@given(st.lists(st.one_of(st.sampled_from(STARTUP_BLOCK + SERVING_BLOCK + PANIC_BLOCK + CUT_TAIL + CUT_HEAD + TVM_FFI_DUMP + HEADLESS),
                                   st.text(max_size=80)), max_size=30))
 def test_exception_parsing_never_raises(lines):
     for x in parse_exceptions((line, None) for line in lines):
@@ -382,11 +392,13 @@ def test_any_ucx_line_parses_to_its_file_line_and_severity(file, line, level, ms
 def test_a_cut_traceback_keeps_its_frames_and_takes_the_type_of_the_tail_just_before_it():
     (x,) = parse_exceptions(_lines(CUT_TAIL + CUT_HEAD))
     assert (x.type, x.writer, x.stage) == ("TypeError", "Scheduler", "serving")
-    assert x.frames[-1] == "handle_generate_request"
+    assert x.frames[-2:] == ("handle_generate_request", "_add_request_to_queue")  # and the call it was making
     (alone,) = parse_exceptions(_lines(CUT_HEAD))  # no tail: its frames alone, as a Traceback without a message
     assert (alone.type, alone.message, alone.stage) == ("Traceback", "", "serving")
-    # a wrapper frame alone places nothing and is dropped; a tail after an unrelated line is not joined
-    assert parse_exceptions(_lines(CUT_HEAD[:3])) == []
+    # a wrapper frame alone places nothing and is dropped, unless the call it was making does (the event loop)
+    assert parse_exceptions(_lines(CUT_HEAD[:2])) == []
+    assert [x.stage for x in parse_exceptions(_lines(CUT_HEAD[:3]))] == ["serving"]
+    # a tail after an unrelated line is not joined
     apart = parse_exceptions(_lines(CUT_TAIL + ["Decode batch, #running-req: 1"] + CUT_HEAD))
     assert [(y.type, y.frames) for y in apart][0] == ("TypeError", ())
 
@@ -463,3 +475,28 @@ def test_the_routers_own_failed_start_is_a_start_up_error():
     out = _role_down("router", ["raw:Failed to create router: Timeout 300s waiting for workers to become healthy"],
                      minutes=6, state="crashloop")
     assert out["facts"]["exception"]["startup_incident"] == "config-crashloop" and out["findings"][0] == "config-crashloop"
+
+
+def test_a_traceback_without_its_header_and_the_call_its_last_frame_was_making():
+    (x,) = parse_exceptions(_lines(HEADLESS))
+    assert (x.type, x.stage) == ("Traceback", "startup")
+    assert x.frames[-2:] == ("__init__", "init_torch_distributed")  # the call under the last frame, a method of self:
+    assert x.files[-1] == x.files[-2]  # in the caller's own file
+    (y,) = parse_exceptions(_lines(HEADLESS[:-2] + ["    initialize_model_parallel(tensor_model_parallel_size=8)"]))
+    assert (y.frames[-1], y.files[-1]) == ("initialize_model_parallel", "")  # a plain call: its file is not known
+    table = default_runbooks().exceptions
+    assert table.incident(x) == "nccl-failure" and table.named(x)
+    # a complete traceback through the same set-up names what it raised: SGLang's own memory check is no NCCL fault
+    check = parse_exceptions(_lines(["Traceback (most recent call last):", *HEADLESS[:3],
+                                     '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 427, in init_torch_distributed',
+                                     "ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes."]))
+    assert table.incident(check[0]) == "config-crashloop"
+    loop = _role_down("decode", ["raw:" + line for line in HEADLESS], minutes=1, state="crashloop")
+    assert loop["facts"]["exception"]["startup_incident"] == "nccl-failure" and loop["findings"][0] == "nccl-failure"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=0, max_value=99999), st.sampled_from([STARTUP_BLOCK, SERVING_BLOCK, CUT_TAIL + CUT_HEAD, HEADLESS]))
+def test_a_launchers_task_label_before_every_line_changes_nothing(task, block):
+    labelled = parse_exceptions(_lines([f"{task}: {line}" for line in block]))
+    assert [(x.type, x.frames, x.stage) for x in labelled] == [(x.type, x.frames, x.stage) for x in parse_exceptions(_lines(block))]

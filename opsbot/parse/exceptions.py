@@ -44,6 +44,10 @@ _ROUTER_FAILED = re.compile(r"(?:^|[\s:\]])(?P<what>Failed to create router|Erro
 # torch.distributed prefixes every line a rank prints ("[rank0]: ValueError: ..."); so do multiprocessing
 # workers written as "(pid=123)" by some launchers
 _RANK_PREFIX = re.compile(r"^(?:\[rank\d+\]:\s?|\((?:\w+ )?pid=\d+\)\s)")
+# a multi-node launcher's task label before every line (Slurm srun --label: "0: ", the task number)
+_TASK_LABEL = re.compile(r"^\d{1,5}:(?: |$)")
+# the call a traceback's source line makes (``x = self.init_torch_distributed()``, ``return func(*a)``)
+_CALL = re.compile(r"^(?:return\s+|await\s+|[\w.\[\], ]+?\s*=\s*)?(?P<callee>[A-Za-z_][\w.]*)\(")
 _NAMES_A_TYPE = re.compile(r"Error|Exception|Exit|Interrupt")  # a cheap test before _RAISED
 _CHAINED = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 
@@ -95,6 +99,7 @@ class _Open:
     frames: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     tail: int | None = None  # a headless tail just before it in ``out`` (``_cut``)
+    call: str | None = None  # the source line under its last frame: the statement it was executing
 
 
 def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedException]:
@@ -128,7 +133,8 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
         if cpp:
             thrown = RaisedException(cpp["type"], "", "c++", (), "unknown", i, ts)
             continue
-        text = _RANK_PREFIX.sub("", message.rstrip(), count=1) if message.startswith(("[rank", "(")) else message.rstrip()
+        text = _TASK_LABEL.sub("", message.rstrip(), count=1) if message[:1].isdigit() else message.rstrip()
+        text = _RANK_PREFIX.sub("", text, count=1) if text.startswith(("[rank", "(")) else text
         init = _INIT_FAILED.search(text) if "Initialization failed" in text else None
         if init:  # the launcher's verdict; the traceback it may carry is parsed as well
             out.append(RaisedException("InitializationFailed", init["msg"][:500], "launcher", (), "startup", i, ts))
@@ -139,12 +145,17 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
             open_ = _Open(tb["writer"] or (open_.writer if open_ else None), i, ts, tail=tail)
             tail = None
             continue
+        frame = _FRAME.match(text) if "File " in text else None
+        if open_ is None and frame and frame["file"] != "<unknown>":  # a traceback whose header was cut
+            open_, tail = _Open(None, i, ts, tail=tail), None
         if open_ is not None:
-            frame = _FRAME.match(text)
             if frame:
                 open_.frames.append(frame["func"])
                 open_.files.append(frame["file"])
+                open_.call = None
                 continue
+            if open_.call is None and open_.frames and text.startswith((" ", "\t")) and not set(text) <= set("^~ \t"):
+                open_.call = text.strip()
             raised = _RAISED.match(text)
             if raised:
                 out.append(_raised(raised["type"], raised["msg"] or "", open_.writer, tuple(open_.frames), open_.start, open_.ts,
@@ -196,10 +207,17 @@ def _cut(open_: _Open, out: list[RaisedException]) -> None:
     took its place): its frames may still say where it was raised. When another rank's headless tail of it (source
     lines, then the exception line) came just before it, separated by blank lines only, the two are one
     exception: the tail's type and message with these frames. Else it counts, as type ``Traceback`` without a
-    message, only when its frames place it (a start-up or serving frame): a wrapper alone says nothing."""
+    message, only when its frames place it (a start-up or serving frame): a wrapper alone says nothing. The source
+    line under its last frame adds the call it was executing as one more frame (a ``self.`` method: in the
+    caller's file; else the file is not known and left empty)."""
     if not open_.frames:
         return
     frames, files = tuple(open_.frames), tuple(open_.files)
+    call = _CALL.match(open_.call or "")
+    if call:  # the statement under its last frame: the call it was in when the rest was lost
+        callee = call["callee"]
+        frames += (callee.rsplit(".", 1)[-1],)
+        files += (files[-1] if callee.startswith("self.") else "",)  # a method of self: the caller's own file
     if open_.tail is not None and open_.tail < len(out) and not out[open_.tail].frames:
         x = out[open_.tail]
         out[open_.tail] = replace(x, writer=open_.writer or x.writer, frames=frames, files=files, stage=stage_of(frames, x.type))
