@@ -135,6 +135,7 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
             continue
         text = _TASK_LABEL.sub("", message.rstrip(), count=1) if message[:1].isdigit() else message.rstrip()
         text = _RANK_PREFIX.sub("", text, count=1) if text.startswith(("[rank", "(")) else text
+        follows_source, indented = indented, text.startswith((" ", "\t")) and bool(text.strip())
         init = _INIT_FAILED.search(text) if "Initialization failed" in text else None
         if init:  # the launcher's verdict; the traceback it may carry is parsed as well
             out.append(RaisedException("InitializationFailed", init["msg"][:500], "launcher", (), "startup", i, ts))
@@ -146,7 +147,7 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
             tail = None
             continue
         frame = _FRAME.match(text) if "File " in text else None
-        if open_ is None and frame and frame["file"] != "<unknown>":  # a traceback whose header was cut
+        if open_ is None and frame and frame["file"].endswith(".py"):  # a Python traceback whose header was cut
             open_, tail = _Open(None, i, ts, tail=tail), None
         if open_ is not None:
             if frame:
@@ -168,7 +169,6 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
                 _cut(open_, out)
                 open_ = None
             continue
-        follows_source, indented = indented, text.startswith((" ", "\t")) and bool(text.strip())
         if text.strip():
             tail = None
         if _CHAINED.match(text):
