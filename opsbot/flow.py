@@ -97,7 +97,7 @@ class Flow:
     incidents: Incidents = field(init=False)  # an incident's life: opened by alerts' probes, its actions, resolved
 
     def __post_init__(self) -> None:
-        self.incidents = Incidents(self.store, self.db)
+        self.incidents = Incidents(self.store, self.db, reopen_s=self.settings.incident_reopen_s)
 
     def inventory(self) -> Inventory:
         """The inventory file, reloaded when it changes (the lab rewrites it on ``lab up``); its time stamp is

@@ -25,9 +25,10 @@ class IncidentNotifier(Protocol):
 class Incidents:
     """The incident steps of the flow; ``db`` runs store calls off the event loop."""
 
-    def __init__(self, store: Any, db: Callable[..., Awaitable[Any]]) -> None:
+    def __init__(self, store: Any, db: Callable[..., Awaitable[Any]], *, reopen_s: float = 600.0) -> None:
         self.store = store
         self.db = db
+        self.reopen = timedelta(seconds=reopen_s)
         self.notifier: IncidentNotifier | None = None
 
     def _tell(self, incident_id: str) -> None:
@@ -45,12 +46,16 @@ class Incidents:
             return None
         f = findings[0]  # diagnose orders them, most likely first
         into, caused_by = await self.db(self.home, result.bundle.cluster, f.incident, list(f.roles))
+        reopen = False
+        if into is None:
+            into, caused_by = await self.db(self.recent, result.bundle.cluster, f.incident, list(f.roles))
+            reopen = into is not None
         sighting = Sighting(
             cluster=result.bundle.cluster, incident=f.incident, severity=str(f.severity), roles=list(f.roles),
             title=f.title, summary=f.summary, confidence=f.confidence, probe_id=str(result.probe_id),
             alert_ids=[a.id for a in alerts], fingerprints=sorted({a.fingerprint for a in alerts}),
             alertnames=sorted({a.labels.get("alertname", "alert") for a in alerts}), via=via,
-            into=into, caused_by=caused_by)
+            into=into, caused_by=caused_by, reopen=reopen)
         row, opened = await self.db(self.store.record_sighting, sighting)
         for remedy in [] if caused_by else f.remedies:
             if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role:
@@ -89,6 +94,21 @@ class Incidents:
                 return r.id, f"explained by {r.incident}"
             if explains(incident, r.incident, shared):
                 return r.id, None
+        return None, None
+
+    def recent(self, cluster: str, incident: str, roles: list[str]) -> tuple[str | None, str | None]:
+        """When no open incident takes the sighting (runs in a thread): (id, why) of an incident resolved within
+        the reopen window whose class is ``incident`` (why None) or explains it, to be reopened; else (None, None).
+        A crash loop's alerts resolve each time the unit comes up for a moment, and the next flap is the same
+        incident, as is the role-down its next probe may name."""
+        since = datetime.now(timezone.utc) - self.reopen
+        for r in self.store.incidents(cluster=cluster, state="resolved", since=since, limit=50):
+            if r.resolved_at is None or r.resolved_at < since:
+                continue
+            if r.incident == incident:
+                return r.id, None
+            if explains(r.incident, incident, bool(set(r.roles) & set(roles))):
+                return r.id, f"explained by {r.incident}"
         return None, None
 
     async def watched(self, result: Any, why: str, *, chain_up: bool = False) -> list[str]:

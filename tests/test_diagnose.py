@@ -518,6 +518,25 @@ def test_log_lines_after_the_current_run_started_count():
     assert "cuda-oom" in [x.incident for x in _diag(roles).findings]
 
 
+def test_a_line_in_the_second_the_run_started_is_the_runs_only_if_its_main_process_wrote_it():
+    """systemd restarts a unit 100 ms after it died: the dying process's last line and the new run's start can
+    share a second; journald's PID (the stream's opener: the main process) tells them apart."""
+    from datetime import timedelta
+
+    from opsbot.parse.facts import bundle_facts
+    from tests.scenarios.compose import T0
+
+    roles = _stale_decode()
+    roles[1].started = T0 - timedelta(seconds=60)  # the second the OOM line was written in
+    b = bundle(roles)
+    assert bundle_facts(b, default_runbooks().patterns).scopes["decode"]["logs"]["cuda_oom"] == 1  # MainPID wrote it
+    raw = b.role("decode").logs.raw
+    oom = next(line for line in raw.splitlines() if "OutOfMemoryError" in line)
+    b.role("decode").logs.raw = raw.replace(oom, oom.replace("[4242]", "[4100]"))  # the process before wrote it
+    f = bundle_facts(b, default_runbooks().patterns).scopes["decode"]
+    assert f["logs"]["cuda_oom"] == 0 and f["logs_window"]["cuda_oom"] == 1
+
+
 def test_a_unit_that_is_not_active_counts_the_whole_window():
     f = _decode_facts(_stale_decode("activating", "auto-restart"))
     assert f["logs"]["cuda_oom"] == f["logs_window"]["cuda_oom"] == 1

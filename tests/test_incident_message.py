@@ -100,6 +100,14 @@ async def test_one_message_lives_with_the_incident(settings, slack):
         replies = [m for m in slack.messages if m.get("thread_ts") == message["ts"]]
         assert len(replies) == len(closed.timeline) and "resolved" in replies[-1]["text"]
 
+        # it fires again a moment later (a flap): the same incident reopens, in the same message
+        await client.post("/alerts", json=webhook(alert("fc", start="2026-11-30T10:05:00Z")), headers=HDR)
+        await settle(client)
+        reopened = flow.store.incident(incident.id)
+        assert reopened.state == "open" and [r.id for r in flow.store.incidents()] == [incident.id]
+        assert len(slack.posted("C0ALERTS")) == 1
+        assert "reopened 1x" in text_of(slack.of("chat.update")[-1].args["blocks"])
+
 
 async def test_no_restart_button_where_a_restart_does_not_help(settings, slack):
     flow = flow_for(settings, replay("prefill-saturation-unbootstrapped"))

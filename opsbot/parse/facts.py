@@ -357,9 +357,24 @@ def _down_now(unit: dict[str, Any]) -> bool:
     return unit.get("active_state") in _DOWN or unit.get("sub_state") == "auto-restart"
 
 
-def _recent(entry: LogEntry, started: datetime | None) -> bool:
+def _recent(entry: LogEntry, started: datetime | None, main_pid: int | None = None) -> bool:
+    """Whether the line is the current run's. Both times are to the second, and systemd restarts a unit 100 ms
+    after it died: in the second the run started, a line is the run's only when its process is the run's
+    main process (journald names the process that opened the stream, the main one), when both are known."""
     at = _line_time(entry.ts) if started else None
-    return started is None or at is None or at >= started
+    if started is None or at is None or at > started:
+        return True
+    if at < started:
+        return False
+    return main_pid is None or entry.pid is None or entry.process == "systemd" or entry.pid == main_pid
+
+
+def _main_pid(ev: RoleEvidence) -> int | None:
+    """The running unit's main process, from systemd (0 or unreadable: unknown)."""
+    try:
+        return (parse_unit(ev.systemd.raw).main_pid or None) if ev.systemd.ok else None
+    except ValueError:
+        return None
 
 
 def _logs(
@@ -386,37 +401,38 @@ def _logs(
     native: list[RaisedException] = []
     attributed: list[tuple[int, str, str]] = []  # (line, component, incident) of the current run's E/F lines
     crash_at: int | None = None  # where the current run's first native crash dump begins
+    pid = _main_pid(ev) if started is not None else None
     for i, entry in enumerate(entries):
         message = entry.message
-        if crash_at is None and entry.process != "systemd" and is_crash_line(message) and _recent(entry, started):
+        if crash_at is None and entry.process != "systemd" and is_crash_line(message) and _recent(entry, started, pid):
             crash_at = i
         if entry.process != "systemd":
             specific = specific or entry.kind in _SPECIFIC_KINDS
             if entry.kind in _ERROR_KINDS:
                 error_line = entry
-            elif (entry.kind in _NAMED_LINE_KINDS and table is not None and _recent(entry, started)
+            elif (entry.kind in _NAMED_LINE_KINDS and table is not None and _recent(entry, started, pid)
                   and not message.lstrip().startswith(_EXCEPTION_TRAIL) and not _NCCL_CHATTER.search(message)):
                 line = RaisedException("ErrorLine", message.strip()[:500], None, (), "unknown", i, entry.ts)
                 if table.named(line):  # e.g. an "NCCL WARN" line: the table names its class by the text
                     native.append(line)
         if entry.kind == "batch":  # the heartbeat: no pattern is about it, and most lines are batch lines
             batches += 1
-            current_batches += _recent(entry, started)
+            current_batches += _recent(entry, started, pid)
             continue
         if _GLOG_START.match(message) or " UCX " in message:
-            native += _engine_line(message, entry, i, started, table, engine, attributed)
+            native += _engine_line(message, entry, i, started, table, engine, attributed, pid)
         elif entry.process == "systemd" and _RESTART.search(message):
             restarts += 1
         elif entry.process == "systemd" and _START_LIMIT in message:
             start_limit = True
         plain = anything is None or anything.search(message) is not None
-        recent = _recent(entry, started)
+        recent = _recent(entry, started, pid)
         for p in patterns if plain else worded:
             if p.matches(message):
                 window[p.name] += 1
                 current[p.name] += int(recent)
     raised = parse_exceptions((e.message, e.ts) for e in entries)
-    recent = (e.message for e in entries if _recent(e, started))  # a crash before the current run is history
+    recent = (e.message for e in entries if _recent(e, started, pid))  # a crash before the current run is history
     crashed = table.crash_component(crash_frames(recent)) if table is not None else None
     if crashed is None and crash_at is not None:
         # a dump without a frame that names a component: the component whose error line came just before it
@@ -430,12 +446,12 @@ def _logs(
 
 def _engine_line(
     message: str, entry: LogEntry, index: int, started: datetime | None, table: ExceptionClasses | None, out: dict,
-    attributed: list[tuple[int, str, str]],
+    attributed: list[tuple[int, str, str]], pid: int | None = None,
 ) -> list[RaisedException]:
     """Count a C++ component's E/F line of the current run; return it as an exception (type: the file it
     names), which is a start-up error when the role never served."""
     line = parse_glog(message)
-    if line is None or not line.is_error or not _recent(entry, started):
+    if line is None or not line.is_error or not _recent(entry, started, pid):
         return []
     out["errors"] += 1
     found = table.component(line.file, line.library) if table is not None else None

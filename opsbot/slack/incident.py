@@ -34,6 +34,12 @@ def stage(incident: Any, actions: list[Any], restart_helps: bool) -> str:
     if incident.state == "resolved":
         return (f":white_check_mark: *Resolved*: its alerts resolved; time to recovery "
                 f"*{duration_text(incident.time_to_recovery_s or 0)}*")
+    reopened = sum(1 for e in incident.timeline or [] if e.get("kind") == "reopened")
+    again = f":repeat: reopened {reopened}x (named again after it resolved) · " if reopened else ""
+    return again + _open_stage(actions, restart_helps)
+
+
+def _open_stage(actions: list[Any], restart_helps: bool) -> str:
     latest = actions[0] if actions else None
     if latest is None:
         return (":rotating_light: *Open*: a restart would help but was not offered (the thread says why)"

@@ -41,6 +41,7 @@ class Sighting:
     via: str | None = None  # the alert chain's watchdog probed (why: what in the chain does not answer)
     into: str | None = None  # an open incident of another class this sighting belongs to (``Incidents.home``)
     caused_by: str | None = None  # with ``into``: our action of that incident caused it (else: it names the cause)
+    reopen: bool = False  # ``into`` resolved a short while ago: this sighting reopens it (``Incidents.recent``)
 
 
 WATCHDOG = "watchdog"  # the timeline kind of the watchdog's sightings: the incidents it may close
@@ -66,9 +67,14 @@ class IncidentRecords:
             row = session.scalar(select(IncidentRow).where(IncidentRow.open_key == key).with_for_update())
             if row is None and s.into:
                 row = session.get(IncidentRow, s.into, with_for_update=True)
-                if row is not None and row.state == "open":
+                if row is not None and row.state == "resolved" and s.reopen:
+                    _reopen(row, s)
+                    if s.caused_by:
+                        return _coalesce(row, s), False
+                if row is not None and row.state == "open" and row.incident != s.incident:
                     return (_coalesce(row, s) if s.caused_by else _reclass(row, s, key)), False
-                row = None
+                if row is None or row.state != "open":
+                    row = None
             if row is None:
                 return None
             at = now()
@@ -107,8 +113,11 @@ class IncidentRecords:
             session.flush()
             return row, True
 
-        for _ in range(3):  # two instances opening the same class at once: the loser joins
-            joined = self.write(_join, "join incident")
+        for _ in range(3):  # two instances opening (or reopening) the same class at once: the loser joins
+            try:
+                joined = self.write(_join, "join incident")
+            except IntegrityError:
+                continue
             if joined is not None:
                 return joined
             try:
@@ -312,6 +321,17 @@ def _coalesce(row: IncidentRow, s: Sighting) -> IncidentRow:
             f"{s.caused_by}; coalesced here")
     row.timeline = [*row.timeline, _event("alert", what, s.probe_id, at)]
     return row
+
+
+def _reopen(row: IncidentRow, s: Sighting) -> None:
+    """A resolved incident named again (or an effect it explains) within the reopen window: open once more,
+    under its own class, keeping its record and its Slack message; the sighting then joins it."""
+    at = now()
+    after = duration_text((at - row.resolved_at).total_seconds()) if row.resolved_at else "a while"
+    why = f"{', '.join(s.alertnames)} fired; " if s.alertnames else ""
+    row.state, row.resolved_at, row.open_key = "open", None, f"{row.cluster}/{row.incident}"
+    row.timeline = [*row.timeline, _event("reopened", f"{why}probe {s.probe_id} names {s.incident} on "
+                                          f"{', '.join(s.roles)} {after} after it resolved: reopened", s.probe_id, at)]
 
 
 def _reclass(row: IncidentRow, s: Sighting, key: str) -> IncidentRow:
