@@ -48,7 +48,7 @@ class Incidents:
         into, caused_by = await self.db(self.home, result.bundle.cluster, f.incident, list(f.roles))
         reopen = False
         if into is None:
-            into, caused_by = await self.db(self.recent, result.bundle.cluster, f.incident, list(f.roles))
+            into = await self.db(self.recent, result.bundle.cluster, f.incident)
             reopen = into is not None
         sighting = Sighting(
             cluster=result.bundle.cluster, incident=f.incident, severity=str(f.severity), roles=list(f.roles),
@@ -96,20 +96,16 @@ class Incidents:
                 return r.id, None
         return None, None
 
-    def recent(self, cluster: str, incident: str, roles: list[str]) -> tuple[str | None, str | None]:
-        """When no open incident takes the sighting (runs in a thread): (id, why) of an incident resolved within
-        the reopen window whose class is ``incident`` (why None) or explains it, to be reopened; else (None, None).
-        A crash loop's alerts resolve each time the unit comes up for a moment, and the next flap is the same
-        incident, as is the role-down its next probe may name."""
+    def recent(self, cluster: str, incident: str) -> str | None:
+        """When no open incident takes the sighting (runs in a thread): the incident of the same class resolved
+        within the reopen window, to be reopened. A crash loop's alerts resolve each time the unit comes up for
+        a moment, and the next flap is the same incident. Only the same class: an effect named after its cause
+        resolved may be a new incident (a role stopped by hand), whose own remedy must be offered."""
         since = datetime.now(timezone.utc) - self.reopen
-        for r in self.store.incidents(cluster=cluster, state="resolved", since=since, limit=50):
-            if r.resolved_at is None or r.resolved_at < since:
-                continue
-            if r.incident == incident:
-                return r.id, None
-            if explains(r.incident, incident, bool(set(r.roles) & set(roles))):
-                return r.id, f"explained by {r.incident}"
-        return None, None
+        for r in self.store.incidents(cluster=cluster, state="resolved", incident=incident, since=since, limit=5):
+            if r.resolved_at is not None and r.resolved_at >= since:
+                return str(r.id)
+        return None
 
     async def watched(self, result: Any, why: str, *, chain_up: bool = False) -> list[str]:
         """A watchdog probe while the alert chain is down (``why``): its top finding opens or joins an incident

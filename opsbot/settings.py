@@ -80,8 +80,8 @@ class Settings(BaseSettings):
     alert_queue_max: int = Field(5000, ge=1, description="accepted alerts waiting for a probe; 503 above")
     coalesce_window_s: float = Field(5.0, ge=0, description="alerts for one (cluster, role) in this window share a probe")
     incident_reopen_s: float = Field(600.0, ge=0, description="a class named again this soon after its incident "
-                                     "resolved (or an effect it explains) reopens that incident: a flapping crash "
-                                     "loop is one incident, not one per flap")
+                                     "resolved reopens that incident: a flapping crash loop is one incident, "
+                                     "not one per flap")
     alert_probe_attempts: int = Field(3, ge=1, description="probe attempts for an alert before it is given up on")
     alert_retry_s: float = Field(30.0, ge=0, description="a probe that could not run is tried again after this")
     instance_heartbeat_s: float = Field(1.0, gt=0, description="how often this instance renews its lease and sweeps")

@@ -34,6 +34,7 @@ from tests.slackrecorder import SlackRecorder
 
 REPO = Path(__file__).resolve().parents[1]
 CHANNEL = "C0GAMEDAY"
+REOPEN_S = 10  # the lab's reopen window (rules run at time_scale 0.05: 200 s in production terms)
 APPROVER = "U0ALICE"
 T = TypeVar("T")
 
@@ -131,6 +132,7 @@ class GameDay:
             "OPSBOT_SLACK_API_URL": self.slack.recorder.url, "OPSBOT_SLACK_ALERT_CHANNEL": CHANNEL,
             "OPSBOT_SLACK_APPROVERS": json.dumps([APPROVER]), "OPSBOT_RESTART_COOLDOWN_S": "0",
             "OPSBOT_RESTART_BUDGET": "1000", "OPSBOT_REPORT_TIMEZONE": "UTC", "OPSBOT_CHAIN_WATCH_S": "2",
+            "OPSBOT_INCIDENT_REOPEN_S": str(REOPEN_S),
         }
 
     def _serving(self) -> bool:
@@ -207,6 +209,8 @@ class GameDay:
         self.lab.reset()
         wait("Prometheus without pending or firing alerts", lambda: not self.prometheus_alerts(), timeout, 0.5)
         wait("every incident resolved", lambda: not self.store.incidents(state="open"), timeout, 0.5)
+        last = max((r.resolved_at.timestamp() for r in self.store.incidents(limit=20) if r.resolved_at), default=0.0)
+        time.sleep(max(0.0, last + REOPEN_S - time.time()))  # the next break is a new incident, not a flap of this one
 
     # -- one class ------------------------------------------------------------------------------
     def run(self, incident: str, timeout: float = 60) -> Run:

@@ -41,7 +41,7 @@ class Sighting:
     via: str | None = None  # the alert chain's watchdog probed (why: what in the chain does not answer)
     into: str | None = None  # an open incident of another class this sighting belongs to (``Incidents.home``)
     caused_by: str | None = None  # with ``into``: our action of that incident caused it (else: it names the cause)
-    reopen: bool = False  # ``into`` resolved a short while ago: this sighting reopens it (``Incidents.recent``)
+    reopen: bool = False  # ``into``, of the same class, resolved a short while ago: reopen it (``Incidents.recent``)
 
 
 WATCHDOG = "watchdog"  # the timeline kind of the watchdog's sightings: the incidents it may close
@@ -67,10 +67,8 @@ class IncidentRecords:
             row = session.scalar(select(IncidentRow).where(IncidentRow.open_key == key).with_for_update())
             if row is None and s.into:
                 row = session.get(IncidentRow, s.into, with_for_update=True)
-                if row is not None and row.state == "resolved" and s.reopen:
+                if row is not None and row.state == "resolved" and s.reopen and row.incident == s.incident:
                     _reopen(row, s)
-                    if s.caused_by:
-                        return _coalesce(row, s), False
                 if row is not None and row.state == "open" and row.incident != s.incident:
                     return (_coalesce(row, s) if s.caused_by else _reclass(row, s, key)), False
                 if row is None or row.state != "open":
@@ -324,8 +322,8 @@ def _coalesce(row: IncidentRow, s: Sighting) -> IncidentRow:
 
 
 def _reopen(row: IncidentRow, s: Sighting) -> None:
-    """A resolved incident named again (or an effect it explains) within the reopen window: open once more,
-    under its own class, keeping its record and its Slack message; the sighting then joins it."""
+    """A resolved incident's class named again within the reopen window: open once more, keeping its record and
+    its Slack message; the sighting then joins it."""
     at = now()
     after = duration_text((at - row.resolved_at).total_seconds()) if row.resolved_at else "a while"
     why = f"{', '.join(s.alertnames)} fired; " if s.alertnames else ""
