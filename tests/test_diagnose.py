@@ -17,6 +17,7 @@ from opsbot.diagnose import default_runbooks, diagnose
 from opsbot.scope import interpret, probe_scope
 from opsbot.diagnose.conditions import Condition, fact_paths
 from tests.scenarios.compose import T0, RoleSpec, bundle, compose, gpu_csv, healthy_roles
+from tests.scenarios.deployments import roles as era_roles
 
 
 def _diag(roles: list[RoleSpec], **kw):
@@ -151,6 +152,33 @@ def test_same_transfer_errors_with_a_normal_queue_are_kv_transfer_failure():
     roles[1].logs = ["Decode transfer failed for request rank=0 decode_req.req.rid='a' decode_req.req.bootstrap_room=5 "
                      "with exception KVTransferError(bootstrap_room=5): Request 5 timed out after 300.0s in KVPoll.WaitingForInput"]
     assert [f.incident for f in _diag(roles).findings] == ["kv-transfer-failure"]
+
+
+def _old_prefill_queue(batch_lines: list[str]) -> list[RoleSpec]:
+    """A 0.5.3 prefill (no realtime_tokens_total) with 40 queued requests and none finished in the window."""
+    p, d, r = era_roles("0.5.3", "sgl-router")
+    p.gauges.update(num_queue_reqs=40, num_running_reqs=6)
+    p.counters["prompt_tokens"] = (5_000_000, 0)
+    p.logs = batch_lines
+    return [p, d, r]
+
+
+def test_an_older_prefill_without_batch_lines_is_wedged_not_saturated():
+    d = _diag(_old_prefill_queue([]))
+    assert [f.incident for f in d.findings] == ["prefill-wedged"]
+    assert d.findings[0].facts["progress.prefill_stalled"] is True
+
+
+def test_an_older_prefill_still_writing_batch_lines_is_saturated_not_wedged():
+    line = ("Prefill batch. #new-seq: 3, #new-token: 15000, #cached-token: 0, token usage: 0.06, #running-req: 7, "
+            "#queue-req: 40, #prealloc-req: 0, #inflight-req: 7, ")
+    assert [f.incident for f in _diag(_old_prefill_queue([line])).findings] == ["prefill-queue-saturation"]
+
+
+def test_an_older_prefill_without_a_journal_proves_no_stall():
+    roles = _old_prefill_queue([])
+    roles[0].drop = ("logs",)
+    assert "prefill-wedged" not in [f.incident for f in _diag(roles).findings]
 
 
 def test_client_abort_alone_is_benign():

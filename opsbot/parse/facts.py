@@ -572,8 +572,11 @@ def _aliased(gauges: dict[str, float], deltas: dict[str, float]) -> None:
                 group[new] = group[old]
 
 
-def _progress(gauges: dict[str, float], deltas: dict[str, float], window: float | None) -> dict[str, Any]:
-    """Token progress per phase from the best source the role's SGLang exports, naming the source."""
+def _progress(
+    gauges: dict[str, float], deltas: dict[str, float], window: float | None, batches: int | None = None
+) -> dict[str, Any]:
+    """Token progress per phase from the best source the role's SGLang exports, naming the source.
+    ``batches``: the current run's batch lines (None: the journal was not read)."""
     out: dict[str, Any] = {}
     groups = {"delta": deltas, "metrics": gauges}
     for phase, sources in PROGRESS_SOURCES.items():
@@ -591,6 +594,11 @@ def _progress(gauges: dict[str, float], deltas: dict[str, float], window: float 
         out["decode_stalled"] = deltas["generation_tokens"] == 0 and gauges["gen_throughput"] == 0
     if PROGRESS_COUNTER["prefill"] in deltas:
         out["prefill_stalled"] = deltas[PROGRESS_COUNTER["prefill"]] == 0
+    elif deltas.get("prompt_tokens") == 0 and batches == 0:
+        # Before realtime_tokens_total: no request finished, and the current run's journal holds no
+        # Prefill batch line, which the scheduler writes for every prefill batch it forms (0.5.3
+        # managers/scheduler_metrics_mixin.py log_prefill_stats; 0.4.6.post5 managers/scheduler.py).
+        out["prefill_stalled"] = True
     moved = [v for k, v in deltas.items() if k.startswith(REALTIME_TOKENS + "_")]
     if moved:  # every mode (prefill_compute, prefill_cache, decode, ...): did the role move any token at all
         out["tokens_moved"] = sum(moved)
@@ -678,7 +686,7 @@ def role_facts(
             (last_run,) if down else None, "unknown" if down and not unit.get("crash_looping") else "startup",
         ) if ev.logs.ok else {},
         "engine": read.engine,
-        "progress": _progress(gauges, deltas, window) | (
+        "progress": _progress(gauges, deltas, window, read.current_batch_lines) | (
             {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
         ),
         "routing": _routing(gauges, deltas),

@@ -2956,6 +2956,65 @@ after_fix("dsv4-watchdog-timeout-0.5.16", "decode", "systemd restarted the decod
           "and the watchdog line precedes the current run", CRASH + ("scheduler-watchdog", "decode-wedged"))
 
 
+# -- era variants of dev threads (2026-12-02) --------------------------------------------------------
+
+@scenario("ep-prefill-rank-idle-stuck-0.5.3-gpus-spinning", "prefill-wedged", "https://github.com/sgl-project/sglang/issues/9787",
+          "the stuck EP prefill as SGLang 0.5.3 shows it (no realtime_tokens_total, prompt_tokens_total moves only as "
+          "requests finish): its ranks spin in the collective, so every GPU reads busy; the queue grew because nothing "
+          "drains, and no Prefill batch line was written in the window", also=("scheduler-watchdog",),
+          must_not=("healthy", "prefill-queue-saturation"))
+def _ep_prefill_stuck_053():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.gauges.update(num_queue_reqs=37, num_running_reqs=6, num_prefill_prealloc_queue_reqs=12, gen_throughput=0.0)
+    p.counters["prompt_tokens"] = (9_000_000, 0)
+    p.counters["num_requests"] = (4_100, 0)
+    p.logs = []
+    return [p, d, r], {}
+
+
+@scenario("ep-prefill-rank-idle-stuck-0.5.3-metrics-only", "prefill-wedged", "https://github.com/sgl-project/sglang/issues/9787",
+          "the stuck EP prefill on SGLang 0.5.3 with its journal not collected: the metrics and the one idle GPU are "
+          "all there is", also=("scheduler-watchdog",), must_not=("healthy", "prefill-queue-saturation"))
+def _ep_prefill_stuck_metrics_only():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.gauges.update(num_queue_reqs=37, num_running_reqs=6, num_prefill_prealloc_queue_reqs=12)
+    p.counters["prompt_tokens"] = (9_000_000, 0)
+    p.counters["num_requests"] = (4_100, 0)
+    p.drop = ("logs",)
+    _specs, kw = RAW["ep-prefill-rank-idle-stuck"][0]()  # the thread's GPU rows: one rank at 0 %
+    return [p, d, r], kw
+
+
+@scenario("prefill-pp-bootstrap-divergence-0.5.3", "prefill-wedged", "https://github.com/sgl-project/sglang/issues/34572",
+          "the PP prefill deadlock as a 0.5.3 prefill shows it: no realtime_tokens_total, no request finishes, the queue "
+          "grew to 23 because nothing drains, only the abort lines in the journal",
+          must_not=("healthy", "prefill-queue-saturation"))
+def _pp_divergence_053():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.gauges.update(num_queue_reqs=23, num_running_reqs=4, num_prefill_prealloc_queue_reqs=6)
+    p.counters["prompt_tokens"] = (7_700_000, 0)
+    p.counters["num_requests"] = (3_900, 0)
+    p.logs = [f"Prefill bootstrap failed for request rank=0 req.rid='x{i}' req.bootstrap_room={90 + i} "
+              f"with exception KVTransferError(bootstrap_room={90 + i}): Aborted by AbortReq." for i in range(3)]
+    return [p, d, r], {}
+
+
+@scenario("prefill-queue-growing-chunked-0.5.3", "prefill-queue-saturation", "https://github.com/sgl-project/sglang/issues/6901",
+          "the growing queue of long prompts on a 0.5.3 prefill: no request finished in the window, but a Prefill batch "
+          "line per batch shows it still computes", must_not=("prefill-wedged", "kv-transfer-failure"))
+def _queue_growing_053():
+    p, d, r = roles("0.5.3", "sgl-router")
+    p.logs = [
+        "Prefill batch. #new-seq: 3, #new-token: 15000, #cached-token: 0, token usage: 0.06, #running-req: 7, #queue-req: 40, "
+        "#prealloc-req: 0, #inflight-req: 7, ",
+        "Prefill batch. #new-seq: 3, #new-token: 15000, #cached-token: 0, token usage: 0.09, #running-req: 10, #queue-req: 56, "
+        "#prealloc-req: 0, #inflight-req: 10, ",
+    ]
+    p.gauges.update(num_queue_reqs=56, num_running_reqs=10, token_usage=0.09)
+    p.counters["prompt_tokens"] = (5_000_000, 0)
+    return [p, d, r], {}
+
+
 if __name__ == "__main__":
     for path in write(SCENARIOS):
         print(path)
