@@ -361,6 +361,19 @@ def test_what_killed_a_dead_unit_outranks_role_down_and_explains_it():
     assert f.incident == "role-down" and f.explains == ["kv-transfer-failure on decode"]
 
 
+@pytest.mark.parametrize("prefix", ["0: ", "sglang-prefill-1  | "])
+def test_a_crash_dump_relayed_by_a_launcher_still_names_the_component(prefix):
+    """srun --label and docker compose put their label before every line: the faulthandler dump through
+    Mooncake's transfer_sync still names the transfer engine, not only the role being down."""
+    dump = ["Fatal Python error: Segmentation fault", "", "Thread 0x00007fb209fff640 (most recent call first):",
+            '  File "/sgl/python/sglang/srt/disaggregation/mooncake/transfer_engine.py", line 75 in transfer_sync',
+            '  File "/usr/lib/python3.10/concurrent/futures/thread.py", line 58 in run']
+    roles = healthy_roles()
+    _died_once(roles[0], [f"raw:{prefix}{line}" for line in dump], restarts=1)
+    top = _diag(roles).findings[0]
+    assert top.incident == "kv-transfer-failure" and "role-down on prefill" in top.explains
+
+
 def test_the_exception_that_ended_a_served_run_names_the_cause():
     """An exception the table classes by its frame ends a unit's last run: that class holds even though
     the run served first (its batch lines are in the window), while the unit is down."""

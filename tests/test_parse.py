@@ -330,6 +330,33 @@ def test_log_filter_selects_what_classify_names():
     assert re.search(LOG_FILTER, "INFO readiness: insufficient healthy workers")
 
 
+RELAYED = (
+    ("0: ", "Slurm srun --label"),
+    ("sglang-prefill-1  | ", "docker compose v2"),
+    ("sglang_decode_1 | ", "docker compose v1"),
+)
+
+
+@pytest.mark.parametrize("prefix", [p for p, _ in RELAYED])
+@pytest.mark.parametrize(("line", "kind"), [
+    ("E0603 20:16:59.104586 27322 worker_pool.cpp:271] Worker: Process failed for slice", "native"),
+    ('  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2618 in run_scheduler_process', "traceback"),
+    (" 5  /opt/ucx/lib/libuct.so.0(uct_rc_iface_progress+0x8a) [0x7f3c2a1b4e2a]", "native"),
+    ("[2025-06-05 15:08:56 TP0] Prefill batch. #new-seq: 3, #new-token: 15000, #queue-req: 40", "batch"),
+])
+def test_a_launchers_relay_label_is_dropped_and_kept_by_the_filter(prefix, line, kind):
+    import re
+
+    entry = parse_log_lines(f"2026-11-29T09:59:00+0000 node1 python3[4242]: {prefix}{line}\n")[0]
+    assert entry.kind == kind and not entry.message.startswith(prefix)
+    assert re.search(LOG_FILTER, prefix + line)  # journalctl --grep on the node keeps it
+
+
+def test_a_log_level_column_is_not_a_relay_label():
+    entry = parse_log_lines("2026-11-29T09:59:00+0000 node1 python3[4242]: ERROR    | transfer failed\n")[0]
+    assert entry.message == "ERROR    | transfer failed" and entry.kind == "error"
+
+
 def test_count_kinds_skips_heartbeat_lines():
     entries = parse_log_lines("Decode batch, #running-req: 1\nDecode out of memory. Try to lower your batch size.\n")
     assert count_kinds(entries) == {"oom": 1}

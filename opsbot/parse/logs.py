@@ -17,6 +17,13 @@ from pydantic import BaseModel
 
 from opsbot.parse.patch import LOG_PATTERN as PATCH_LOG_PATTERN
 
+# A launcher that relays the process's output puts its own label before every line: Slurm's
+# `srun --label` the task number ("0: "), `docker compose up` the service name padded to the
+# widest one and ending in the replica's number ("sglang-prefill-1  | "; a level such as
+# "ERROR    | " is not one). The node-side filter lets it stand before anchored patterns;
+# parse_log_line drops it, so every reader sees what the process wrote.
+RELAY_PREFIX = r"(?:[0-9]{1,5}: |[A-Za-z0-9][A-Za-z0-9_.-]*[-_][0-9]+[ ]+\| )"
+
 LOG_KINDS: tuple[tuple[str, str], ...] = (
     ("patch", PATCH_LOG_PATTERN),  # the index-key patch's start line (opsbot/parse/patch.py)
     ("abort", r"Aborted by AbortReq\."),
@@ -57,12 +64,13 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
     # glog E/F lines of the C++ libraries (Mooncake, NIXL, c10d) and native crash dumps (faulthandler, UCX, tvm-ffi)
     (
         "native",
-        r"^(\[rank[0-9]+\]:)?\[?[EF][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}|^(\[rank[0-9]+\]:)?\[[EF] [A-Za-z0-9_.]+\.(cpp|cc|h|hpp):[0-9]+\]"
+        rf"^{RELAY_PREFIX}?(\[rank[0-9]+\]:)?\[?[EF][0-9]{{4}} [0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}"
+        rf"|^{RELAY_PREFIX}?(\[rank[0-9]+\]:)?\[[EF] [A-Za-z0-9_.]+\.(cpp|cc|h|hpp):[0-9]+\]"
         r"|Fatal Python error|Caught signal [0-9]+|==== backtrace|!!! Segfault encountered"
-        r"|^\s*[0-9]+\s+/\S+.*\[0x[0-9a-f]+\]\s*$",
+        rf"|^{RELAY_PREFIX}?\s*[0-9]+\s+/\S+.*\[0x[0-9a-f]+\]\s*$",
     ),
     ("queue-full", r"The request queue is full\.|Request (waiting|running) timeout reached"),
-    ("traceback", r"Traceback \(most recent call last\)|^\s+File \"|^[A-Za-z_.]*(Error|Exception)\b"),
+    ("traceback", rf"Traceback \(most recent call last\)|^{RELAY_PREFIX}?\s+File \"|^{RELAY_PREFIX}?[A-Za-z_.]*(Error|Exception)\b"),
     ("batch", r"(Prefill|Decode) batch[ ,.\[]"),  # 0.4.x writes "Decode batch. #running-req: ..."
     ("error", r"ERROR|CRITICAL|FATAL|Error|error|Exception|exception|abort"),
 )
@@ -78,6 +86,7 @@ _SGLANG = re.compile(
     r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?)(?P<ranks>(?: [A-Z_]+\d+)*)\]\s?(?P<message>.*)$"
 )
 _RANK = re.compile(r"([A-Z_]+?)(\d+)")
+_RELAY = re.compile("^" + RELAY_PREFIX)
 
 
 class LogEntry(BaseModel):
@@ -110,6 +119,8 @@ def parse_log_line(line: str) -> LogEntry:
     if m:
         entry.update(ts=m["ts"], host=m["host"], process=m["process"], message=m["message"])
         entry["pid"] = int(m["pid"]) if m["pid"] else None
+    if entry["message"][:1].isalnum():
+        entry["message"] = _RELAY.sub("", entry["message"], count=1)
     s = _SGLANG.match(entry["message"])
     if s:
         ranks = _ranks(s["ranks"])

@@ -3015,6 +3015,35 @@ def _queue_growing_053():
     return [p, d, r], {}
 
 
+def relayed(base: str, role: str, prefix: str, suffix: str, how: str) -> None:
+    """Register ``<base>-<suffix>``: the dead ``role`` of ``base`` with its journal relayed by a launcher that
+    puts ``prefix`` before every line the process wrote (docker compose's ``service-1  | ``, srun/torchrun's
+    ``0: ``): the same incident, the same class."""
+    fn, source = RAW[base]
+    lab = SCENARIOS[base]()["label"]
+
+    @scenario(f"{base}-{suffix}", lab["expected"], source, f"{lab['note']}; {how}", also=tuple(lab["also"]),
+              must_not=tuple(lab["must_not"]))
+    def _relayed():
+        specs, kw = fn()
+        for spec in specs:
+            if spec.role == role:
+                stamp = (T0 - timedelta(seconds=60)).strftime("%Y-%m-%d %H:%M:%S")
+                spec.logs = [line if line.startswith("systemd:") else
+                             f"raw:{prefix}{line[4:]}" if line.startswith("raw:") else f"raw:{prefix}[{stamp} TP0] {line}"
+                             for line in spec.logs]
+        return specs, kw
+
+
+for _base, _role in (("mooncake-transfer-sync-segfault", "prefill"), ("nixl-ucx-segfault", "prefill"),
+                     ("mooncake-retry-counter-exceeded-stayed-down", "prefill"),
+                     ("nccl-allreduce-timeout-after-idle", "prefill"), ("nccl-timeout-under-perf-test", "decode"),
+                     ("nccl-watchdog-terminate-cpp", "decode")):
+    relayed(_base, _role, f"sglang-{_role}-1  | ", "compose-logs", "the unit runs `docker compose up`, which prefixes "
+            "every line with the service's name")
+    relayed(_base, _role, "0: ", "srun-label", "launched by `srun --label`, which prefixes every line with the task's rank")
+
+
 if __name__ == "__main__":
     for path in write(SCENARIOS):
         print(path)
