@@ -374,6 +374,15 @@ def test_a_crash_dump_relayed_by_a_launcher_still_names_the_component(prefix):
     assert top.incident == "kv-transfer-failure" and "role-down on prefill" in top.explains
 
 
+def test_an_smg_pool_with_one_pd_kind_only_has_no_worker_of_the_other():
+    """SMG sets smg_worker_pool_size per worker_type it registered: decode's series alone means no prefill."""
+    roles = healthy_roles()
+    roles[2].gauges = {"smg_worker_pool_size{connection_mode=http,model=m,worker_type=decode}": 1, "smg_worker_health": 1}
+    assert [f.incident for f in _diag(roles).findings] == ["router-no-healthy-workers"]
+    roles[2].gauges["smg_worker_pool_size{connection_mode=http,model=m,worker_type=prefill}"] = 1
+    assert _diag(roles).findings == []
+
+
 def test_the_exception_that_ended_a_served_run_names_the_cause():
     """An exception the table classes by its frame ends a unit's last run: that class holds even though
     the run served first (its batch lines are in the window), while the unit is down."""

@@ -48,6 +48,9 @@ TRANSFER_QUEUES = ("num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_
 ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded empty_pool".split())
 # Workers the router has in its pool, per kind (smg 1.13.0 observability/metrics.rs smg_worker_pool_size
 # {worker_type}; sglang-router 0.2.1 metrics.rs sgl_router_active_workers): none of a kind, none to route to.
+# SMG sets the gauge per (worker_type, connection_mode, model) of the workers it registers (model_gateway/src/
+# core/steps/worker/shared/register.rs; worker_type "regular", "prefill" or "decode"): a PD pool whose series
+# name one kind only has never had a worker of the other.
 POOL_GAUGES = ("smg_worker_pool_size", "smg_worker_pool_size_prefill", "smg_worker_pool_size_decode", "sgl_router_active_workers")
 # The error codes of the router's own 503 when it has no worker to send a request to (smg
 # model_gateway/src/routers/http/pd_router.rs and router.rs, v1.9.0: no_prefill_servers, server_selection_failed
@@ -639,6 +642,8 @@ def _routing(gauges: dict[str, float], deltas: dict[str, float]) -> dict[str, An
     pools = [gauges[name] for name in POOL_GAUGES if name in gauges]
     if pools:
         out["empty_pool"] = min(pools) == 0
+    if ("smg_worker_pool_size_prefill" in gauges) != ("smg_worker_pool_size_decode" in gauges):
+        out["empty_pool"] = True  # a PD pool with one kind's series only: the other kind was never registered
     return out
 
 

@@ -12,6 +12,7 @@ old version exposes its own metric names and batch lines (read in that version's
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -3042,6 +3043,81 @@ for _base, _role in (("mooncake-transfer-sync-segfault", "prefill"), ("nixl-ucx-
     relayed(_base, _role, f"sglang-{_role}-1  | ", "compose-logs", "the unit runs `docker compose up`, which prefixes "
             "every line with the service's name")
     relayed(_base, _role, "0: ", "srun-label", "launched by `srun --label`, which prefixes every line with the task's rank")
+
+
+
+def torch21(base: str, role: str) -> None:
+    """Register ``<base>-torch2.1``: the dead ``role`` of ``base`` with its NCCL watchdog lines as PyTorch before
+    2.3 writes them (``[E ProcessGroupNCCL.cpp:N] ...``: no rank prefix, no glog time; torch 2.1
+    torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp WorkNCCL::handleException and ncclCommWatchdog)."""
+    fn, source = RAW[base]
+    lab = SCENARIOS[base]()["label"]
+
+    @scenario(f"{base}-torch2.1", lab["expected"], source, f"{lab['note']}; as PyTorch 2.1 (SGLang 0.3) prints the "
+              "watchdog's lines", also=tuple(lab["also"]), must_not=tuple(lab["must_not"]))
+    def _old_torch():
+        specs, kw = fn()
+        for spec in specs:
+            if spec.role == role:
+                work = next(m[1] for line in spec.logs if (m := re.search(r"(WorkNCCL\(.*?\) ran for \d+ milliseconds)", line)))
+                spec.logs = [line for line in spec.logs if line.startswith("systemd:")] + [
+                    f"raw:[E ProcessGroupNCCL.cpp:475] [Rank 4] Watchdog caught collective operation timeout: {work} before timing out.",
+                    "raw:[E ProcessGroupNCCL.cpp:489] Some NCCL operations have failed or timed out. Due to the asynchronous "
+                    "nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+                    "raw:[E ProcessGroupNCCL.cpp:495] To avoid data inconsistency, we are taking the entire process down.",
+                    f"raw:[E ProcessGroupNCCL.cpp:916] [Rank 4] NCCL watchdog thread terminated with exception: [Rank 4] Watchdog "
+                    f"caught collective operation timeout: {work} before timing out.",
+                    "raw:terminate called after throwing an instance of 'std::runtime_error'",
+                    f"raw:  what():  [Rank 4] NCCL watchdog thread terminated with exception: [Rank 4] Watchdog caught collective "
+                    f"operation timeout: {work} before timing out.",
+                ]
+        return specs, kw
+
+
+torch21("nccl-timeout-under-perf-test", "decode")
+torch21("nccl-allreduce-timeout-after-idle", "prefill")
+
+
+
+def router_metrics_only(base: str, how: str) -> None:
+    """Register ``<base>-router-metrics-only``: the router incident of ``base`` seen only through the router's own
+    metrics of that generation (its journal not collected, no canary in the probe)."""
+    fn, source = RAW[base]
+    lab = SCENARIOS[base]()["label"]
+
+    @scenario(f"{base}-router-metrics-only", lab["expected"], source, f"{lab['note']}; {how}", also=tuple(lab["also"]),
+              must_not=tuple(dict.fromkeys((*lab["must_not"], "healthy"))))
+    def _metrics_only():
+        specs, kw = fn()
+        for spec in specs:
+            if spec.role == "router":
+                spec.drop = (*spec.drop, "logs")
+        extra = {k: v for k, v in kw.get("extra", {}).items() if k != "canary"}
+        return specs, {k: v for k, v in kw.items() if k != "extra"} | ({"extra": extra} if extra else {})
+
+
+router_metrics_only("router-no-prefill-high-rate-ep", "only sgl_router_cb_state of the open prefill breakers shows it")
+router_metrics_only("router-breaker-fake-dead-prefill", "only smg_worker_cb_state of the prefill's open breaker shows it")
+router_metrics_only("router-no-prefill-worker-cache-aware", "only sgl_router_pd_errors_total{error_type=no_prefill_server} "
+                    "shows it")
+router_metrics_only("router-failed-select-pd-pair", "only sgl_router_pd_errors_total{error_type=server_selection} shows it")
+router_metrics_only("router-started-without-workers", "only sgl_router_active_workers at 0 shows it")
+
+
+
+@scenario("router-no-prefill-worker-cache-aware-smg-pool-only", "router-no-healthy-workers",
+          "https://github.com/vllm-project/aibrix/issues/1351",
+          "the router without a prefill worker as SMG shows it: smg_worker_pool_size is set per (worker_type, "
+          "connection_mode, model) of the workers it registered (smg model_gateway/src/core/steps/worker/shared/"
+          "register.rs), so only the decode series is there; no request came in the window, no canary, no router journal",
+          must_not=("role-down", "prefill-wedged", "healthy"))
+def _no_prefill_worker_smg_pool():
+    p, d, r = roles("0.4.6", "smg")
+    r.gauges = {"smg_worker_pool_size{connection_mode=http,model=qwen3-8b,worker_type=decode}": 1,
+                "smg_worker_health{worker=http://10.0.0.2:30001}": 1}
+    r.counters = {"smg_router_requests{endpoint=chat}": (5000, 0)}
+    r.drop = ("logs",)
+    return [p, d, r], {}
 
 
 if __name__ == "__main__":
