@@ -587,3 +587,18 @@ def test_log_prefilter_matches_where_any_pattern_does():
                 assert (anything.search(entry.message) is not None) == some, entry.message
                 hits += some
     assert hits > 0
+
+
+@pytest.mark.parametrize(("usage", "expected"), [(0.95, "kv-cache-exhausted"), (0.30, "kv-transfer-failure")])
+def test_requests_held_in_the_prealloc_queue_wait_for_memory_when_the_pool_is_full(usage: float, expected: str):
+    """A PD decode pre-allocates a request's KV 'once there is available kv' (disaggregation/decode.py): parked
+    requests with a full pool wait for memory (no restart helps), with room they wait for a transfer."""
+    roles = healthy_roles()
+    d = roles[1]
+    d.gauges.update(num_running_reqs=0, num_queue_reqs=0, num_decode_prealloc_queue_reqs=8,
+                    num_decode_transfer_queue_reqs=0, token_usage=usage)
+    d.counters["realtime_tokens{mode=decode}"] = (1000, 0)
+    found = [f.incident for f in _diag(roles).findings]
+    assert found and found[0] == expected, found
+    if expected == "kv-cache-exhausted":
+        assert "kv-transfer-failure" not in found
