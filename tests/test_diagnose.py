@@ -602,3 +602,26 @@ def test_requests_held_in_the_prealloc_queue_wait_for_memory_when_the_pool_is_fu
     assert found and found[0] == expected, found
     if expected == "kv-cache-exhausted":
         assert "kv-transfer-failure" not in found
+
+
+@pytest.mark.parametrize(("age_s", "looping"), [(4, True), (30, False)])
+def test_runs_that_keep_ending_the_same_way_name_the_class_while_the_new_run_is_young(age_s: int, looping: bool):
+    """systemd restarted decode after each CUDA OOM; the current run serves for now. Younger than the runs
+    before it lasted, it is the crash loop of what ended them (cuda-oom, no restart advised); once it has
+    outlived them, those deaths are history."""
+    from datetime import timedelta
+
+    from tests.scenarios.compose import T0
+
+    roles = healthy_roles()
+    d = roles[1]
+    d.restarts = 3
+    oom = ["Scheduler hit an exception: Traceback (most recent call last):",
+           'raw:  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/managers/scheduler.py", line 6350, in '
+           "run_scheduler_process",
+           "raw:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    batches = ["Decode batch, #running-req: 8, gen throughput (token/s): 300.0, #queue-req: 0"] * 4
+    d.logs = [*oom, *batches, *oom, *d.logs]  # two runs died 7 s apart, at T0-60 s and T0-53 s
+    d.started = T0 - timedelta(seconds=age_s)
+    found = [f.incident for f in _diag(roles).findings]
+    assert ("cuda-oom" in found[:1]) is looping, found
