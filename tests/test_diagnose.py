@@ -637,3 +637,41 @@ def test_log_prefilter_matches_where_any_pattern_does():
                 assert (anything.search(entry.message) is not None) == some, entry.message
                 hits += some
     assert hits > 0
+
+
+@pytest.mark.parametrize(("usage", "expected"), [(0.95, "kv-cache-exhausted"), (0.30, "kv-transfer-failure")])
+def test_requests_held_in_the_prealloc_queue_wait_for_memory_when_the_pool_is_full(usage: float, expected: str):
+    """A PD decode pre-allocates a request's KV 'once there is available kv' (disaggregation/decode.py): parked
+    requests with a full pool wait for memory (no restart helps), with room they wait for a transfer."""
+    roles = healthy_roles()
+    d = roles[1]
+    d.gauges.update(num_running_reqs=0, num_queue_reqs=0, num_decode_prealloc_queue_reqs=8,
+                    num_decode_transfer_queue_reqs=0, token_usage=usage)
+    d.counters["realtime_tokens{mode=decode}"] = (1000, 0)
+    found = [f.incident for f in _diag(roles).findings]
+    assert found and found[0] == expected, found
+    if expected == "kv-cache-exhausted":
+        assert "kv-transfer-failure" not in found
+
+
+@pytest.mark.parametrize(("age_s", "looping"), [(4, True), (30, False)])
+def test_runs_that_keep_ending_the_same_way_name_the_class_while_the_new_run_is_young(age_s: int, looping: bool):
+    """systemd restarted decode after each CUDA OOM; the current run serves for now. Younger than the runs
+    before it lasted, it is the crash loop of what ended them (cuda-oom, no restart advised); once it has
+    outlived them, those deaths are history."""
+    from datetime import timedelta
+
+    from tests.scenarios.compose import T0
+
+    roles = healthy_roles()
+    d = roles[1]
+    d.restarts = 3
+    oom = ["Scheduler hit an exception: Traceback (most recent call last):",
+           'raw:  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/managers/scheduler.py", line 6350, in '
+           "run_scheduler_process",
+           "raw:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    batches = ["Decode batch, #running-req: 8, gen throughput (token/s): 300.0, #queue-req: 0"] * 4
+    d.logs = [*oom, *batches, *oom, *d.logs]  # two runs died 7 s apart, at T0-60 s and T0-53 s
+    d.started = T0 - timedelta(seconds=age_s)
+    found = [f.incident for f in _diag(roles).findings]
+    assert ("cuda-oom" in found[:1]) is looping, found

@@ -35,7 +35,8 @@ UNIT_FACTS = frozenset(
 # read from the unit's state machine and systemd's own journal lines, not from SGLang's text
 UNIT_DERIVED = frozenset("restarting crash_looping restarts_logged exit_code exit_signal restarts_moved start_limit_hit".split())
 EXCEPTION_FACTS = frozenset(
-    "count startup serving unknown incidents startup_incident ended_run_incident type message stage writer".split()
+    "count startup serving unknown incidents startup_incident ended_run_incident looping_incident type message stage"
+    " writer".split()
 )
 ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
 PROGRESS_FACTS = frozenset(
@@ -697,10 +698,32 @@ def role_facts(
         "routing": _routing(gauges, deltas),
         "patch": patch_seen(bundle, ev, started, read.entries).facts(),
     }
+    if facts["exception"] and unit.get("active_state") == "active" and started is not None:
+        looping = _looping(read.raised, table, started, _line_time(bundle.started_at))
+        if looping is not None:
+            facts["exception"]["looping_incident"] = looping
     facts["failed"] = failed
     if window is not None:
         facts["window_s"] = window
     return facts
+
+
+def _looping(raised: Sequence[RaisedException], table: ExceptionClasses | None, started: datetime,
+             now: datetime | None) -> str | None:
+    """The class of what keeps ending the unit's runs, while the current run has not yet outlived them: the
+    last two classed exceptions before the run started are of one class, raised at least a second apart (two
+    runs, not two ranks of one), and the run is younger than twice the time between those two deaths.
+    systemd restarted it and it serves for now; the runs before served as long, then died the same way."""
+    if table is None or now is None:
+        return None
+    deaths = [(at, c) for x in raised if (c := table.incident(x)) and (at := _line_time(x.ts)) is not None and at < started]
+    if len(deaths) < 2:
+        return None
+    (before, first), (last, second) = deaths[-2], deaths[-1]
+    apart = (last - before).total_seconds()
+    if first != second or apart < 1:
+        return None
+    return second if (now - started).total_seconds() < 2 * apart else None
 
 
 def run_started(ev: RoleEvidence) -> datetime | None:
