@@ -28,7 +28,7 @@ MIN_DEV, MIN_TEST = 150, 45  # the corpus may only grow
 # (it was 30 of 31 before: the floor went down with the harder, larger part, not with the rules). Then 45 of
 # 48 (93.8%) after role-down became the last resort for a dead unit, one exit without a restart stopped
 # counting as a crash loop, and the router's answer to the canary and its empty pool were read (dev/ rules).
-TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.93, 0.93, 0
+TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.95, 0.95, 0
 
 
 def _case(path: Path) -> Case:
