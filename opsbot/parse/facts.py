@@ -373,16 +373,9 @@ def _recent(entry: LogEntry, started: datetime | None, main_pid: int | None = No
     return main_pid is None or entry.pid is None or entry.process == "systemd" or entry.pid == main_pid
 
 
-def _main_pid(ev: RoleEvidence) -> int | None:
-    """The running unit's main process, from systemd (0 or unreadable: unknown)."""
-    try:
-        return (parse_unit(ev.systemd.raw).main_pid or None) if ev.systemd.ok else None
-    except ValueError:
-        return None
-
-
 def _logs(
-    ev: RoleEvidence, patterns: list[Pattern], started: datetime | None, failed: list[str], table: ExceptionClasses | None
+    ev: RoleEvidence, patterns: list[Pattern], started: datetime | None, failed: list[str], table: ExceptionClasses | None,
+    pid: int | None = None,
 ) -> _LogRead:
     """Pattern counts since the unit's current run started (``logs``) and over the whole journal window
     (``logs_window``); exceptions over the window (``exception``); C++ components' error lines of the
@@ -390,7 +383,7 @@ def _logs(
     unit that is down for good (failed, inactive), its last run: what stopped it is there, not in the runs
     before. A unit waiting to restart counts the window: its recent runs keep failing the same way.
     Without a known start (timestamp unreadable) the current run is the window; a line whose time is
-    unknown counts in both."""
+    unknown counts in both. ``pid``: the running unit's main process, which decides the run's first second."""
     if not ev.logs.ok:
         failed.append("logs")
         return _LogRead()
@@ -405,7 +398,6 @@ def _logs(
     native: list[RaisedException] = []
     attributed: list[tuple[int, str, str]] = []  # (line, component, incident) of the current run's E/F lines
     crash_at: int | None = None  # where the current run's first native crash dump begins
-    pid = _main_pid(ev) if started is not None else None
     for i, entry in enumerate(entries):
         message = entry.message
         if crash_at is None and entry.process != "systemd" and is_crash_line(message) and _recent(entry, started, pid):
@@ -661,7 +653,8 @@ def role_facts(
     gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
     _aliased(gauges, deltas)
     unit, started, last_run = _unit(ev, failed, problems)
-    read = _logs(ev, patterns, started or (last_run if unit.get("active_state") in _DOWN else None), failed, table)
+    read = _logs(ev, patterns, started or (last_run if unit.get("active_state") in _DOWN else None), failed, table,
+                 (unit.get("main_pid") or None) if started else None)  # the running unit's main process
     logs, logs_window = read.current, read.window
     if unit:
         if read.restarts_logged is not None:
