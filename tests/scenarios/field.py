@@ -1756,42 +1756,52 @@ def _breakers_high_concurrency():
 
 # --- the same crash loops once systemd gave up (StartLimitBurst hit): failed, no restart pending ----
 
-def start_limit(base: str, role: str) -> None:
-    """Register ``<base>-start-limit``: the crash loop of ``base`` after systemd stopped restarting."""
+def variant(base: str, suffix: str, note: str, edit: Callable[[RoleSpec], None], role: str | None = None, *,
+            expected: str | None = None, also: tuple[str, ...] | None = None, must_not: tuple[str, ...] | None = None,
+            kw: Callable[[dict], dict] | None = None) -> None:
+    """Register ``<base>-<suffix>``: the incident of ``base`` (its thread, label and note) with ``edit`` applied to
+    ``role``'s spec (every role when None), its label changed where given, and its other arguments through ``kw``."""
     fn, source = RAW[base]
     lab = SCENARIOS[base]()["label"]
 
-    @scenario(f"{base}-start-limit", lab["expected"], source,
-              lab["note"] + "; systemd hit its start limit and left the unit failed",
-              also=tuple(lab["also"]) + ("role-down",),  # down for good now, which the crash loop explains
-              must_not=tuple(c for c in lab["must_not"] if c != "role-down"))
-    def _limited():
-        specs, kw = fn()
+    @scenario(f"{base}-{suffix}", expected or lab["expected"], source, note,
+              also=tuple(lab["also"]) if also is None else also,
+              must_not=tuple(lab["must_not"]) if must_not is None else must_not)
+    def _varied():
+        specs, extra = fn()
         for spec in specs:
-            if spec.role == role:
-                spec.active, spec.sub, spec.restarts = "failed", "failed", 5
-                unit = spec.logs[-1].split(":")[1].strip()
-                spec.logs = spec.logs[:-1] + [f"systemd: {unit}: Start request repeated too quickly.",
-                                              f"systemd: {unit}: Failed with result '{spec.result}'.",
-                                              f"systemd: Failed to start {unit}."]
-        return specs, kw
+            if role is None or spec.role == role:
+                edit(spec)
+        return specs, kw(extra) if kw is not None else extra
+
+
+def start_limit(base: str, role: str) -> None:
+    """Register ``<base>-start-limit``: the crash loop of ``base`` after systemd stopped restarting."""
+    lab = SCENARIOS[base]()["label"]
+
+    def limited(spec: RoleSpec) -> None:
+        spec.active, spec.sub, spec.restarts = "failed", "failed", 5
+        unit = spec.logs[-1].split(":")[1].strip()
+        spec.logs = spec.logs[:-1] + [f"systemd: {unit}: Start request repeated too quickly.",
+                                      f"systemd: {unit}: Failed with result '{spec.result}'.",
+                                      f"systemd: Failed to start {unit}."]
+
+    variant(base, "start-limit", lab["note"] + "; systemd hit its start limit and left the unit failed", limited, role,
+            also=tuple(lab["also"]) + ("role-down",),  # down for good now, which the crash loop explains
+            must_not=tuple(c for c in lab["must_not"] if c != "role-down"))
 
 
 # --- the same threads after the fix: the failure's lines precede the current run -----------------
 
 def after_fix(base: str, role: str, note: str, must_not: tuple[str, ...]) -> None:
     """Register ``<base>-after-fix``: the incident of ``base`` with ``role`` fixed and restarted."""
-    fn, source = RAW[base]
 
-    @scenario(f"{base}-after-fix", "healthy", source, note, must_not=must_not)
-    def _fixed():
-        specs, kw = fn()
-        for spec in specs:
-            if spec.role == role:
-                recovered(spec)
-            elif spec.active != "active":  # co-failing roles came back too
-                recovered(spec)
-        return specs, {k: v for k, v in kw.items() if k != "extra"}
+    def fixed(spec: RoleSpec) -> None:
+        if spec.role == role or spec.active != "active":  # co-failing roles came back too
+            recovered(spec)
+
+    variant(base, "after-fix", note, fixed, expected="healthy", also=(), must_not=must_not,
+            kw=lambda kw: {k: v for k, v in kw.items() if k != "extra"})
 
 
 # --- the same threads with the role dead for good (Restart=no): failed, NRestarts=0 ----------------
@@ -1799,19 +1809,15 @@ def after_fix(base: str, role: str, note: str, must_not: tuple[str, ...]) -> Non
 def stayed_down(base: str, role: str, note: str) -> None:
     """Register ``<base>-stayed-down``: ``role`` of ``base`` died while serving and systemd does not restart
     it (failed, no restart pending). What killed it is still the class; the role being down is its effect."""
-    fn, source = RAW[base]
     lab = SCENARIOS[base]()["label"]
 
-    @scenario(f"{base}-stayed-down", lab["expected"], source, f"{lab['note']}; {note}",
-              also=tuple(dict.fromkeys((*lab["also"], "role-down", "router-no-healthy-workers"))),
-              must_not=tuple(dict.fromkeys((*(c for c in lab["must_not"] if c != "role-down"), "config-crashloop"))))
-    def _down():
-        specs, kw = fn()
-        for spec in specs:
-            if spec.role == role:
-                failed(spec, [line for line in spec.logs if not line.startswith("systemd:")])
-                spec.started = T0 - timedelta(hours=3)
-        return specs, kw
+    def down(spec: RoleSpec) -> None:
+        failed(spec, [line for line in spec.logs if not line.startswith("systemd:")])
+        spec.started = T0 - timedelta(hours=3)
+
+    variant(base, "stayed-down", f"{lab['note']}; {note}", down, role,
+            also=tuple(dict.fromkeys((*lab["also"], "role-down", "router-no-healthy-workers"))),
+            must_not=tuple(dict.fromkeys((*(c for c in lab["must_not"] if c != "role-down"), "config-crashloop"))))
 
 
 stayed_down("mooncake-retry-counter-exceeded", "prefill", "the prefill exited after the transfer engine's errors, with no "
@@ -3020,20 +3026,14 @@ def relayed(base: str, role: str, prefix: str, suffix: str, how: str) -> None:
     """Register ``<base>-<suffix>``: the dead ``role`` of ``base`` with its journal relayed by a launcher that
     puts ``prefix`` before every line the process wrote (docker compose's ``service-1  | ``, srun/torchrun's
     ``0: ``): the same incident, the same class."""
-    fn, source = RAW[base]
-    lab = SCENARIOS[base]()["label"]
+    stamp = (T0 - timedelta(seconds=60)).strftime("%Y-%m-%d %H:%M:%S")
 
-    @scenario(f"{base}-{suffix}", lab["expected"], source, f"{lab['note']}; {how}", also=tuple(lab["also"]),
-              must_not=tuple(lab["must_not"]))
-    def _relayed():
-        specs, kw = fn()
-        for spec in specs:
-            if spec.role == role:
-                stamp = (T0 - timedelta(seconds=60)).strftime("%Y-%m-%d %H:%M:%S")
-                spec.logs = [line if line.startswith("systemd:") else
-                             f"raw:{prefix}{line[4:]}" if line.startswith("raw:") else f"raw:{prefix}[{stamp} TP0] {line}"
-                             for line in spec.logs]
-        return specs, kw
+    def relay(spec: RoleSpec) -> None:
+        spec.logs = [line if line.startswith("systemd:") else
+                     f"raw:{prefix}{line[4:]}" if line.startswith("raw:") else f"raw:{prefix}[{stamp} TP0] {line}"
+                     for line in spec.logs]
+
+    variant(base, suffix, f"{SCENARIOS[base]()['label']['note']}; {how}", relay, role)
 
 
 for _base, _role in (("mooncake-transfer-sync-segfault", "prefill"), ("nixl-ucx-segfault", "prefill"),
@@ -3050,28 +3050,23 @@ def torch21(base: str, role: str) -> None:
     """Register ``<base>-torch2.1``: the dead ``role`` of ``base`` with its NCCL watchdog lines as PyTorch before
     2.3 writes them (``[E ProcessGroupNCCL.cpp:N] ...``: no rank prefix, no glog time; torch 2.1
     torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp WorkNCCL::handleException and ncclCommWatchdog)."""
-    fn, source = RAW[base]
-    lab = SCENARIOS[base]()["label"]
 
-    @scenario(f"{base}-torch2.1", lab["expected"], source, f"{lab['note']}; as PyTorch 2.1 (SGLang 0.3) prints the "
-              "watchdog's lines", also=tuple(lab["also"]), must_not=tuple(lab["must_not"]))
-    def _old_torch():
-        specs, kw = fn()
-        for spec in specs:
-            if spec.role == role:
-                work = next(m[1] for line in spec.logs if (m := re.search(r"(WorkNCCL\(.*?\) ran for \d+ milliseconds)", line)))
-                spec.logs = [line for line in spec.logs if line.startswith("systemd:")] + [
-                    f"raw:[E ProcessGroupNCCL.cpp:475] [Rank 4] Watchdog caught collective operation timeout: {work} before timing out.",
-                    "raw:[E ProcessGroupNCCL.cpp:489] Some NCCL operations have failed or timed out. Due to the asynchronous "
-                    "nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
-                    "raw:[E ProcessGroupNCCL.cpp:495] To avoid data inconsistency, we are taking the entire process down.",
-                    f"raw:[E ProcessGroupNCCL.cpp:916] [Rank 4] NCCL watchdog thread terminated with exception: [Rank 4] Watchdog "
-                    f"caught collective operation timeout: {work} before timing out.",
-                    "raw:terminate called after throwing an instance of 'std::runtime_error'",
-                    f"raw:  what():  [Rank 4] NCCL watchdog thread terminated with exception: [Rank 4] Watchdog caught collective "
-                    f"operation timeout: {work} before timing out.",
-                ]
-        return specs, kw
+    def old_torch(spec: RoleSpec) -> None:
+        work = next(m[1] for line in spec.logs if (m := re.search(r"(WorkNCCL\(.*?\) ran for \d+ milliseconds)", line)))
+        spec.logs = [line for line in spec.logs if line.startswith("systemd:")] + [
+            f"raw:[E ProcessGroupNCCL.cpp:475] [Rank 4] Watchdog caught collective operation timeout: {work} before timing out.",
+            "raw:[E ProcessGroupNCCL.cpp:489] Some NCCL operations have failed or timed out. Due to the asynchronous "
+            "nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+            "raw:[E ProcessGroupNCCL.cpp:495] To avoid data inconsistency, we are taking the entire process down.",
+            f"raw:[E ProcessGroupNCCL.cpp:916] [Rank 4] NCCL watchdog thread terminated with exception: [Rank 4] Watchdog "
+            f"caught collective operation timeout: {work} before timing out.",
+            "raw:terminate called after throwing an instance of 'std::runtime_error'",
+            f"raw:  what():  [Rank 4] NCCL watchdog thread terminated with exception: [Rank 4] Watchdog caught collective "
+            f"operation timeout: {work} before timing out.",
+        ]
+
+    variant(base, "torch2.1", f"{SCENARIOS[base]()['label']['note']}; as PyTorch 2.1 (SGLang 0.3) prints the watchdog's "
+            "lines", old_torch, role)
 
 
 torch21("nccl-timeout-under-perf-test", "decode")
@@ -3082,18 +3077,17 @@ torch21("nccl-allreduce-timeout-after-idle", "prefill")
 def router_metrics_only(base: str, how: str) -> None:
     """Register ``<base>-router-metrics-only``: the router incident of ``base`` seen only through the router's own
     metrics of that generation (its journal not collected, no canary in the probe)."""
-    fn, source = RAW[base]
     lab = SCENARIOS[base]()["label"]
 
-    @scenario(f"{base}-router-metrics-only", lab["expected"], source, f"{lab['note']}; {how}", also=tuple(lab["also"]),
-              must_not=tuple(dict.fromkeys((*lab["must_not"], "healthy"))))
-    def _metrics_only():
-        specs, kw = fn()
-        for spec in specs:
-            if spec.role == "router":
-                spec.drop = (*spec.drop, "logs")
+    def no_journal(spec: RoleSpec) -> None:
+        spec.drop = (*spec.drop, "logs")
+
+    def no_canary(kw: dict) -> dict:
         extra = {k: v for k, v in kw.get("extra", {}).items() if k != "canary"}
-        return specs, {k: v for k, v in kw.items() if k != "extra"} | ({"extra": extra} if extra else {})
+        return {k: v for k, v in kw.items() if k != "extra"} | ({"extra": extra} if extra else {})
+
+    variant(base, "router-metrics-only", f"{lab['note']}; {how}", no_journal, "router",
+            must_not=tuple(dict.fromkeys((*lab["must_not"], "healthy"))), kw=no_canary)
 
 
 router_metrics_only("router-no-prefill-high-rate-ep", "only sgl_router_cb_state of the open prefill breakers shows it")
