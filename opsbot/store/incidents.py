@@ -67,12 +67,12 @@ class IncidentRecords:
             row = session.scalar(select(IncidentRow).where(IncidentRow.open_key == key).with_for_update())
             if row is None and s.into:
                 row = session.get(IncidentRow, s.into, with_for_update=True)
-                if row is not None and row.state == "resolved" and s.reopen and row.incident == s.incident:
-                    _reopen(row, s)
-                if row is not None and row.state == "open" and row.incident != s.incident:
-                    return (_coalesce(row, s) if s.caused_by else _reclass(row, s, key)), False
+                if row is not None and s.reopen and row.state == "resolved" and row.incident == s.incident:
+                    _reopen(row, s)  # then joined below, as an open incident of its class
                 if row is None or row.state != "open":
                     row = None
+                elif row.incident != s.incident:
+                    return (_coalesce(row, s) if s.caused_by else _reclass(row, s, key)), False
             if row is None:
                 return None
             at = now()
