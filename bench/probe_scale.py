@@ -37,6 +37,7 @@ from opsbot.collect.probe import probe  # noqa: E402
 from opsbot.inventory import Cluster, Inventory  # noqa: E402
 from opsbot.lab.nodes import Lab, _port_free  # noqa: E402
 from opsbot.lab.settings import LabSettings  # noqa: E402
+from opsbot.settings import Settings  # noqa: E402
 
 console = Console(width=200)
 

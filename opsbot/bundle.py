@@ -258,7 +258,7 @@ def parse_bundle(text: str, source: str = "bundle") -> Bundle:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BundleError(f"{source}: not valid JSON (truncated?) at line {exc.lineno} column {exc.colno}: {exc.msg}")
+        raise BundleError(f"{source}: not valid JSON (truncated?) at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise BundleError(f"{source}: JSON nested too deeply to be a bundle") from None
     if not isinstance(data, dict):

@@ -61,7 +61,7 @@ def bundle_at(t: datetime, *, prefill: RoleLoad | None = None, decode: RoleLoad 
     """A three-role PD bundle (prefill and router on node1, decode on node2) taken at ``t``."""
     prefill, decode = prefill or RoleLoad(tokens_per_s=5200.0), decode or RoleLoad()
     roles = []
-    for name, node, port, load in (("prefill", "node1", 30000, prefill), ("decode", "node2", 30001, decode)):
+    for name, node, _port, load in (("prefill", "node1", 30000, prefill), ("decode", "node2", 30001, decode)):
         unit = f"sglang-dsv4-{name}.service"
         samples = [{"at": _iso(t + timedelta(seconds=k * window_s)),
                     "raw": _metrics(name, load.running, load.queued, load.usage, 1e6 + k * window_s * load.tokens_per_s)}

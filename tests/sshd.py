@@ -85,7 +85,7 @@ def start_sshd(tmp: Path, port: int | None = None) -> Sshd:
             break
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(f"sshd exited: {log.read_text()}")
+                raise RuntimeError(f"sshd exited: {log.read_text()}") from None
             time.sleep(0.05)
     host_key = " ".join((tmp / "host.pub").read_text().split()[:2])
     return Sshd(port, host_key, tmp / "client", log, proc)

@@ -62,4 +62,4 @@ def test_redact_hides_any_api_key_value(prefix, secret):
     if secret.startswith("None"):
         return  # "api_key=None" says no key is set; it is kept
     out = redact(f"{prefix} api_key='{secret}'")
-    assert f"api_key='***'" in out and redact(out) == out
+    assert "api_key='***'" in out and redact(out) == out

@@ -150,7 +150,7 @@ def test_broken_template_names_its_evidence_line(books: Path):
     text = path.read_text()
     path.write_text(text.replace('  - "out-of-memory lines: {{ logs.cuda_oom }},', '  - "out-of-memory lines: {{ logs.cuda_oom ,'))
     (p,) = [p for p in load_runbooks(books).problems if p.file == str(path)]
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if l.startswith('  - "out-of-memory lines'))
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.startswith('  - "out-of-memory lines'))
     assert p.where == "evidence.0" and p.line == line and p.message.startswith("template:")
 
 

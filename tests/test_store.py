@@ -180,7 +180,7 @@ def test_an_alert_whose_probe_cannot_run_is_given_up_on(store):
     (bad, _), (flaky, _) = store.save_alerts([_alert("bad", role="decoder"), _alert("flaky")])
     store.alert_probe_failed([bad], "unknown role 'decoder'", max_attempts=3, final=True)
     lease = timedelta(minutes=10)
-    for attempt in range(1, 4):
+    for _attempt in range(1, 4):
         assert flaky in [r.id for r in store.claim_unprocessed("me", lease=lease)]
         assert bad not in [r.id for r in store.claim_unprocessed("other", lease=timedelta(seconds=-1))]
         store.alert_probe_failed([flaky], "no inventory", max_attempts=3)

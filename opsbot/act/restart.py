@@ -353,7 +353,7 @@ def expire_overdue(store: Store) -> list[str]:
     expired = []
     for state in ("planned", "approved"):
         for a in store.actions(state=state, limit=1000):
-            if a.expires_at <= at and _move(store, 
+            if a.expires_at <= at and _move(store,
                 a.id, (state,), "expired", actor="opsbot", surface="reconcile", what="restart expired",
                 outcome=f"{'approval' if state == 'approved' else 'plan'} expired at {a.expires_at:%H:%M:%S} UTC "
                         "before it ran; request the restart again"):
@@ -364,7 +364,7 @@ def expire_overdue(store: Store) -> list[str]:
 def _orphaned(store: Store, action: Action) -> bool:
     """Executing with no live owner: its lock is gone, expired, or held by a dead process on this host."""
     plan = RestartPlan.model_validate(action.plan)
-    locks = {l.role: l for l in store.locks(plan.cluster) if l.action_id == action.id}
+    locks = {lock.role: lock for lock in store.locks(plan.cluster) if lock.action_id == action.id}
     at = now()
     return any(key not in locks or locks[key].expires_at <= at or _holder_dead(locks[key].holder)
                for key in plan.roles)

@@ -143,7 +143,7 @@ def recall_command(
     from opsbot.cli.flowroot import cli_flow, save_bundle
     from opsbot.flow import InventoryUnavailable
     from opsbot.inventory import UnknownRole
-    from opsbot.parse.recall import short_length, summarize
+    from opsbot.parse.recall import summarize
     from opsbot.settings import get_settings
     from opsbot.yamlsource import ConfigError
 

@@ -75,6 +75,7 @@ async def collect_metrics(t: Transport, role: Role, s: Settings) -> MetricsEvide
         return MetricsEvidence(ok=False, error=f"the inventory gives role {role.key} no metrics_url")
     t0 = time.monotonic()
     samples: list[MetricSample] = []
+    sent = t0
     for which in ("first", "second"):
         if samples:
             await asyncio.sleep(max(0.0, s.metrics_window_s - (time.monotonic() - sent)))

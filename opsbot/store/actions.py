@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from opsbot.store.audit import audit_row
+from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
     Action,
     Approval,
@@ -29,7 +30,7 @@ class LockHeld:
     expires_at: datetime
 
 
-class ActionRecords:
+class ActionRecords(Gateway):
     """Actions, approvals and role locks. Mixed into ``Store`` (it needs ``write`` and ``read``)."""
 
     # -- actions ------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
     Alert,
     Instance,
@@ -44,7 +45,7 @@ class AlertIn:
         return f"{self.fingerprint}:{self.status}:{start}"
 
 
-class AlertRecords:
+class AlertRecords(Gateway):
     """Alerts, their claims and probe failures, and Slack alert threads and signatures. Mixed into ``Store`` (it needs ``write`` and ``read``)."""
 
     # -- alerts -----------------------------------------------------------------------------

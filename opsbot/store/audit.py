@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
     NOTE_KINDS,
     AuditEntry,
@@ -19,7 +20,7 @@ from opsbot.store.models import (
 )
 
 
-class AuditRecords:
+class AuditRecords(Gateway):
     """Audit entries, and the reports, notes and decisions of the status reports. Mixed into ``Store`` (it needs ``write`` and ``read``)."""
 
     # -- audit (append-only) -----------------------------------------------------------------

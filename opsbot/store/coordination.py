@@ -9,6 +9,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
     Instance,
     JobRun,
@@ -16,7 +17,7 @@ from opsbot.store.models import (
 )
 
 
-class CoordinationRecords:
+class CoordinationRecords(Gateway):
     """Instances' heartbeats and the period claims of scheduled jobs. Mixed into ``Store`` (it needs ``write`` and ``read``)."""
 
     # -- instances: who is alive, so that what a dead one claimed is taken over ------------------

@@ -18,6 +18,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from opsbot.store.gateway import Gateway
 from opsbot.store.models import IncidentRow, Instance, now
 
 T = TypeVar("T")
@@ -55,7 +56,7 @@ def _merge(old: list[Any], new: list[Any]) -> list[Any]:
     return old + [x for x in new if x not in old]
 
 
-class IncidentRecords:
+class IncidentRecords(Gateway):
     write: Callable[..., Any]
     read: Callable[..., Any]
 

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 
+from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
     Action,
     Alert,
@@ -61,7 +62,7 @@ class History:
     incidents: list[IncidentRow] = field(default_factory=list)  # incident records first seen in the span
 
 
-class PeriodRecords:
+class PeriodRecords(Gateway):
     """The rows a report reads: one period's history, the last report, the latest probe."""
 
     def last_report_at(self, kind: str) -> datetime | None:

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from opsbot.bundle import Bundle, parse_bundle
 from opsbot.contracts import Diagnosis
 from opsbot.parse.recall import run_record
+from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
     Alert,
     Finding,
@@ -63,7 +64,7 @@ class RecallRun:
     record: dict[str, Any]
 
 
-class ProbeRecords:
+class ProbeRecords(Gateway):
     """Probes, findings and recall runs. Mixed into ``Store`` (it needs ``write`` and ``read``)."""
 
     # -- probes and findings ------------------------------------------------------------------

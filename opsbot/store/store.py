@@ -4,7 +4,6 @@ database is busy; each aggregate's reads and writes live in its own module, mixe
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
@@ -16,7 +15,7 @@ from opsbot.store.actions import ActionRecords, LockHeld
 from opsbot.store.alerts import ALERT_CHUNK, AlertIn, AlertRecords
 from opsbot.store.audit import AuditRecords, audit_row
 from opsbot.store.coordination import CoordinationRecords
-from opsbot.store.database import StoreError, make_engine, retrying, upgrade
+from opsbot.store.database import StoreError, make_engine, upgrade
 from opsbot.store.incidents import IncidentRecords
 from opsbot.store.periods import PeriodRecords
 from opsbot.store.probes import (
@@ -80,18 +79,6 @@ class Store(ProbeRecords, AlertRecords, CoordinationRecords, AuditRecords, Token
             return (before + time.time()) / 2 - server
 
         return self.read(_read)
-
-    def write(self, fn: Callable[[Session], T], what: str = "write") -> T:
-        """Run ``fn`` in one transaction: all of it commits or none; retried while busy."""
-
-        def _once() -> T:
-            with self._sessions.begin() as session:
-                return fn(session)
-
-        return retrying(_once, attempts=self.attempts, first_delay_s=0.05, what=what)
-
-    def read(self, fn: Callable[[Session], T]) -> T:
-        return self.write(fn, "read")
 
     # -- history ------------------------------------------------------------------------------
 

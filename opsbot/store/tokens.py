@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from opsbot.store.audit import audit_row
+from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
     ApiToken,
     now,
@@ -40,7 +41,7 @@ def implied_scopes(scopes: Iterable[str]) -> list[str]:
     return sorted(SCOPES[: max(held) + 1]) if held else []
 
 
-class TokenRecords:
+class TokenRecords(Gateway):
     """API tokens. Mixed into ``Store`` (it needs ``write`` and ``read``)."""
 
     # -- API tokens --------------------------------------------------------------------------

@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from opsbot.cli import app
 from opsbot.collect.transport import TransportPool
 from opsbot.settings import Settings
 from serving.render import render
