@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-SCHEMA = "opsbot/probe-bundle@1"
+SCHEMA: Literal["opsbot/probe-bundle@1"] = "opsbot/probe-bundle@1"
 
 SYSTEMD_PROPERTIES = (
     "Id,LoadState,ActiveState,SubState,Result,NRestarts,ExecMainStatus,ExecMainCode,"

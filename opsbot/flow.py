@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from anyio import to_thread
 
@@ -33,7 +33,7 @@ R = TypeVar("R")
 ProbeFn = Callable[..., Awaitable[Bundle]]
 DiagnoseFn = Callable[[Bundle], Diagnosis]
 Progress = Callable[[str, str], None]
-TRIGGER_KINDS: tuple[str, ...] = TriggerKind.__args__
+TRIGGER_KINDS: tuple[str, ...] = get_args(TriggerKind)
 
 
 def _default_probe() -> ProbeFn:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 M = TypeVar("M", bound=BaseModel)
 # libyaml when PyYAML has it: parsing the runbooks is most of a one-shot `opsbot diagnose` without it
@@ -84,7 +85,7 @@ def read_yaml(path: Path) -> tuple[Any, _Lines]:
     return data, _Lines(node)
 
 
-def _hint(err: dict[str, Any]) -> str:
+def _hint(err: ErrorDetails) -> str:
     kind = err.get("type", "")
     if kind == "missing":
         return "add this field"

@@ -36,7 +36,7 @@ def _literal_flags(tree: ast.AST) -> set[str]:
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
                 out.add(arg.value)
             elif isinstance(arg, ast.JoinedStr):
-                text = "".join(v.value for v in arg.values if isinstance(v, ast.Constant))
+                text = "".join(str(v.value) for v in arg.values if isinstance(v, ast.Constant))
                 if text.startswith("--"):
                     out.add(text)
     return out
@@ -56,7 +56,7 @@ def _arg_call_flags(name: str, meta: ast.expr) -> set[str]:
     flags = {cli.value if isinstance(cli, ast.Constant) else "--" + name.replace("_", "-")}
     aliases = kw.get("aliases")
     if isinstance(aliases, ast.List):
-        flags |= {e.value for e in aliases.elts if isinstance(e, ast.Constant)}
+        flags |= {str(e.value) for e in aliases.elts if isinstance(e, ast.Constant)}
     return flags
 
 

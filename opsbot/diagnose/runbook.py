@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import jinja2
 import jinja2.sandbox
@@ -26,7 +26,7 @@ from opsbot.parse.facts import PROGRESS_SOURCES, ROUTING_ERROR_COUNTERS, ROUTING
 from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
 
 RoleKind = Literal["prefill", "decode", "router"]
-ROLE_KINDS: tuple[str, ...] = RoleKind.__args__
+ROLE_KINDS: tuple[RoleKind, ...] = get_args(RoleKind)
 
 PATTERNS_FILE = "patterns.yaml"
 

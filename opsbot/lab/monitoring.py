@@ -178,8 +178,9 @@ class Monitoring:
         return pid if str(self.dir).encode() in cmdline else None
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        if self._pid(name) is not None:
-            os.kill(self._pid(name), signal.SIGHUP)  # running: reload the configuration just written
+        pid = self._pid(name)
+        if pid is not None:
+            os.kill(pid, signal.SIGHUP)  # running: reload the configuration just written
             return
         with open(self.dir / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)

@@ -9,6 +9,7 @@ import base64
 import io
 from collections.abc import Sequence
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 
 from opsbot.report.model import Chart
@@ -32,7 +33,7 @@ def hours_into(points: Points, week: Week) -> Points:
     return [((t - origin) / 3600.0, v) for t, v in points]
 
 
-def _week_axis(ax, ylabel: str) -> None:  # type: ignore[no-untyped-def]
+def _week_axis(ax: Axes, ylabel: str) -> None:
     ax.set_xlim(0, 168)
     ax.set_xticks([24 * i + 12 for i in range(7)], _DAYS)
     ax.set_xticks([24 * i for i in range(8)], minor=True)

@@ -48,7 +48,8 @@ class GroupCommit:
 
     async def _write_all(self) -> None:
         while self._queue:
-            batch, size = [], 0
+            batch: list[_Call] = []
+            size = 0
             while self._queue and (not batch or size + len(self._queue[0].rows) <= self._max_rows):
                 call = self._queue.pop(0)
                 batch.append(call)

@@ -68,7 +68,7 @@ class CoordinationRecords(Gateway):
                                      JobRun.claimed_at < at - lease, JobRun.claimed_by != claimer,
                                      JobRun.claimed_by.not_in(live))
                 .values(claimed_by=claimer, claimed_at=at))
-        return bool(self.write(lambda s: s.execute(take).rowcount, "take over job"))
+        return bool(self.write(lambda s: s.execute(take).rowcount, "take over job"))  # type: ignore[attr-defined]
 
     def orphaned_periods(self, job: str, lease: timedelta) -> list[str]:
         """Periods of ``job`` claimed, unfinished, by instances that are no longer alive."""

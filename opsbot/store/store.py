@@ -75,7 +75,7 @@ class Store(ProbeRecords, AlertRecords, CoordinationRecords, AuditRecords, Token
 
         def _read(s: Session) -> float:
             before = time.time()
-            server = float(s.scalar(text("SELECT extract(epoch FROM clock_timestamp())")))
+            server = float(s.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar_one())
             return (before + time.time()) / 2 - server
 
         return self.read(_read)
