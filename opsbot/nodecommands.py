@@ -52,9 +52,14 @@ def unit_cgroup(unit: str) -> list[str]:
     return ["systemctl", "show", unit, "--no-pager", "--property=ControlGroup", "--value"]
 
 
+CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")  # v2, hybrid, v1
+
+
 def cgroup_procs(cgroup: str) -> list[str]:
-    """The pids of a control group and of every group below it (cgroup v2, one pid a line)."""
-    return ["find", f"/sys/fs/cgroup{cgroup}", "-name", "cgroup.procs", "-exec", "cat", "{}", "+"]
+    """The pids of a control group and of every group below it, one a line, wherever this host mounts
+    systemd's hierarchy (cgroup v2, or v1's hybrid and named layouts; the roots that do not exist are
+    skipped, so the exit status says nothing)."""
+    return ["find", *(f"{root}{cgroup}" for root in CGROUP_ROOTS), "-name", "cgroup.procs", "-exec", "cat", "{}", "+"]
 
 
 def process_line(pid: int) -> list[str]:

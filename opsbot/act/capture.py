@@ -19,18 +19,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from opsbot import nodecommands as cmd
 from opsbot.collect.transport import CommandResult, HttpResult, Transport
-from opsbot.contracts.captures import Capture, CapturePart, PartKind
-from opsbot.inventory import Role
+from opsbot.contracts.captures import ALL_PARTS, Capture, CapturePart, PartKind
+from opsbot.contracts.plans import RestartPlan
+from opsbot.inventory import Inventory, Node, Role
 
 PART_CAP_BYTES = 256 * 1024  # one part's text; a dump of a hundred threads is about 20 KiB
 JOURNAL_LINES = 300
 DUMP_ROUNDS = 2
 DUMP_GAP_S = 3.0
-ALL_PARTS: tuple[PartKind, ...] = (PartKind.STACKS, PartKind.SERVER_INFO, PartKind.REQUESTS, PartKind.JOURNAL)
 
 
 def cut(text: str, cap: int = PART_CAP_BYTES) -> tuple[str, bool]:
@@ -161,3 +162,27 @@ async def capture_role(t: Transport, role: Role, cluster: str, *, deadline_s: fl
     c.capture.finished_at = datetime.now(UTC)
     c.capture.parts.sort(key=lambda p: ALL_PARTS.index(p.kind))
     return c.capture
+
+
+class Transports(Protocol):
+    """Where a node's transport comes from: the CLI's own pool, or a view of the service's kept one."""
+
+    async def get(self, node: Node) -> Transport: ...
+
+
+async def capture_plan(inventory: Inventory, plan: RestartPlan, transports: Transports,
+                       deadline_s: float, command_timeout_s: float) -> list[Capture]:
+    """The evidence the plan asks for (``plan.capture``) of each role it restarts, in parallel; one
+    ``Capture`` per role, a role whose node cannot be reached saying so."""
+    name, cl = inventory.cluster(plan.cluster)
+
+    async def one(role: Role) -> Capture:
+        try:
+            t = await transports.get(cl.node(role.node))
+        except Exception as exc:  # noqa: BLE001 - an unreachable node is this capture's answer, not an error
+            return Capture(cluster=name, role=role.key, unit=role.unit, started_at=datetime.now(UTC),
+                           finished_at=datetime.now(UTC), error=f"cannot reach {role.node}: {exc}"[:500])
+        return await capture_role(t, role, name, deadline_s=deadline_s, parts=plan.capture,
+                                  command_timeout_s=command_timeout_s)
+
+    return list(await asyncio.gather(*(one(r) for r in cl.select(plan.roles))))

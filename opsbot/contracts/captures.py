@@ -21,6 +21,9 @@ class PartKind(StrEnum):
     JOURNAL = "journal"  # the current run's last journal lines
 
 
+ALL_PARTS: tuple[PartKind, ...] = (PartKind.STACKS, PartKind.SERVER_INFO, PartKind.REQUESTS, PartKind.JOURNAL)
+
+
 class CapturePart(BaseModel):
     """One piece of evidence: what was asked, what came back (capped), or why nothing did."""
 

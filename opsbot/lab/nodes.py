@@ -457,7 +457,11 @@ def _room_for_inotify(nodes: int, step: Step) -> None:
 
 
 def _port_free(port: int) -> bool:
+    """Nothing listens on ``port``. Connections of others in TIME-WAIT do not count (the lab's servers bind
+    with SO_REUSEADDR, as sshd, Prometheus and http.server do): a burst of short connections left
+    thousands in the ephemeral range, where the lab's ports are, and no lab could find a slot."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
