@@ -9,11 +9,13 @@ passed down from here.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,7 @@ from anyio import to_thread
 
 from opsbot.bundle import TriggerKind
 from opsbot.contracts import Bundle, Diagnosis, Trigger
+from opsbot.contracts.captures import PartKind
 from opsbot.incidents import Incidents
 from opsbot.inventory import Inventory, load_inventory
 from opsbot.settings import Settings
@@ -30,6 +33,7 @@ from opsbot.telemetry import Telemetry
 from opsbot.yamlsource import ConfigError
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 ProbeFn = Callable[..., Awaitable[Bundle]]
 DiagnoseFn = Callable[[Bundle], Diagnosis]
 Progress = Callable[[str, str], None]
@@ -95,6 +99,7 @@ class Flow:
     _inventory: tuple[float, Inventory] | None = None
     _inventory_checked: float = 0.0
     incidents: Incidents = field(init=False)  # an incident's life: opened by alerts' probes, its actions, resolved
+    _captures: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.incidents = Incidents(self.store, self.db, reopen_s=self.settings.incident_reopen_s)
@@ -198,16 +203,65 @@ class Flow:
                                 cluster=result.bundle.cluster, actor=actor, surface=_surface(actor),
                                 settings=self.settings)
         result.plans, result.refused = planned.plans, planned.refused
+        if self.pool is not None:  # a service: capture while the approval is awaited (the CLI captures at execute)
+            for action_id in result.plans.values():
+                self._capture_ahead(action_id)
+
+    # -- the capture before a restart: a wedged role's stacks, state and last lines (opsbot.act.capture) ----
+    def _capture_ahead(self, action_id: str) -> None:
+        if action_id not in self._captures:
+            self._captures[action_id] = asyncio.create_task(self._capture(action_id))
+
+    async def capture_first(self, action_id: str) -> None:
+        """Before a restart runs: the capture its plan asks for, awaited if it is under way, taken now if it
+        was not taken; bounded by ``capture_deadline_s`` and never raising (the restart goes on)."""
+        task = self._captures.get(action_id)
+        await (task if task is not None else self._capture(action_id))
+
+    async def _capture(self, action_id: str) -> None:
+        from opsbot.act.capture import capture_plan
+        from opsbot.contracts import RestartPlan
+
+        try:
+            action = await self.db(self.store.action, action_id)
+            plan = RestartPlan.model_validate(action.plan)
+            if not plan.capture or await self.db(self.store.captures, action_id):
+                return
+            deadline, per_command = self.settings.capture_deadline_s, self.settings.command_timeout_s
+            if self.pool is not None:
+                view = self.pool.view()
+                try:
+                    captures = await capture_plan(self.inventory(), plan, view, deadline, per_command)
+                finally:
+                    await view.close()
+            else:
+                from opsbot.collect.transport import TransportPool
+
+                async with TransportPool(self.settings) as pool:
+                    captures = await capture_plan(self.inventory(), plan, pool, deadline, per_command)
+            for c in captures:
+                await self.db(self.store.save_capture, action_id, c)
+            said = "; ".join(f"{c.role}: {c.summary()}" for c in captures)
+            await self.incidents.action_moved(
+                action_id, f"evidence captured before the restart ({said}); `opsbot actions capture {action_id}`")
+        except Exception as exc:  # noqa: BLE001 - a capture never stops the restart; why it failed is recorded
+            log.warning("capture before restart %s failed: %s", action_id, exc)
+            await self.incidents.action_moved(action_id, f"capture before the restart failed: {exc}"[:300])
+        finally:
+            self._captures.pop(action_id, None)
 
     # -- guarded restarts: request → approve → execute, or dismiss; all of it in opsbot.act ----------
     async def request_restart(self, roles: list[str], cluster: str | None, *, actor: str, surface: str,
-                              reason: str | None = None, pair: bool = False) -> tuple[Any, Any]:
-        """Plan and record a restart (``planned``, waiting for approval); bad scope raises."""
+                              reason: str | None = None, pair: bool = False,
+                              capture: Sequence[PartKind] | None = None) -> tuple[Any, Any]:
+        """Plan and record a restart (``planned``, waiting for approval); bad scope raises. ``capture``: the
+        evidence taken before it runs (default: every part)."""
         from opsbot.act import request_restart
+        from opsbot.contracts.captures import ALL_PARTS
 
         return await self.db(request_restart, self.store, self.inventory(), roles, actor=actor, surface=surface,
                              cluster=cluster or self.settings.cluster, reason=reason, pair=pair,
-                             settings=self.settings)
+                             settings=self.settings, capture=ALL_PARTS if capture is None else capture)
 
     async def approve(self, action_id: str, *, approver: str, surface: str) -> Any:
         """Record an approval; ``ApprovalRefused`` when expired or not pending."""
@@ -255,7 +309,7 @@ class Flow:
             return bundle, self.diagnose(bundle)
 
         return RunContext(store=self.store, inventory=self.inventory(), settings=self.settings, actor=actor,
-                          surface=surface, evidence=evidence, look=look)
+                          surface=surface, evidence=evidence, look=look, capture=self.capture_first)
 
     # -- the long-context recall probe: by hand, after a deploy, on a schedule ------------------------
     async def run_recall(self, cluster: str | None, trigger: Trigger, *, plan: Any | None = None,

@@ -45,3 +45,33 @@ def unit_invocation(unit: str) -> list[str]:
 def invocation_journal(invocation: str) -> list[str]:
     """Every journal line of one run of a unit (its stdout and stderr), message text only."""
     return ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "cat", "--no-pager"]
+
+
+def unit_cgroup(unit: str) -> list[str]:
+    """The unit's control group (``/system.slice/NAME.service``): every process it started is in it."""
+    return ["systemctl", "show", unit, "--no-pager", "--property=ControlGroup", "--value"]
+
+
+CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")  # v2, hybrid, v1
+
+
+def cgroup_procs(cgroup: str) -> list[str]:
+    """The pids of a control group and of every group below it, one a line, wherever this host mounts
+    systemd's hierarchy (cgroup v2, or v1's hybrid and named layouts; the roots that do not exist are
+    skipped, so the exit status says nothing)."""
+    return ["find", *(f"{root}{cgroup}" for root in CGROUP_ROOTS), "-name", "cgroup.procs", "-exec", "cat", "{}", "+"]
+
+
+def process_line(pid: int) -> list[str]:
+    """A process's command line as ``ps`` shows it (SGLang renames its subprocesses: ``sglang::scheduler``)."""
+    return ["ps", "-o", "args=", "-p", str(pid)]
+
+
+def stack_dump(pid: int) -> list[str]:
+    """Every thread's Python stack of one process, by py-spy (reads its memory; pauses it for an instant)."""
+    return ["py-spy", "dump", "--pid", str(pid)]
+
+
+def run_journal(invocation: str, lines: int) -> list[str]:
+    """The last ``lines`` journal lines of one run of a unit, with their times."""
+    return ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "short-iso", "--no-pager", "-n", str(lines)]

@@ -24,6 +24,9 @@ class Settings(BaseSettings):
     ssh_idle_s: float = Field(300.0, gt=0, description="the service closes a node's SSH connection unused this long")
     command_timeout_s: float = Field(8.0, gt=0)
     http_timeout_s: float = Field(5.0, gt=0)
+    capture_deadline_s: float = Field(
+        20.0, gt=0, le=300, description="the capture before a restart (stacks, server info, requests, journal) "
+        "stops after this long; what it has by then is kept")
     probe_deadline_s: float = Field(20.0, gt=0, description="no probe takes longer than this")
     max_fanout: int = Field(16, ge=1, description="concurrent SSH commands per probe")
     output_cap_bytes: int = Field(256 * 1024, ge=1024, description="cap on any one command's output")

@@ -224,7 +224,8 @@ def test_diagnose_json_contract(tmp_path: Path):
     (f,) = out["findings"]
     assert {"incident", "severity", "roles", "evidence", "summary", "remedies"} <= set(f)
     assert f["incident"] == "decode-wedged" and f["remedies"][1] == {
-        "kind": "restart", "role": "decode", "approval": "required", "text": "Restart decode (its running requests are lost; clients retry)."}
+        "kind": "restart", "role": "decode", "approval": "required", "text": "Restart decode (its running requests are lost; clients retry).",
+        "capture": ["stacks", "server_info", "requests", "journal"]}
 
 
 def test_diagnose_healthy_is_an_empty_list_and_exit_0(tmp_path: Path):

@@ -20,7 +20,7 @@ from tests.databases import free_port
 from tests.findings import diagnosis, finding
 
 TABLES = {"probes", "findings", "alerts", "actions", "approvals", "audit", "reports", "notes", "decisions",
-          "job_runs", "api_tokens", "role_locks", "slack_threads", "slack_signatures", "instances", "incidents"}
+          "job_runs", "api_tokens", "role_locks", "slack_threads", "slack_signatures", "instances", "incidents", "action_captures"}
 
 
 

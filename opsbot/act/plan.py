@@ -6,6 +6,9 @@ memory is released (``nvidia-smi`` on the role's GPUs), then starts it and verif
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from opsbot.contracts.captures import ALL_PARTS, PartKind
 from opsbot.contracts.plans import RestartPlan, Step, StepKind
 from opsbot.inventory import Inventory, Role
 from opsbot.nodecommands import gpu_query, systemctl, unit_show
@@ -18,7 +21,8 @@ class PlanRefused(ValueError):
 
 
 def plan_restart(inventory: Inventory, roles: list[str], *, cluster: str | None = None, pair: bool = False,
-                 reason: str | None = None, settings: Settings) -> RestartPlan:
+                 reason: str | None = None, settings: Settings,
+                 capture: Sequence[PartKind] = ALL_PARTS) -> RestartPlan:
     """A plan for restarting ``roles``; ``UnknownRole``/``ConfigError`` for bad scope, ``PlanRefused`` for unsafe."""
     name, cl = inventory.cluster(cluster)
     if not roles:
@@ -56,10 +60,13 @@ def plan_restart(inventory: Inventory, roles: list[str], *, cluster: str | None 
         "prefill/decode pair: " + ("both sides on purpose (--pair)" if pair
                                    else "the other side of the pair is not being restarted"),
         "evidence: a probe of the role is taken and stored before the first step",
+        *([f"capture: {', '.join(capture)} of the role, kept with the action (at most "
+           f"{settings.capture_deadline_s:g} s; a failed capture is recorded and does not stop the restart)"]
+          if capture else []),
     ]
     verify = [f"unit active, health answering, token counters moving, within {settings.verify_deadline_s:g} s"]
     return RestartPlan(cluster=name, roles=[r.key for r in selected], kinds=sorted(kinds), pair_on_purpose=pair,
-                       reason=reason, steps=steps, checks=checks, verify=verify)
+                       reason=reason, steps=steps, checks=checks, verify=verify, capture=list(capture))
 
 
 def _step(kind: StepKind, role: Role, argv: list[str], note: str) -> Step:

@@ -12,7 +12,7 @@ import os
 import socket
 import time
 from datetime import datetime, timedelta
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from opsbot.act.steps import StepResult, run_command, wait_gpu_release
 from opsbot.act.verify import Look, verify_roles
 from opsbot.collect.transport import Transport, TransportPool
 from opsbot.contracts import ActionState, allowed
+from opsbot.contracts.captures import ALL_PARTS, PartKind
 from opsbot.inventory import Cluster, Inventory, Node, Role
 from opsbot.settings import Settings
 from opsbot.store import Store
@@ -32,6 +33,8 @@ from opsbot.store.models import Action, now
 BUDGET_LOCK = "*budget*"  # a short-lived cluster lock around the budget check and the move to executing
 # The flow's port: probe these roles of the cluster, diagnose, record; the probe id (text says why).
 Evidence = Callable[[str, list[str], str], Awaitable[str]]
+# The flow's port: the capture the action's plan asks for (stacks, state, last lines), kept with it; never raises.
+CaptureFirst = Callable[[str], Awaitable[None]]
 
 
 @dataclass
@@ -46,6 +49,7 @@ class RunContext:
     evidence: Evidence
     look: Look
     pool: TransportPool | None = None
+    capture: CaptureFirst | None = None
 
 
 class ApprovalRefused(ValueError):
@@ -90,12 +94,13 @@ def _holder_dead(holder: str) -> bool:
 def request_restart(store: Store, inventory: Inventory, roles: list[str], *, actor: str, surface: str,
                     cluster: str | None = None, pair: bool = False, reason: str | None = None,
                     settings: Settings, plan_key: str | None = None,
-                    waiting_key: str | None = None) -> tuple[Action, RestartPlan]:
+                    waiting_key: str | None = None, capture: Sequence[PartKind] = ALL_PARTS) -> tuple[Action, RestartPlan]:
     """Plan and record a restart (state ``planned``); unknown roles and unsafe plans raise before anything.
 
     With ``plan_key`` (or ``waiting_key``: one plan waiting per key), an action already under that key is
     returned instead of a second one."""
-    plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings)
+    plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings,
+                        capture=capture)
     action = store.create_action(kind="restart", cluster=plan.cluster, role=",".join(plan.roles),
                                  plan=plan.model_dump(mode="json"), reason=reason, requested_by=actor,
                                  surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s), plan_key=plan_key,
@@ -179,7 +184,11 @@ async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles:
     own_pool = ctx.pool is None
     pool = ctx.pool or TransportPool(ctx.settings)
     try:
-        evidence = await ctx.evidence(plan.cluster, plan.roles, f"before restart {action_id}")
+        before = ctx.evidence(plan.cluster, plan.roles, f"before restart {action_id}")
+        if ctx.capture is not None and plan.capture:  # while the evidence probe runs: both read, neither changes
+            evidence, _ = await asyncio.gather(before, ctx.capture(action_id))
+        else:
+            evidence = await before
         refusal = await _begin(ctx, action_id, plan, roles, cluster, evidence)
         if refusal:
             return _refuse(store, action_id, actor, surface, *refusal)

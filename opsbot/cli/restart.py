@@ -99,11 +99,18 @@ def restart(
     approve_now: bool = typer.Option(False, "--approve", help="approve it yourself and run it now"),
     reason: str | None = typer.Option(None, "--reason", help="why (kept in the audit log)"),
     pair: bool = typer.Option(False, "--pair", help="restart a prefill and a decode together on purpose (pd-desync)"),
+    no_capture: bool = typer.Option(False, "--no-capture", help="skip the capture of stacks, server state and last "
+                                    "lines taken before the restart (up to OPSBOT_CAPTURE_DEADLINE_S)"),
 ) -> None:
-    """Restart a role behind approval, cooldown, budget and lock; verify it came back."""
+    """Restart a role behind approval, cooldown, budget and lock; verify it came back.
+
+    Before the first step the role's evidence is captured and kept with the action: py-spy stacks of
+    every process of the unit (twice), /server_info, the in-flight requests and the run's last lines
+    (`opsbot actions capture ID`)."""
     import asyncio
 
     from opsbot.act import PlanRefused, plan_restart
+    from opsbot.contracts.captures import ALL_PARTS
     from opsbot.inventory import UnknownRole
     from opsbot.settings import get_settings
     from opsbot.yamlsource import ConfigError
@@ -112,7 +119,9 @@ def restart(
     inventory = _inventory(settings)
     cluster = cluster or settings.cluster
     try:
-        plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings)
+        capture = () if no_capture else ALL_PARTS
+        plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings,
+                            capture=capture)
     except (UnknownRole, PlanRefused, ConfigError) as exc:
         raise _fail(f"refused: {exc}") from exc
     show_plan(plan)
@@ -123,7 +132,7 @@ def restart(
     with _store_errors():
         flow = _flow(settings)
         action, _ = asyncio.run(flow.request_restart(roles, cluster, actor=actor, surface="cli", reason=reason,
-                                                     pair=pair))
+                                                     pair=pair, capture=capture))
         if action.state == "planned" and not approve_now:
             console.print(f"[yellow]approval required[/yellow]: `opsbot actions approve {action.id}` "
                           f"before {action.expires_at:%H:%M:%S} UTC (or re-run with --approve)")
@@ -197,6 +206,7 @@ def show_action(action_id: str) -> None:
         except KeyError as exc:
             raise _fail(str(exc.args[0])) from exc
         approvals = store.approvals(action_id)
+        captures = store.captures(action_id)
     show_plan(RestartPlan.model_validate(a.plan))
     e = escape  # every stored string is shown as text, never read as rich markup
     console.print(f"state: [bold]{e(a.state)}[/bold]; requested by {e(a.requested_by)} via {e(a.surface)} at "
@@ -222,4 +232,33 @@ def show_action(action_id: str) -> None:
         console.print(f"evidence probe (before): {e(a.evidence_probe_id)}")
     if (a.verification or {}).get("after_probe"):
         console.print(f"evidence probe (after): {e(str(a.verification['after_probe']))}")
+    for c in captures:
+        console.print(f"captured before the restart, {e(c.role)}: {e(c.summary())} "
+                      f"(`opsbot actions capture {e(action_id)}`)")
     console.print(f"outcome: {e(a.outcome or '(none yet)')}")
+
+
+@actions_app.command("capture")
+def show_capture(action_id: str) -> None:
+    """What was captured before the action's restart: every process's stacks, /server_info, the in-flight
+    requests, the run's last journal lines (as captured, cut where they passed the cap)."""
+    from opsbot.settings import get_settings
+    from opsbot.store import open_store
+
+    with _store_errors():
+        store = open_store(get_settings().db_url())
+        try:
+            store.action(action_id)
+            captures = store.captures(action_id)
+        except KeyError as exc:
+            raise _fail(str(exc.args[0])) from exc
+        finally:
+            store.close()
+    if not captures:
+        raise _fail(f"nothing was captured for action {action_id} (no restart of a live role, or --no-capture)", 1)
+    for c in captures:
+        console.rule(f"{c.role} ({c.unit}) captured {c.started_at:%Y-%m-%d %H:%M:%S} UTC", characters="=")
+        console.print(Text(c.summary()))
+        for p in c.parts:
+            console.rule(p.name)
+            console.print(Text(p.text if p.ok else f"(failed: {p.error})"), soft_wrap=True)

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from opsbot.contracts.captures import PartKind
 from opsbot.contracts.states import Severity
 
 
@@ -14,6 +15,7 @@ class Remedy(BaseModel):
     role: str | None = None
     approval: Literal["required", "none"] = "none"
     text: str
+    capture: list[PartKind] = Field(default_factory=list, description="evidence taken before a restart runs")
 
 
 class Finding(BaseModel):

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from opsbot.contracts.captures import PartKind
+
 StepKind = Literal["stop", "wait-gpu-release", "reset-failed", "start", "verify"]
 
 
@@ -33,3 +35,4 @@ class RestartPlan(BaseModel):
     steps: list[Step]
     checks: list[str] = Field(default_factory=list, description="pre-checks run before the first step")
     verify: list[str] = Field(default_factory=list, description="what verification requires, within the deadline")
+    capture: list[PartKind] = Field(default_factory=list, description="evidence taken before the first step")

@@ -35,7 +35,8 @@ def _finding(rb: Runbook, key: str, scope: dict[str, Any], kinds: dict[str, str]
     roles = [key] + [k for k, kind in kinds.items() if kind in spec.affects and k != key]
     conditions = rb.remedy_conditions or (None,) * len(spec.remedies)
     remedies = [
-        Remedy(kind=r.kind, role=_remedy_role(r.role, key, kinds), approval=r.approval, text=t.render(scope).strip())
+        Remedy(kind=r.kind, role=_remedy_role(r.role, key, kinds), approval=r.approval, text=t.render(scope).strip(),
+               capture=list(r.capture or []))
         for r, t, cond in zip(spec.remedies, rb.remedy_texts, conditions)
         if cond is None or context is None or cond.evaluate(context, scope).value is True
     ]

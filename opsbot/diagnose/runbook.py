@@ -17,6 +17,7 @@ import jinja2.sandbox
 from jinja2 import nodes
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from opsbot.contracts.captures import PartKind
 from opsbot.contracts.states import Severity
 from opsbot.diagnose.conditions import Condition, ConditionError
 from opsbot.diagnose.exception_table import EXCEPTIONS_FILE, ExceptionTable, load_exception_table
@@ -41,11 +42,19 @@ class RemedySpec(_Strict):
     approval: Literal["required", "none"] = "none"
     text: str
     when: str | None = Field(None, description="CEL: offer this remedy only when it holds (e.g. not while systemd restarts it)")
+    capture: list[PartKind] | None = Field(
+        None, description="restart: the evidence taken before it runs (stacks, server_info, requests, journal); "
+        "[] only when nothing is alive to capture")
 
     @model_validator(mode="after")
     def _restart_needs_approval(self) -> RemedySpec:
         if self.kind == "restart" and self.approval != "required":
             raise ValueError("a restart always needs approval: write approval: required")
+        if self.kind == "restart" and self.capture is None:
+            raise ValueError("a restart says what it captures first: write capture: [stacks, server_info, requests, "
+                             "journal] for a role that is alive, capture: [] for one that is not")
+        if self.kind != "restart" and self.capture:
+            raise ValueError("only a restart captures evidence first: remove capture")
         return self
 
 

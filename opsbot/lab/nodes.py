@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -369,6 +370,7 @@ class Lab:
             f"--bind={d / 'state'}:{NODE_STATE_DIR}",
             *(f"--bind-ro={d / 'units' / r.unit}:/etc/systemd/system/{r.unit}" for r in node.roles),
             *([f"--bind-ro={d / 'units' / EXPORTER_UNIT}:/etc/systemd/system/{EXPORTER_UNIT}"] if node.exporter_port else []),
+            *_py_spy_binds(),
         ]
         argv = [
             "systemd-nspawn", "-D", str(rootfs), "-b", "--register=no", "--keep-unit", "--volatile=overlay",
@@ -455,7 +457,11 @@ def _room_for_inotify(nodes: int, step: Step) -> None:
 
 
 def _port_free(port: int) -> bool:
+    """Nothing listens on ``port``. Connections of others in TIME-WAIT do not count (the lab's servers bind
+    with SO_REUSEADDR, as sshd, Prometheus and http.server do): a burst of short connections left
+    thousands in the ephemeral range, where the lab's ports are, and no lab could find a slot."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -487,6 +493,17 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
     except OSError:
         return False
+
+
+def _py_spy_binds() -> list[str]:
+    """py-spy (a static binary from its PyPI wheel, beside this Python) on the node, allowed to read
+    the emulator's memory: what a capture before a restart runs (``opsbot.act.capture``). Without it
+    the capture says py-spy is missing, as it would on a node of the field."""
+    found = Path(sys.executable).parent / "py-spy"
+    binary = found if found.exists() else Path(shutil.which("py-spy") or "/nonexistent")
+    if not binary.exists():
+        return []
+    return [f"--bind-ro={binary}:/usr/local/bin/py-spy", "--capability=CAP_SYS_PTRACE"]
 
 
 def _container_init(nspawn_pid: int) -> int | None:

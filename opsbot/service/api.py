@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from opsbot.contracts.captures import Capture
 from opsbot.bundle import Trigger
 from opsbot.inventory import NAME_RE, UnknownRole
 from opsbot.service.alertmanager import Webhook
@@ -249,6 +250,15 @@ async def _existing_action(flow: Any, action_id: str) -> Any:
 @router.get("/actions/{action_id}", tags=["actions"], summary="One action and its state", responses=NOT_FOUND)
 async def get_action(action_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> ActionView:
     return action_view(await _existing_action(request.app.state.flow, action_id))
+
+
+@router.get("/actions/{action_id}/capture", tags=["actions"], responses=NOT_FOUND,
+            summary="What was captured before the action's restart: stacks, server state, requests, last lines")
+async def get_capture(action_id: str, request: Request, _: Annotated[Caller, Depends(require("read"))]) -> list[Capture]:
+    flow = request.app.state.flow
+    await _existing_action(flow, action_id)
+    captures: list[Capture] = await flow.db(flow.store.captures, action_id)
+    return captures
 
 
 @router.post(

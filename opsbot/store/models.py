@@ -180,6 +180,20 @@ class Action(Base):
     waiting_key: Mapped[str | None] = mapped_column(String(200), unique=True)
 
 
+class ActionCapture(Base):
+    """The evidence captured of a role before its restart (``opsbot.act.capture``), compressed JSON."""
+
+    __tablename__ = "action_captures"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    action_id: Mapped[str] = mapped_column(ForeignKey("actions.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(default=now)
+    ok: Mapped[bool]
+    summary: Mapped[str] = mapped_column(Text)
+    size_bytes: Mapped[int] = mapped_column(Integer)  # of the JSON before compression
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 class Approval(Base):
     __tablename__ = "approvals"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

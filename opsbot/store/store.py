@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from opsbot.store.actions import ActionRecords, LockHeld
 from opsbot.store.alerts import ALERT_CHUNK, AlertIn, AlertRecords
 from opsbot.store.audit import AuditRecords, audit_row
+from opsbot.store.captures import CaptureRecords
 from opsbot.store.coordination import CoordinationRecords
 from opsbot.store.database import StoreError, make_engine, upgrade
 from opsbot.store.incidents import IncidentRecords
@@ -46,7 +47,7 @@ class HistoryItem:
 
 
 class Store(ProbeRecords, AlertRecords, CoordinationRecords, AuditRecords, TokenRecords, ActionRecords,
-            IncidentRecords, PeriodRecords):
+            IncidentRecords, PeriodRecords, CaptureRecords):
     """The one gateway to the database. ``Store(url)`` connects and upgrades the schema to head."""
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 5000, attempts: int = 6, migrate: bool = True):

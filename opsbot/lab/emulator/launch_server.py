@@ -448,7 +448,8 @@ def main(argv: list[str] | None = None) -> None:
     logfmt.log("The server is fired up and ready to roll!")
     last = time.monotonic()
     while True:
-        time.sleep(TICK_S)
+        if not sched.stalled:  # a stalled tick waits in forward_batch_generation instead
+            time.sleep(TICK_S)
         now = time.monotonic()
         sched.tick(now - last)
         last = now

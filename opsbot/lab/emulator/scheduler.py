@@ -33,6 +33,7 @@ RETRACT_DECODING = 2
 RETRACT_WAITING = 46
 RETRACT_SLOWDOWN = 2.2  # 2 requests x 18 steps/s = 36 tokens/s; a log interval (40 steps) every 2.2 s
 STALLED = {"wedged", "gpu-fault", "watchdog", "nccl-timeout"}
+STUCK_WAIT_S = TICK_S  # a stalled tick spends its whole tick here (the main loop then does not sleep)
 FATAL_AFTER_S = {"oom": 4.0, "watchdog": 6.0, "nccl-timeout": 6.0}
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
@@ -264,14 +265,22 @@ class Scheduler:
     def tick(self, dt: float) -> None:
         self.poll_control()
         with self.lock:
-            if self.stalled:
-                if len(self.running) < 12 and self.mode == "decode":
-                    self.running += [self._new_req() for _ in range(12 - len(self.running))]
-                return
+            stalled = self.stalled
+            if stalled and len(self.running) < 12 and self.mode == "decode":
+                self.running += [self._new_req() for _ in range(12 - len(self.running))]
+        if stalled:
+            self.forward_batch_generation()
+            return
+        with self.lock:
             if self.mode == "prefill":
                 self._prefill_tick(dt)
             else:
                 self._decode_tick(dt)
+
+    def forward_batch_generation(self) -> None:
+        """Where a stalled scheduler's thread sits, as a real one sits in its forward pass (a kernel or a
+        collective that never returns): a stack dump (py-spy) of a wedged emulator names this frame."""
+        time.sleep(STUCK_WAIT_S)
 
     # prefill --------------------------------------------------------------------------------------
 
