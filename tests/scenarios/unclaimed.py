@@ -375,6 +375,230 @@ def _running_gauge_frozen():
     return [p, d, r], {}
 
 
+# === test/: failures no class claims ==============================================================
+
+@scenario("standalone-spec-merge-batch-size-mismatch", ANY, "https://github.com/sgl-project/sglang/pull/10090", "2025-09-05",
+          "standalone speculative decoding under 50 parallel requests: between 1000 and 2000 requests the scheduler "
+          "crashes merging the draft state of two batches ('Sizes of tensors' mismatch); opened in early September "
+          "2025 (the crash is quoted in a comment of 2025-11-03)", also=("role-down",),
+          must_not=("config-crashloop", "cuda-oom", *RESTARTING))
+def _standalone_spec_merge():
+    p, d, r = roles("0.5.3", "sgl-router")
+    died(d, raw([
+        "[2025-11-03 11:56:54] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/home/ubuntu/miniconda3/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 2612, in run_scheduler_process',
+        "    scheduler.event_loop_normal()",
+        '  File "/home/ubuntu/miniconda3/lib/python3.10/site-packages/torch/utils/_contextlib.py", line 120, in decorate_context',
+        "    return func(*args, **kwargs)",
+        '  File "/home/ubuntu/miniconda3/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 814, in event_loop_normal',
+        "    batch = self.get_next_batch_to_run()",
+        '  File "/home/ubuntu/miniconda3/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 1570, in get_next_batch_to_run',
+        "    self.running_batch.merge_batch(self.last_batch)",
+        '  File "/home/ubuntu/miniconda3/lib/python3.10/site-packages/sglang/srt/managers/schedule_batch.py", line 1692, in merge_batch',
+        "    self.spec_info.merge_batch(other.spec_info)",
+        '  File "/home/ubuntu/miniconda3/lib/python3.10/site-packages/sglang/srt/speculative/eagle_utils.py", line 210, in merge_batch',
+        "    self.hidden_states = torch.cat(",
+        "RuntimeError: Sizes of tensors",
+    ]), status="9/KILL", code="killed")
+    return [p, d, r], {}
+
+
+@scenario("nextn-grammar-finish-scheduler-exception", ANY, "https://github.com/sgl-project/sglang/pull/21475", "2026-03-26",
+          "NEXTN speculative decoding (3 steps, topk 1, 4 draft tokens): a batch of requests makes the scheduler hit an "
+          "exception because a grammar-based finish is missed on the speculative path; the server dies while serving",
+          also=("role-down",), must_not=("config-crashloop", "cuda-oom", *RESTARTING))
+def _nextn_grammar_finish():
+    p, d, r = roles()
+    died(d, raw([
+        "2026-03-18 11:22:05.874 INFO 120984 [ TP0 scheduler_metrics_mixin.py:415] Decode batch, #running-req: 2, #full token: "
+        "5046, full token usage: 0.01, mamba num: 2, mamba usage: 0.08, accept len: 2.64, accept rate: 0.66, cuda graph: True, "
+        "gen throughput (token/s): 242.08, #queue-req: 0",
+        "2026-03-18 11:22:06.729 INFO 120984 [ TP0 schedule_batch.py:1159] Req Time Stats(rid=c53621d5522744e8ad48bc18d668786f, "
+        "input len=2212, output len=419, type=unified): queue_duration=0.31ms, forward_duration=5247.75ms, start_time=11390760.469",
+        "2026-03-18 11:22:06.731 ERROR 120984 [ TP0 scheduler.py:3190] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 3171, in run_scheduler_process',
+        "    scheduler.event_loop_normal()",
+        '  File "/opt/conda/lib/python3.12/site-packages/torch/utils/_contextlib.py", line 120, in decorate_context',
+        "    return func(*args, **kwargs)",
+        "           ^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/opt/conda/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 1118, in event_loop_normal',
+    ]), status="9/KILL", code="killed")
+    return [p, d, r], {}
+
+
+@scenario("xgrammar-special-token-crash", ANY, "https://github.com/sgl-project/sglang/issues/3108", "2025-01-23",
+          "a structured-output grammar with a <think> block crashes the scheduler about once in 30 000 requests (once a "
+          "day); with xgrammar 0.1.15 still 'Scheduler hit an exception' (quoted 2025-03-26)", also=("role-down",),
+          must_not=("config-crashloop", "cuda-oom", *RESTARTING))
+def _xgrammar_special_token():
+    p, d, r = roles("0.4.3", "sgl-router")
+    died(d, raw(["[2025-03-26 16:49:51 TP0] Scheduler hit an exception: Traceback (most recent call last):"]),
+         status="9/KILL", code="killed")
+    return [p, d, r], {}
+
+
+@scenario("eagle-decode-crash-after-some-requests", ANY, "https://github.com/sgl-project/sglang/issues/5491", "2025-04-17",
+          "EAGLE speculative decoding: after some requests finished successfully the server crashes in run_batch",
+          also=("role-down",), must_not=("config-crashloop", "cuda-oom", *RESTARTING))
+def _eagle_crash_after_requests():
+    p, d, r = roles("0.4.3", "sgl-router")
+    died(d, raw([
+        "[2025-04-17 16:15:33 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 2070, in run_scheduler_process',
+        "    scheduler.event_loop_normal()",
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/_contextlib.py", line 116, in decorate_context',
+        "    return func(*args, **kwargs)",
+        '  File "/opt/conda/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 618, in event_loop_normal',
+        "    result = self.run_batch(batch)",
+        '  File "/opt/conda/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 1430, in run_batch',
+    ]), status="9/KILL", code="killed")
+    return [p, d, r], {}
+
+
+@scenario("vision-image-prompt-offline-crash", ANY, "https://github.com/sgl-project/sglang/issues/2263", "2024-11-29",
+          "Llama-3.2-90B-Vision on 8 A100 without internet access: text prompts work, an image prompt stalls for minutes "
+          "then fails with an exception in the ASGI application and the server crashes (the image path needs the hub)",
+          also=("role-down",), must_not=("config-crashloop", "cuda-oom", *RESTARTING))
+def _vision_offline_crash():
+    p, d, r = roles("0.4.3", "mini_lb")
+    died(d, raw(["[2024-11-27 12:08:03] ERROR:    Exception in ASGI application"]), status="9/KILL", code="killed")
+    return [p, d, r], gpus_named("NVIDIA A100-SXM4-80GB", 81920, 76000)
+
+
+@scenario("pd-decode-grammar-rejects-first-token", ANY, "https://github.com/sgl-project/sglang/pull/21964", "2026-04-02",
+          "PD with a JSON schema: the decode compiles its own grammar, which rejects the first token the prefill sampled "
+          "(no grammar state crosses the transfer), so structured requests abort at their first decode step; the pair "
+          "stays up and the transfer itself succeeds", must_not=("kv-transfer-failure", "config-crashloop", *RESTARTING))
+def _pd_grammar_first_token():
+    p, d, r = roles()
+    d.counters["num_aborted_requests"] = (30, 9)
+    return [p, d, r], canary(200, '{"choices": [{"finish_reason": "abort"}]}')
+
+
+@scenario("lora-run-crash-after-prefills", ANY, "https://github.com/sgl-project/sglang/issues/3713", "2025-02-20",
+          "serving with LoRA adapters: after a run of one-request prefill batches the server crashes (the thread quotes "
+          "the batch lines before the death)", also=("role-down",), must_not=("config-crashloop", "cuda-oom", *RESTARTING))
+def _lora_crash():
+    p, d, r = roles("0.4.3", "sgl-router")
+    died(d, raw(["[2025-02-22 00:51:13 TP0] Prefill batch. #new-seq: 1, #new-token: 64, #cached-token: 0, cache hit rate: 0.00%, "
+                 "token usage: 0.02, #running-req: 0, #queue-req: 1"] * 6 +
+                ["[2025-02-22 00:51:13 TP0] Prefill batch. #new-seq: 1, #new-token: 64, #cached-token: 0, cache hit rate: 0.00%, "
+                 "token usage: 0.03, #running-req: 0, #queue-req: 1"] * 2), status="9/KILL", code="killed")
+    return [p, d, r], {}
+
+
+@scenario("npu-eagle3-json-schema-intermittent-crash", ANY, "https://github.com/sgl-project/sglang/issues/20148", "2026-03-09",
+          "Ascend NPU, EAGLE3 with xgrammar: after several consecutive json_schema requests the service crashes "
+          "intermittently (worse with many draft tokens); the thread quotes no line, and nvidia-smi cannot run on an NPU "
+          "host", also=("role-down",), must_not=("config-crashloop", "cuda-oom", *RESTARTING))
+def _npu_eagle3_json():
+    p, d, r = roles()
+    died(d, [], status="9/KILL", code="killed")
+    return [p, d, r], {"gpu_error": {"node1": "nvidia-smi: command not found", "node2": "nvidia-smi: command not found"}}
+
+
+# === test/: healthy roles with alarming signs ======================================================
+
+@scenario("near-idle-gen-throughput-last-value-0.4", "healthy", "https://github.com/sgl-project/sglang/issues/4244", "2025-03-10",
+          "SGLang 0.4.3 with no request: sglang:gen_throughput keeps the last computed value (a gauge, not reset when idle); "
+          "nothing runs or waits and no counter moves. Idle, not wedged", must_not=("decode-wedged", "prefill-wedged", "unexplained"))
+def _idle_gauge_04():
+    p, d, r = roles("0.4.3", "sgl-router")
+    for spec in (p, d):
+        spec.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+        spec.counters = {k: (v[0], 0) for k, v in spec.counters.items()}
+        spec.logs = []
+    d.gauges["gen_throughput"] = 186.64
+    r.counters = {k: (v[0], 0) for k, v in r.counters.items()}
+    return [p, d, r], {}
+
+
+@scenario("near-slow-request-finish-log", "healthy", "https://github.com/sgl-project/sglang/pull/15759", "2025-12-24",
+          "with SGLANG_LOG_REQUEST_EXCEEDED_MS=20000 the server logs a 'Finish: obj=GenerateReqInput(...)' dump only for "
+          "requests slower than 20 s; a slow request finished, nothing is wrong", must_not=("unexplained", "decode-wedged"))
+def _slow_request_log():
+    p, d, r = roles()
+    d.logs = raw([
+        "[2025-12-24 21:05:35] Finish: obj=GenerateReqInput(validation_time=2.386048436164856e-05, received_time=1766581510.102859, "
+        "received_time_perf=13744958.705178814, rid='request_id-test', http_worker_ipc=None, video_data=None, return_logprob=False, "
+        "logprob_start_len=-1, top_logprobs_num=0, token_ids_logprob=None, return_text_in_logprobs=True, stream=False, "
+        "log_metrics=True, return_hidden_states=False, return_routed_experts=False, modalities=['image'], session_params=None, "
+        "lora_id=None, custom_logit_processor=None, bootstrap_host=None, bootstrap_port=None, bootstrap_room=None, "
+        "bootstrap_pair_key=None, decode_tp_size=None, require_reasoning=False, data_parallel_rank=None, background=False, "
+        "conversation_id=None, priority=None, extra_key=None, no_logs=False, custom_labels=None, return_bytes=False,",
+    ]) + d.logs
+    return [p, d, r], {}
+
+
+@scenario("near-client-invalid-grammar-rejected", "healthy", "https://github.com/sgl-project/sglang/pull/20467", "2026-03-12",
+          "a client sends a JSON schema with a typo ('strng'); the grammar fails to compile and that request is aborted with "
+          "'Invalid grammar request'; the server and every other request are fine", must_not=("unexplained", "config-crashloop"))
+def _client_invalid_grammar():
+    p, d, r = roles()
+    p.logs = raw(["Invalid grammar request: req.grammar_key=('json', '{\"type\": \"strng\"}')"]) + p.logs
+    p.counters["num_aborted_requests"] = (2, 1)
+    return [p, d, r], {}
+
+
+@scenario("near-busy-0.4.6-slower-than-vllm", "healthy", "https://github.com/sgl-project/sglang/issues/6291", "2025-05-14",
+          "SGLang 0.4.6 under a benchmark: prefill batches with high cache hits and a stream of 200 OK; the thread finds it "
+          "slower than vLLM 0.8.5, a performance comparison, not a fault", must_not=("prefill-queue-saturation", "unexplained"))
+def _busy_046():
+    p, d, r = roles("0.4.6", "sgl-router")
+    p.logs = raw([
+        "[2025-05-14 09:31:43] Prefill batch. #new-seq: 2, #new-token: 2, #cached-token: 8027, token usage: 0.26, #running-req: 28, #queue-req: 0",
+        '[2025-05-14 09:31:43] INFO:     127.0.0.1:20504 - "POST /v1/completions HTTP/1.1" 200 OK',
+        '[2025-05-14 09:31:43] INFO:     127.0.0.1:20520 - "POST /v1/completions HTTP/1.1" 200 OK',
+        '[2025-05-14 09:31:43] INFO:     127.0.0.1:20534 - "POST /v1/completions HTTP/1.1" 200 OK',
+        '[2025-05-14 09:31:43] INFO:     127.0.0.1:20546 - "POST /v1/completions HTTP/1.1" 200 OK',
+        '[2025-05-14 09:31:43] INFO:     127.0.0.1:20554 - "POST /v1/completions HTTP/1.1" 200 OK',
+        "[2025-05-14 09:31:43] Prefill batch. #new-seq: 4, #new-token: 4, #cached-token: 16030, token usage: 0.30, #running-req: 30, #queue-req: 0",
+        '[2025-05-14 09:31:43] INFO:     127.0.0.1:20562 - "POST /v1/completions HTTP/1.1" 200 OK',
+        '[2025-05-14 09:31:43] INFO:     127.0.0.1:20572 - "POST /v1/completions HTTP/1.1" 200 OK',
+        '[2025-05-14 09:31:43] INFO:     127.0.0.1:20586 - "POST /v1/completions HTTP/1.1" 200 OK',
+        "[2025-05-14 09:31:43] Prefill batch. #new-seq: 5, #new-token: 5, #cached-token: 20050, token usage: 0.34, #running-req: 34, #queue-req: 0",
+    ])
+    p.gauges.update(num_running_reqs=34, num_queue_reqs=0, token_usage=0.34)
+    return [p, d, r], {}
+
+
+@scenario("near-dp-attention-benchmark-metrics-only", "healthy", "https://github.com/sgl-project/sglang/pull/5740", "2025-04-25",
+          "DeepSeek-V3 with DP attention (TP8, DP8) under a random 1k-10k benchmark at 10 req/s, serving normally; the "
+          "thread quotes only its commands and a throughput chart, so the bundle has the metrics and no journal lines",
+          must_not=("prefill-queue-saturation", "unexplained"))
+def _dp_attention_benchmark():
+    p, d, r = roles("0.4.6", "sgl-router")
+    p.logs, d.logs = [], []
+    p.gauges.update(num_running_reqs=8, num_queue_reqs=2)
+    d.gauges.update(num_running_reqs=90, token_usage=0.41)
+    return [p, d, r], {}
+
+
+@scenario("near-dynamic-lora-load-unload", "healthy", "https://github.com/sgl-project/sglang/pull/7446", "2025-06-22",
+          "LoRA adapters loaded and unloaded at run time through /load_lora_adapter and /unload_lora_adapter while the "
+          "server keeps serving: routine operations, not a restart or a failure", must_not=("unexplained", "role-down"))
+def _dynamic_lora():
+    p, d, r = roles("0.4.6", "sgl-router")
+    d.logs = raw(['INFO:     127.0.0.1:51234 - "POST /load_lora_adapter HTTP/1.1" 200 OK',
+                  'INFO:     127.0.0.1:51240 - "POST /unload_lora_adapter HTTP/1.1" 200 OK']) + d.logs
+    return [p, d, r], {}
+
+
+
+@scenario("near-deepgemm-jit-codegen-first-prefills", "healthy", "https://github.com/sgl-project/sglang/issues/5031", "2025-04-02",
+          "DeepSeek with MLA on TP8: the first long prefills after start-up pause while every rank generates DeepGEMM JIT "
+          "code ('Please wait.'); slow once per shape, then normal speed; the prefill keeps progressing",
+          must_not=("prefill-wedged", "scheduler-watchdog", "unexplained"))
+def _deepgemm_jit_codegen():
+    p, d, r = roles("0.4.3", "sgl-router")
+    p.logs = raw([
+        "[2025-04-16 08:13:11 TP0] Prefill batch. #new-seq: 1, #new-token: 8192, #cached-token: 0, token usage: 0.10, #running-req: 0, #queue-req: 0, ",
+        "[2025-04-16 08:13:13 TP0] Prefill batch. #new-seq: 1, #new-token: 7857, #cached-token: 0, token usage: 0.12, #running-req: 0, #queue-req: 0, ",
+    ] + [f"[2025-04-16 08:13:14 TP{i}] DeepGEMM JIT code generation <gemm_fp8_fp8_bf16_nt>: M=7857, N=576, K=7168. Please wait."
+         for i in (3, 4, 5, 2, 6, 7)])
+    return [p, d, r], {}
+
+
 if __name__ == "__main__":
     for path in write(SCENARIOS):
         print(path)
