@@ -37,7 +37,9 @@ def write(scenarios: dict[str, Callable[[], dict]]) -> list[Path]:
     paths = []
     for name, build in scenarios.items():
         data = build()
-        out = part(data["label"]["source"], data["label"].get("opened"))
+        label = data["label"]
+        # a holdout thread opened before the cut-off, taken only because too few after it were found
+        out = HOLDOUT if label.get("holdout_reason") else part(label["source"], label.get("opened"))
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"{name}.json"
         path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
