@@ -141,6 +141,36 @@ def _dp_rank_lockstep():
     return [p, d, r], {}
 
 
+
+@scenario("pd-dcp-dspark-bootstrap-thread-dies-kv-geometry", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/33043",
+          "2026-07-31",
+          "Kimi-K3 branch, PD with DCP on the decode and DSPARK on both sides: the draft KV buffers share kv_indices with "
+          "the target, the prefill's DCP relayout check raises inside bootstrap_thread, which has no handler, so the "
+          "thread dies and every later bootstrap message goes unprocessed; requests hang until the client times out",
+          also=("decode-wedged",), must_not=("prefill-queue-saturation", "config-crashloop", "healthy"))
+def _dcp_dspark_geometry():
+    p, d, r = roles()
+    p.logs = raw(["RuntimeError: PD DCP source/destination KV geometry differs:", "  src=[1152 x24, 256, 256, ...]"]) + p.logs
+    stalled(d, "decode")
+    d.gauges.update(num_running_reqs=0, num_decode_prealloc_queue_reqs=6, num_decode_transfer_queue_reqs=0)
+    d.logs = []
+    return [p, d, r], gpus_named("NVIDIA B300", 275040, 240000)
+
+
+@scenario("kimi-k3-pd-dcp-dspark-silent-hang-b300", "kv-transfer-failure", "https://github.com/sgl-project/sglang/pull/32541",
+          "2026-07-27",
+          "Kimi-K3 PD on B300 (prefill TP8, decode TP8 with DCP 8, DSPARK on both, Mooncake over RoCE, fp8 KV): after "
+          "re-pulling the kimi-k3 image, requests hang with no error to the client; the prefill logs the DCP KV geometry "
+          "mismatch (quoted in a comment of 2026-08-03; the PR opened at the day-0 image of 2026-07-27)",
+          also=("decode-wedged",), must_not=("prefill-queue-saturation", "config-crashloop", "healthy"))
+def _kimi_k3_dcp_hang():
+    p, d, r = roles()
+    p.logs = raw(["RuntimeError: PD DCP source/destination KV geometry differs:", "  src=[576 x24, 128 x10], dst=[576 x34]"]) + p.logs
+    stalled(d, "decode")
+    d.gauges.update(num_running_reqs=0, num_decode_prealloc_queue_reqs=4, num_decode_transfer_queue_reqs=0)
+    d.logs = []
+    return [p, d, r], gpus_named("NVIDIA B300", 275040, 240000)
+
 # === failures no class claims, threads opened after the cut-off ==================================
 
 @scenario("top-logprobs-over-vocab-kills-scheduler", ANY, "https://github.com/sgl-project/sglang/issues/40076", "2026-09-18",
@@ -301,6 +331,7 @@ def _glm53_crash():
     p, d, r = roles()
     died(d, [], status="9/KILL", code="killed")
     return [p, d, r], {}
+
 
 
 # === healthy roles with alarming signs, threads opened after the cut-off =========================
