@@ -171,6 +171,39 @@ def _kimi_k3_dcp_hang():
     d.logs = []
     return [p, d, r], gpus_named("NVIDIA B300", 275040, 240000)
 
+
+@scenario("decode-waits-for-kv-after-prefill-failed", "decode-wedged", "https://github.com/sgl-project/sglang/pull/40606",
+          "2026-09-21",
+          "sgl-router in PD: a prefill that fails (transport or server error) leaves its decode half waiting for KV that "
+          "will never arrive; the router only watched the decode's answer, so those requests sit on the decode until "
+          "they time out", also=("kv-transfer-failure",), must_not=("prefill-queue-saturation", "config-crashloop", "healthy"))
+def _decode_waits_after_prefill_failed():
+    p, d, r = roles()
+    stalled(d, "decode")
+    d.gauges.update(num_running_reqs=0, num_decode_prealloc_queue_reqs=0, num_decode_transfer_queue_reqs=9)
+    d.logs = []
+    p.counters["num_bootstrap_failed_reqs"] = (2, 9)
+    r.counters["smg_router_upstream_responses{status_code=500}"] = (20, 9)
+    return [p, d, r], {}
+
+
+@scenario("smg-grpc-decode-notready-answers-404", "router-no-healthy-workers", "https://github.com/smg-project/smg/pull/2465",
+          "2026-09-08",
+          "SMG on the gRPC path in PD: with the decode worker NotReady the router answers 404 (model not found) instead of "
+          "503, so clients see a missing model while the router simply has no available decode worker",
+          must_not=("config-crashloop", "healthy"))
+def _smg_grpc_404():
+    p, d, r = roles()
+    d.active, d.sub, d.result = "active", "running", "success"
+    d.health, d.health_error, d.nulls = None, "timeout after 5.0s", True
+    stalled(d, "decode")
+    d.logs = []
+    r.gauges = {"smg_worker_pool_size{connection_mode=grpc,model=qwen3-8b,worker_type=prefill}": 1,
+                "smg_worker_pool_size{connection_mode=grpc,model=qwen3-8b,worker_type=decode}": 1,
+                "smg_worker_health{worker=grpc://10.0.0.1:30000}": 1, "smg_worker_health{worker=grpc://10.0.0.2:30001}": 0}
+    r.counters["smg_http_responses{status_code=404}"] = (30, 12)
+    return [p, d, r], canary(404, '{"error": {"message": "model not found", "code": 404}}')
+
 # === failures no class claims, threads opened after the cut-off ==================================
 
 @scenario("top-logprobs-over-vocab-kills-scheduler", ANY, "https://github.com/sgl-project/sglang/issues/40076", "2026-09-18",
