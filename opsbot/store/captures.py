@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from opsbot.contracts.captures import Capture
+from opsbot.store.gateway import Gateway
 from opsbot.store.models import ActionCapture
 
 STORED_CAP_BYTES = 4 * 1024 * 1024  # of a capture's JSON; its parts are capped one by one before this
@@ -27,7 +28,7 @@ def compress_capture(capture: Capture) -> tuple[bytes, int]:
     return zlib.compress(data, 6), len(data)
 
 
-class CaptureRecords:
+class CaptureRecords(Gateway):
     """Captures by action. Mixed into ``Store`` (it needs ``write`` and ``read``)."""
 
     def save_capture(self, action_id: str, capture: Capture) -> int:
@@ -40,7 +41,7 @@ class CaptureRecords:
             s.flush()
             return row.id
 
-        return self.write(_write, "save capture")  # type: ignore[attr-defined]
+        return self.write(_write, "save capture")
 
     def captures(self, action_id: str) -> list[Capture]:
         """The captures taken for an action, oldest first."""
@@ -49,5 +50,5 @@ class CaptureRecords:
             q = select(ActionCapture.data).where(ActionCapture.action_id == action_id).order_by(ActionCapture.id)
             return list(s.scalars(q))
 
-        rows: list[bytes] = self.read(_read)  # type: ignore[attr-defined]
+        rows = self.read(_read)
         return [Capture.model_validate_json(zlib.decompress(b)) for b in rows]
