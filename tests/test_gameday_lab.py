@@ -51,6 +51,9 @@ def test_break_alert_message_recover_resolve(gameday: GameDay, incident: str, re
         assert run.recovery_s is not None and run.recovery_s < run.resolved_s  # type: ignore[operator]
         action = gameday.store.action(run.plan_id)  # type: ignore[union-attr,arg-type]  (a later probe may plan again)
         assert action.state == "succeeded" and action.approved_by == "slack:U0ALICE"
+        # the wedged scheduler's stacks were kept before the restart destroyed them (issue 26)
+        dumps = [p for c in gameday.store.captures(action.id) for p in c.parts if p.kind == "stacks" and p.ok]
+        assert dumps and any("forward_batch_generation" in p.text for p in dumps), "no stack dump naming the wedge"
     row = gameday.store.incident(run.incident_id)  # type: ignore[union-attr,arg-type]
     assert row.state == "resolved" and row.time_to_recovery_s is not None and row.alertnames  # the alert reached opsbot
     assert any(e["kind"] == "resolved" for e in row.timeline)
