@@ -1,6 +1,7 @@
 """act (stage: act): guarded actions (plan, approve, cooldown, budget, lock, execute, verify); plan in, outcome out."""
 
-from opsbot.act.plan import PlanRefused, RestartPlan, Step, plan_restart
+from opsbot.act.plan import PlanRefused, plan_restart
+from opsbot.contracts.plans import RestartPlan, Step
 from opsbot.act.remedies import PlannedRemedies, plan_remedies
 from opsbot.act.restart import (
     ActionOutcome,

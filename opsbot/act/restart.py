@@ -12,14 +12,15 @@ import os
 import socket
 import time
 from datetime import datetime, timedelta
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from opsbot.act.guards import budget_until, cooldown_until, when
-from opsbot.act.plan import RestartPlan, plan_restart
+from opsbot.act.plan import plan_restart
+from opsbot.contracts.plans import RestartPlan
 from opsbot.act.steps import StepResult, run_command, wait_gpu_release
 from opsbot.act.verify import Look, verify_roles
 from opsbot.collect.transport import Transport, TransportPool
@@ -214,7 +215,7 @@ def _node(inventory: Inventory, cluster: str, name: str) -> Node:
     return inventory.cluster(cluster)[1].node(name)
 
 
-async def _run_steps(transports: dict[str, Transport], plan: RestartPlan, roles: list[Role], settings: Settings,
+async def _run_steps(transports: Mapping[str, Transport], plan: RestartPlan, roles: list[Role], settings: Settings,
                      done: list[StepResult]) -> None:
     """Stop, wait for GPU release, start, appending to ``done``; the first failure ends the run
     (a unit is never started on GPUs still held)."""

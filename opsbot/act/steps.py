@@ -7,7 +7,7 @@ import time
 
 from pydantic import BaseModel
 
-from opsbot.act.plan import Step
+from opsbot.contracts.plans import Step
 from opsbot.collect.transport import CommandResult, Transport
 from opsbot.nodecommands import gpu_query
 from opsbot.parse.errors import ParseError

@@ -134,7 +134,7 @@ class LocalTokenizer:
         self.max_model_len = length if isinstance(length, int) and length < 1 << 40 else None
 
     async def count(self, texts: list[str]) -> list[int]:
-        return [len(ids) for ids in self._tok(texts, add_special_tokens=True)["input_ids"]]  # type: ignore[operator,index]
+        return [len(ids) for ids in self._tok(texts, add_special_tokens=True)["input_ids"]]  # type: ignore[operator]
 
 
 @dataclass

@@ -155,7 +155,7 @@ def _http_client() -> httpx.AsyncClient:
     return httpx.AsyncClient(trust_env=False, follow_redirects=False)
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def _kill(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
 

@@ -84,10 +84,10 @@ def lab_spec(plan: LabPlan, service_port_base: int, opsbot_url: str, token_file:
 def prometheus_config(spec: DeploymentSpec, plan: LabPlan) -> str:
     """Scrape every role of the lab (all decodes, not only the spec's one) and every exporter."""
     jobs = spec.prometheus.jobs
-    by_job: dict[str, list[dict]] = {}
+    by_job: dict[str, list[dict[str, object]]] = {}
     for r in plan.roles:
         port = r.prometheus_port if r.kind == "router" else r.port
-        by_job.setdefault(jobs[r.kind], []).append(
+        by_job.setdefault(jobs[r.kind], []).append(  # type: ignore[index]  (a lab role's kind is a role kind)
             {"targets": [f"127.0.0.1:{port}"], "labels": {"cluster": "lab", "role": r.key, "node": r.node}})
     by_job[jobs["exporter"]] = [
         {"targets": [f"127.0.0.1:{n.exporter_port}"], "labels": {"cluster": "lab", "role": "exporter", "node": n.name}}
@@ -121,8 +121,9 @@ class Monitoring:
 
     def start(self, opsbot_url: str, token: str) -> MonitoringUrls:
         """Write the configuration, start both servers (idempotent) and wait until they are ready."""
-        binaries = {name: shutil.which(exe) for name, (exe, _) in BINARIES.items()}
-        missing = [f"{name} (apt-get install {BINARIES[name][1]})" for name, path in binaries.items() if path is None]
+        found = {name: shutil.which(exe) for name, (exe, _) in BINARIES.items()}
+        missing = [f"{name} (apt-get install {BINARIES[name][1]})" for name, path in found.items() if path is None]
+        binaries = {name: path for name, path in found.items() if path is not None}
         if missing:
             raise MonitoringError(f"missing: {', '.join(missing)}; `make setup` as root installs them")
         token_file = self.dir / "alertmanager" / "opsbot-token"

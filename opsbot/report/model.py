@@ -111,7 +111,7 @@ class Figure(BaseModel):
     def change_pct(self) -> float | None:
         if self.value is None or self.previous in (None, 0):
             return None
-        return (self.value - self.previous) / abs(self.previous) * 100.0  # type: ignore[operator]
+        return (self.value - self.previous) / abs(self.previous) * 100.0
 
 
 class Chart(BaseModel):

@@ -12,7 +12,7 @@ import base64
 import json
 import logging
 from datetime import datetime, timedelta, timezone
-from typing import Protocol
+from typing import Any, Protocol
 
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -38,7 +38,7 @@ class ReportPoster(Protocol):
 class SlackPoster:
     """Posts through a slack_sdk ``AsyncWebClient``: the Block Kit message, then the charts as files."""
 
-    def __init__(self, client) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, client: Any) -> None:
         self.client = client
 
     async def post_report(self, channel: str, text: str, blocks: list[dict], files: list[tuple[str, bytes]]) -> None:

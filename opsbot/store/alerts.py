@@ -170,7 +170,7 @@ class AlertRecords(Gateway):
             at = now()
             take = (update(SlackThread).where(SlackThread.group_key == group_key, SlackThread.ts == "",
                                               SlackThread.updated_at < at - stale_after).values(updated_at=at))
-            return bool(self.write(lambda s: s.execute(take).rowcount, "take over slack thread"))
+            return bool(self.write(lambda s: s.execute(take).rowcount, "take over slack thread"))  # type: ignore[attr-defined]
 
     def release_slack_thread(self, group_key: str) -> None:
         """The claimed post failed: the next finding of the group may post it."""
