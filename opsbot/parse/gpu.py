@@ -8,10 +8,11 @@ from pydantic import BaseModel
 
 from opsbot.bundle import GPU_QUERY
 from opsbot.parse.errors import ParseError
+from opsbot.parse.lines import linear
 
 FIELDS = GPU_QUERY.split(",")
 _MISSING = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]"}
-_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:mib|%|w|c|mhz)?\s*$", re.IGNORECASE)
+_NUMBER = linear(r"(?i)^\s*(-?\d+(?:\.\d+)?)\s*(?:mib|%|w|c|mhz)?\s*$")
 
 
 class GpuRow(BaseModel):

@@ -12,17 +12,18 @@ check) parses with the same functions.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from opsbot.parse.lines import linear
+
 PATCH_NAME = "opsbot-dsv4-patch"
 # kernels/sglang_patch/__init__.py: PATCH_LINE_RE, REFUSAL_LINE_RE (a test keeps them equal)
-_ATTACHED = re.compile(
+_ATTACHED = linear(
     rf"{PATCH_NAME} (?P<version>\S+) attached: index_keys=(?P<index_keys>\w+) sglang=(?P<sglang>\S+)")
-_REFUSED = re.compile(rf"{PATCH_NAME}(?: \S+)? refused:\s*(?P<reason>.+?)\s*$")
+_REFUSED = linear(rf"{PATCH_NAME}(?: \S+)? refused:\s*(?P<reason>.+?)\s*$")
 LOG_PATTERN = rf"{PATCH_NAME} "  # the journal filter keeps these lines (parse/logs.py LOG_KINDS)
-_SINCE = re.compile(r"^-(?P<n>\d+)\s*(?P<unit>s|sec|min|m|h|hour|d|day)s?$")
+_SINCE = linear(r"^-(?P<n>\d+)\s*(?P<unit>s|sec|min|m|h|hour|d|day)s?$")
 _UNIT_S = {"s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
 
 

@@ -1,0 +1,42 @@
+"""Text as every pattern reads it: lines cut to ``LINE_CAP`` characters, patterns compiled by RE2.
+
+A backtracking engine (Python's ``re``) can take time polynomial in a line's length on a pattern
+with nested or adjacent quantifiers, and ``re`` holds the GIL, so one crafted log line froze every
+probe and page (issue 23). Two guards, both here so that every reader shares them: a line longer than
+``LINE_CAP`` is cut before any pattern sees it, and a pattern is compiled by RE2 (google-re2), whose
+matching time is linear in the text. RE2 has no lookaround and no backreference; a pattern that
+needs one cannot be compiled here, which is the point.
+"""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import re2
+
+LINE_CAP = 4096  # characters: SGLang's longest lines (server args, a long traceback line) are under 3,000
+
+Regex: TypeAlias = re2._Regexp
+Match: TypeAlias = re2._Match
+linear_error = re2.error  # what ``linear`` raises for a pattern RE2 refuses
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # a refused pattern is reported by the caller, not printed by RE2
+
+
+def linear(pattern: str) -> Regex:
+    """``pattern`` compiled by RE2 (matching time linear in the text); ``re2.error`` if it needs backtracking."""
+    return re2.compile(pattern, _OPTIONS)
+
+
+def capped(line: str) -> str:
+    """``line`` cut to ``LINE_CAP`` characters, with any lone surrogate (not UTF-8) replaced for RE2."""
+    line = line[:LINE_CAP]
+    if not line.isascii():
+        line = line.encode("utf-8", "replace").decode("utf-8")
+    return line
+
+
+def capped_lines(raw: str) -> list[str]:
+    """Every line of ``raw``, each ``capped``: what a log reader iterates over."""
+    return [capped(line) for line in raw.splitlines()]
