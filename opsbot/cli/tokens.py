@@ -61,14 +61,19 @@ def list_tokens() -> None:
 
 
 @app.command("revoke")
-def revoke(name: str = typer.Argument(..., help="the token's name or id (opsbot tokens list)")) -> None:
-    """Revoke a token: every request with it is refused (401) from now on."""
+def revoke(
+    name: str | None = typer.Argument(None, help="the token's name (opsbot tokens list)"),
+    token_id: int | None = typer.Option(None, "--id", min=1, max=2**62, help="the token's id instead of its name"),
+) -> None:
+    """Revoke a token by name, or by id with --id: every request with it is refused (401) from now on."""
     from opsbot.settings import get_settings
     from opsbot.store import open_store
 
+    if (name is None) == (token_id is None):
+        raise typer.BadParameter("give a token's name, or --id N (not both)")
     with open_store(get_settings().db_url()) as store:
         try:
-            row = store.revoke_token(name)
+            row = store.revoke_token(name if token_id is None else token_id)
         except (KeyError, ValueError) as exc:
             typer.secho(str(exc.args[0]), fg="red", err=True)
             raise typer.Exit(2) from exc
