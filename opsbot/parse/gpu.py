@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from opsbot.bundle import GPU_QUERY
 from opsbot.parse.errors import ParseError
-from opsbot.parse.lines import linear
+from opsbot.parse.lines import capped_lines, linear
 
 FIELDS = GPU_QUERY.split(",")
 _MISSING = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]"}
@@ -46,7 +46,7 @@ def parse_gpu_csv(raw: str) -> list[GpuRow]:
     """
     rows: list[GpuRow] = []
     columns = FIELDS
-    for n, line in enumerate(raw.splitlines(), start=1):
+    for n, line in enumerate(capped_lines(raw), start=1):
         if not line.strip():
             continue
         cells = [c.strip() for c in line.split(",")]

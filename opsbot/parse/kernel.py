@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from opsbot.parse.lines import linear
+from opsbot.parse.lines import capped_lines, linear
 from opsbot.parse.logs import parse_log_line
 
 _XID = linear(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d{1,6}),?\s*(?P<rest>.*)$")
@@ -34,7 +34,7 @@ class XidEvent(BaseModel):
 def parse_xid(raw: str) -> list[XidEvent]:
     """Every Xid line in ``raw`` (journald-prefixed or dmesg-style); other lines are ignored."""
     events: list[XidEvent] = []
-    for line in raw.splitlines():
+    for line in capped_lines(raw):
         m = _XID.search(line)
         if not m:
             continue
@@ -55,4 +55,4 @@ def parse_xid(raw: str) -> list[XidEvent]:
 
 def driver_faults(raw: str) -> int:
     """How many NVRM lines in ``raw`` report a GPU whose firmware or bus stopped answering (Xid or not)."""
-    return sum(1 for line in raw.splitlines() if "NVRM" in line and _DRIVER_FAULT.search(line))
+    return sum(1 for line in capped_lines(raw) if "NVRM" in line and _DRIVER_FAULT.search(line))

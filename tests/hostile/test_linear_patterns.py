@@ -25,6 +25,7 @@ import opsbot.chat
 import opsbot.parse
 from opsbot.collect.axes import _filter_lines
 from opsbot.diagnose.runbook import load_patterns
+from opsbot.parse.kernel import parse_xid
 from opsbot.parse.lines import LINE_CAP, Regex, capped_lines, linear
 from opsbot.parse.logs import LOG_FILTER, parse_log_lines
 
@@ -145,3 +146,4 @@ def test_every_reader_caps_lines(lines):
     assert all(len(e.message) <= LINE_CAP for e in parse_log_lines(raw))
     kept, _ = _filter_lines(raw, linear("."), 1000)
     assert all(len(line) <= LINE_CAP for line in kept.splitlines())
+    assert all(len(x.message) <= LINE_CAP for x in parse_xid("NVRM: Xid (PCI:0000:01:00): 79, " + raw))
