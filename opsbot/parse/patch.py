@@ -43,7 +43,7 @@ def parse_patch_line(line: str) -> PatchLine | None:
     if m := _ATTACHED.search(line):
         return PatchLine(True, m["version"], m["index_keys"], m["sglang"])
     if m := _REFUSED.search(line):
-        return PatchLine(False, reason=m["reason"])
+        return PatchLine(False, reason=m["reason"].strip())  # RE2's \s is ASCII: strip as Python does
     return None
 
 
