@@ -8,11 +8,12 @@ from pydantic import BaseModel
 
 from opsbot.bundle import GPU_QUERY
 from opsbot.parse.errors import ParseError
-from opsbot.parse.lines import capped_lines, linear
+from opsbot.parse.lines import capped_lines
 
 FIELDS = GPU_QUERY.split(",")
 _MISSING = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]"}
-_NUMBER = linear(r"(?i)^\s*(-?\d+(?:\.\d+)?)\s*(?:mib|%|w|c|mhz)?\s*$")
+# re (called per cell): linear as written, the unit and its trailing spaces one optional group
+_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:(?:mib|%|w|c|mhz)\s*)?$", re.IGNORECASE)
 
 
 class GpuRow(BaseModel):

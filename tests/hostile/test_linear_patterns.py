@@ -27,14 +27,15 @@ from opsbot.collect.axes import _filter_lines
 from opsbot.diagnose.runbook import load_patterns
 from opsbot.parse.kernel import parse_xid
 from opsbot.parse.lines import LINE_CAP, Regex, capped_lines, linear
-from opsbot.parse.logs import LOG_FILTER, parse_log_lines
+from opsbot.parse.logs import LOG_FILTER, LOG_KINDS, parse_log_lines
 
 N = 50_000
 BUDGET_S = 0.050
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
-# Patterns left to Python's re, each read over whole metrics bodies (not lines) and linear as written
-# (anchored at line starts, or a fullmatch whose repeats cannot overlap); the same budget holds for them.
-STDLIB_RE = {"opsbot.parse.facts._UNREAD", "opsbot.parse.metrics._HEADER", "opsbot.parse.metrics._ODD",
+# Patterns left to Python's re (short, frequent inputs where RE2's call costs ~10x, or whole metrics bodies),
+# each linear as written (anchored, adjacent repeats over disjoint characters); the same budget holds for them.
+STDLIB_RE = {"opsbot.parse.logs._JOURNAL", "opsbot.parse.facts._UNREAD", "opsbot.parse.gpu._NUMBER",
+             "opsbot.parse.metrics._NAME", "opsbot.parse.metrics._WORD", "opsbot.parse.metrics._HEADER", "opsbot.parse.metrics._ODD",
              "opsbot.parse.metrics._PLAIN_FAMILY"}
 
 
@@ -57,6 +58,7 @@ def every_pattern() -> dict[str, re.Pattern[str] | Regex]:
                 for i, p in enumerate(_compiled(value)):
                     out[f"{module.__name__}.{name}" + (f"[{i}]" if isinstance(value, tuple) else "")] = p
     out["LOG_FILTER"] = linear(LOG_FILTER)
+    out.update({f"LOG_KINDS.{kind}": linear(pattern) for kind, pattern in LOG_KINDS})  # classify's RE2 set
     patterns, problems = load_patterns(RUNBOOKS / "patterns.yaml")
     assert not problems
     for p in patterns:
