@@ -15,10 +15,11 @@ from typing import TypeAlias
 
 import re2
 
-LINE_CAP = 4096  # characters: SGLang's longest lines (server args, a long traceback line) are under 3,000
+# characters: room for any line a pattern reads (an error and its message, a frame, a batch line); the
+# rest of a longer line (SGLang's one-line ServerArgs dump, say) is dropped before any pattern sees it
+LINE_CAP = 4096
 
 Regex: TypeAlias = re2._Regexp
-Match: TypeAlias = re2._Match
 linear_error = re2.error  # what ``linear`` raises for a pattern RE2 refuses
 
 _OPTIONS = re2.Options()
