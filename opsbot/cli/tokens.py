@@ -51,13 +51,15 @@ def create(
 @app.command("list")
 def list_tokens() -> None:
     """Id, name, scopes, expiry, revocation and last use of the tokens (never their secrets)."""
+    from opsbot.inventory import NAME_RE
     from opsbot.settings import get_settings
     from opsbot.store import open_store
 
     with open_store(get_settings().db_url()) as store:
         for t in store.tokens():
             state = f"revoked {_when(t.revoked_at, '')}" if t.revoked_at else f"expires {_when(t.expires_at, 'never')}"
-            typer.echo(f"{t.id}\t{t.name}\t{','.join(t.scopes)}\t{state}\tlast used {_when(t.last_used_at, 'never')}")
+            name = t.name if NAME_RE.fullmatch(t.name) else repr(t.name)  # one made before names were checked
+            typer.echo(f"{t.id}\t{name}\t{','.join(t.scopes)}\t{state}\tlast used {_when(t.last_used_at, 'never')}")
 
 
 @app.command("revoke")

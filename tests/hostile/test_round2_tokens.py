@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from opsbot.cli import app
 from opsbot.settings import get_settings
 from opsbot.store import Store
+from opsbot.store.models import ApiToken
 from tests.hostile.uvicornkit import uvicorn_served
 from tests.servicekit import flow_for, lab_settings, replay
 
@@ -55,7 +56,10 @@ async def test_token_names_and_ids(tmp_path, database_url):
                 assert missing.exit_code == 2 and "no token id 999999" in missing.output
                 both = _cli(settings, "tokens", "revoke", "grafana", "--id", "1")
                 assert both.exit_code == 2 and "not both" in both.output
+        # a name kept from before names were checked is shown quoted: it forges no row
+        flow.store.write(lambda s: s.add(ApiToken(name="old\tact\tnever\n9\tforged", token_hash="0" * 64,
+                                                  scopes=["read"])))
         rows = _cli(settings, "tokens", "list").stdout.splitlines()
-        assert len(rows) == 2 and all(len(r.split("\t")) == 5 for r in rows)
+        assert len(rows) == 3 and all(len(r.split("\t")) == 5 for r in rows), rows
     finally:
         flow.store.close()
