@@ -31,6 +31,12 @@ def linear(pattern: str) -> Regex:
     return re2.compile(pattern, _OPTIONS)
 
 
+def refusal(exc: Exception) -> str:
+    """RE2's reason for refusing a pattern, as text (it gives bytes)."""
+    reason = exc.args[0] if exc.args else exc
+    return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+
+
 def linear_set(patterns: Sequence[str]) -> Callable[[str], list[int]]:
     """One RE2 pass over a text telling which of ``patterns`` match in it: their indices, in any order."""
     compiled = re2.Set.SearchSet(_OPTIONS)

@@ -149,3 +149,14 @@ def test_every_reader_caps_lines(lines):
     kept, _ = _filter_lines(raw, linear("."), 1000)
     assert all(len(line) <= LINE_CAP for line in kept.splitlines())
     assert all(len(x.message) <= LINE_CAP for x in parse_xid("NVRM: Xid (PCI:0000:01:00): 79, " + raw))
+
+
+def test_a_backtracking_pattern_in_patterns_yaml_is_refused_with_its_line(tmp_path):
+    spec = tmp_path / "patterns.yaml"
+    spec.write_text('patterns:\n  ok:\n    regex: "a+b"\n    source: "x"\n'
+                    '  lookahead:\n    regex: "(a+)+(?=b)"\n    source: "x"\n'
+                    '  backref:\n    regex: "(a)\\\\1"\n    source: "x"\n')
+    patterns, problems = load_patterns(spec)
+    assert [p.name for p in patterns] == ["ok"]
+    assert [(p.where, p.line) for p in problems] == [("patterns.lookahead", 5), ("patterns.backref", 8)]
+    assert all("RE2 syntax" in p.message and "b'" not in p.message for p in problems)
