@@ -160,3 +160,14 @@ def test_a_backtracking_pattern_in_patterns_yaml_is_refused_with_its_line(tmp_pa
     assert [p.name for p in patterns] == ["ok"]
     assert [(p.where, p.line) for p in problems] == [("patterns.lookahead", 5), ("patterns.backref", 8)]
     assert all("RE2 syntax" in p.message and "b'" not in p.message for p in problems)
+
+
+def test_node_filter_does_not_backtrack_on_journald_lines():
+    """The node runs LOG_FILTER with PCRE2 (``journalctl --grep``), a backtracking engine, on lines
+    journald cuts at LineMax (48K by default); Python's re stands in for it here."""
+    node = re.compile(LOG_FILTER)
+    k = 48_000
+    for text in ("1 /" + "a" * k, "1 /" + "(" * k, " 1 /x" + " " * k, '  File "' + "a" * k, "Traceback " * (k // 10),
+                 "[E1203 12:00:00" + "0" * k, "sglang-1 " * (k // 9), "a-1" * (k // 3), "Error" + "." * k):
+        took = _slowest(node, text)
+        assert took <= 5 * BUDGET_S, f"LOG_FILTER (backtracking) took {took * 1000:.0f} ms on {text[:40]!r}..."
