@@ -279,19 +279,27 @@ def render(spec: DeploymentSpec) -> Rendering:
     )
 
 
+class OutsideOutput(ValueError):
+    """A rendered file's path does not resolve under the output folder: nothing was written."""
+
+
+def _under(out: Path, rel: str) -> Path:
+    """``out / rel``, refused unless it resolves (symbolic links and '..' followed) under ``out``."""
+    p = out / rel.lstrip("/")
+    if not p.resolve().is_relative_to(out.resolve()) or p.resolve() == out.resolve():
+        raise OutsideOutput(f"{rel!r} does not resolve under the output folder {out}: nothing written")
+    return p
+
+
 def write(rendering: Rendering, out: Path) -> list[Path]:
-    """Write the rendering under ``out``: ``nodes/NODE/<absolute path>`` and the cluster files."""
-    written = []
-    for node, files in rendering.node_files.items():
-        for f in files:
-            p = out / "nodes" / node / f.path.lstrip("/")
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(f.data)
-            p.chmod(f.mode)
-            written.append(p)
-    for rel, data in rendering.cluster_files.items():
-        p = out / rel
+    """Write the rendering under ``out``: ``nodes/NODE/<absolute path>`` and the cluster files; every
+    path is checked first, so a spec that points outside ``out`` writes nothing (``OutsideOutput``)."""
+    files = [(_under(out, f"nodes/{node}/{f.path.lstrip('/')}"), f.data, f.mode)
+             for node, node_files in rendering.node_files.items() for f in node_files]
+    files += [(_under(out, rel), data, None) for rel, data in rendering.cluster_files.items()]
+    for p, data, mode in files:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
-        written.append(p)
-    return written
+        if mode is not None:
+            p.chmod(mode)
+    return [p for p, _data, _mode in files]

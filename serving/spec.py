@@ -7,8 +7,9 @@ the deployment rules that need the whole spec (GPU overlap, NUMA budgets, flags)
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -20,10 +21,48 @@ ArgValue = str | int | float | bool | list[str] | None
 
 
 DURATION = r"^[0-9]+(ms|s|m|h|d)$"  # one Prometheus duration unit, e.g. 15s, 2m
+DIR = r"^/[A-Za-z0-9._/-]+$"  # an absolute directory; "." and ".." segments are refused by _directory
+NUMBER_MAX = 10**15  # no count, size, port or ratio of a deployment comes near it; 10**400 is refused
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _unit_name(v: str | None) -> str | None:
+    """A systemd service name, whole: "x.service/../../y" or a trailing newline is refused."""
+    if v is not None and not UNIT_RE.fullmatch(v):
+        raise ValueError(f"{v[:80]!r} is not a systemd service name (letters, digits, '@._:-', ending .service)")
+    return v
+
+
+def _directory(v: str) -> str:
+    if any(part in (".", "..") for part in v.split("/")):
+        raise ValueError("'.' and '..' are refused: the directory must be written as it is")
+    return v
+
+
+def _hostile_value(value: Any, where: str) -> str | None:
+    """Where ``value`` (walked through lists and maps) holds a control character or a number that is not
+    finite and bounded; None when it holds none. Every string may reach a unit file or a script."""
+    if isinstance(value, str):
+        bad = next((c for c in value if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029"), None)
+        return f"{where}: control character {bad!r} refused (it would start a new line in a unit file or script)" \
+            if bad is not None else None
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{where}: {value} is not a finite number"
+        shown = str(value) if len(str(value)) <= 20 else f"{str(value)[:12]}... ({len(str(value))} digits)"
+        return f"{where}: {shown} is out of range (at most 1e15)" if abs(value) > NUMBER_MAX else None
+    if isinstance(value, dict):
+        items = list(value.items())
+        return next((p for k, v in items for p in (_hostile_value(k, f"{where} key"),
+                                                   _hostile_value(v, f"{where}.{k}")) if p), None)
+    if isinstance(value, list | tuple):
+        return next((p for i, v in enumerate(value) if (p := _hostile_value(v, f"{where}[{i}]"))), None)
+    return None
 
 
 class ModelSpec(_Strict):
@@ -78,6 +117,7 @@ class ServerSpec(_Strict):
     environment: dict[str, str] = Field(default_factory=dict)
     args: dict[str, ArgValue] = Field(default_factory=dict, description="further flags, e.g. {'--page-size': 256}")
     unit: str | None = None
+    _unit = field_validator("unit")(_unit_name)
 
     @field_validator("environment")
     @classmethod
@@ -116,6 +156,7 @@ class RouterSpec(_Strict):
     environment: dict[str, str] = Field(default_factory=dict)
     args: dict[str, ArgValue] = Field(default_factory=dict)
     unit: str = "sglang-router.service"
+    _unit = field_validator("unit")(_unit_name)
     ready_timeout_s: int = Field(
         180, ge=5, description="apply waits this long for /readiness (workers are checked every "
         "--health-check-interval-secs, 60 by default)")
@@ -135,6 +176,7 @@ class ExporterSpec(_Strict):
     port: int = Field(9101, ge=1, le=65535)
     python: str = "python3"
     unit: str = "opsbot-gpu-exporter.service"
+    _unit = field_validator("unit")(_unit_name)
 
 
 class PrometheusSpec(_Strict):
@@ -189,8 +231,8 @@ class DeploymentSpec(_Strict):
         default_factory=lambda: ["python3", "-m", "kernels.sglang_patch.launch"], min_length=1,
         description="with model.index_keys bf16 a server starts as PATCH_LAUNCHER MODULE ARGS, where MODULE is "
         "the module `launcher` runs with -m; the lab puts the emulator's stand-in here")
-    install_dir: str = Field("/opt/sglang", pattern=r"^/[A-Za-z0-9._/-]+$")
-    unit_dir: str = Field("/etc/systemd/system", pattern=r"^/[A-Za-z0-9._/-]+$")
+    install_dir: str = Field("/opt/sglang", pattern=DIR)
+    unit_dir: str = Field("/etc/systemd/system", pattern=DIR)
     numa_pinning: bool = Field(True, description="wrap servers in numactl --cpunodebind/--membind")
     hicache_numa_margin: float = Field(0.8, gt=0, le=1, description="share of a NUMA node HiCache may take")
     start_timeout_s: int = Field(1800, ge=60, description="TimeoutStartSec: model load plus warm-up")
@@ -207,9 +249,18 @@ class DeploymentSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
+        if not NAME_RE.fullmatch(v):
             raise ValueError("use lower-case letters, digits and '-', e.g. 'dsv4'")
         return v
+
+    _dirs = field_validator("install_dir", "unit_dir")(_directory)
+
+    @model_validator(mode="after")
+    def _no_hostile_values(self) -> DeploymentSpec:
+        problem = _hostile_value(self.model_dump(mode="python"), "spec")
+        if problem:
+            raise ValueError(problem.removeprefix("spec."))
+        return self
 
     def node(self, name: str) -> NodeSpec:
         for n in self.nodes:
@@ -228,7 +279,7 @@ class DeploymentSpec(_Strict):
             unit = self.exporter.unit
         else:
             unit = self.servers()[role].unit or f"sglang-{self.name}-{role}.service"
-        if not UNIT_RE.match(unit):
+        if not UNIT_RE.fullmatch(unit):
             raise ValueError(f"unit {unit!r} is not a systemd service name")
         return unit
 

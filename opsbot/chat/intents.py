@@ -7,10 +7,11 @@ here). Words that match no intent are a probe-and-diagnose request, as before.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
 from typing import Literal
+
+from opsbot.parse.lines import linear
 
 IntentKind = Literal["help", "happened", "why-restart", "safe-restart", "incidents", "history", "probe"]
 WindowKind = Literal["last-night", "since", "today", "yesterday", "this-week", "last-week", "last"]
@@ -35,6 +36,34 @@ _UNITS = {"m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60, "h": 3600
           "weeks": 604800}
 _AMOUNT = r"(?P<n>\d{1,4})\s*(?P<unit>" + "|".join(sorted(_UNITS, key=len, reverse=True)) + r")\b"
 MAX_SPAN = timedelta(days=366)
+# An operator's words longer than this are refused before any pattern reads them ("too long").
+MAX_TEXT = 2000
+
+# every pattern compiled once, by RE2: matching time is linear in the (bounded) text
+_PUNCT = linear(r"[?!.,;]+(\s|$)")
+_SINCE = linear(r"\bsince (?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d))?\s*(?P<ampm>am|pm)?\b")
+_LAST = linear(r"\b(?:last|past|in the last|in the past)?\s*" + _AMOUNT)
+_WINDOWS = tuple((linear(rf"\b{words}\b"), kind) for words, kind in (
+    ("this week", "this-week"), ("last week", "last-week"), ("yesterday", "yesterday"), ("today", "today"),
+    ("last day", "last")))
+_WHY_RESTART = linear(rf"\bwhy (?:did|was|is|has) (?:the )?{ROLE_WORD} (?:been )?restart")
+_SAFE_RESTART = (linear(rf"\b(?:is it |it's |is )?safe to restart (?:the )?{ROLE_WORD}\b"),
+                 linear(rf"\bcan (?:i|we) restart (?:the )?{ROLE_WORD}\b"))
+_HISTORY = linear(rf"^history(?: (?:of|for))?(?: {ROLE_WORD})?\b")
+_NOT_A_ROLE = frozenset({"last", "past", "since"})  # "history last 6h" names a window, not a role
+_INCIDENTS = linear(r"(?:list |show |open |recent |the )*incidents?(?: (?:list|open|now))?")
+_HAPPENED = linear(r"\bwhat (?:has )?happen(?:ed|s)\b|\bwhat went (?:on|wrong)\b|\bany incidents\b")
+
+
+class TooLong(ValueError):
+    """The operator's words are longer than ``MAX_TEXT``: answered at once, never parsed."""
+
+
+def bounded(text: str) -> str:
+    """``text`` if it is at most ``MAX_TEXT`` characters, else ``TooLong`` saying so."""
+    if len(text) > MAX_TEXT:
+        raise TooLong(f"too long: {len(text)} characters; ask in at most {MAX_TEXT}")
+    return text
 
 
 @dataclass(frozen=True)
@@ -69,7 +98,7 @@ class Intent:
 
 
 def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[?!.,;]+(\s|$)", " ", text.lower()).split())
+    return " ".join(_PUNCT.sub(" ", text.lower()).split())
 
 
 def parse_window(text: str) -> Window | None:
@@ -77,20 +106,19 @@ def parse_window(text: str) -> Window | None:
     t = _norm(text)
     if "last night" in t or "overnight" in t or "tonight" in t:
         return Window("last-night")
-    if m := re.search(r"\bsince (?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d))?\s*(?P<ampm>am|pm)?\b", t):
+    if m := _SINCE.search(t):
         hour = int(m["h"])
         if m["ampm"] == "pm" and hour < 12:
             hour += 12
         elif m["ampm"] == "am" and hour == 12:
             hour = 0
         return Window("since", at=time(hour, int(m["m"] or 0)))
-    if m := re.search(r"\b(?:last|past|in the last|in the past)?\s*" + _AMOUNT, t):
+    if m := _LAST.search(t):
         span = timedelta(seconds=int(m["n"]) * _UNITS[m["unit"]])
         if timedelta(0) < span <= MAX_SPAN:
             return Window("last", span=span)
-    for words, kind in (("this week", "this-week"), ("last week", "last-week"), ("yesterday", "yesterday"),
-                        ("today", "today"), ("last day", "last")):
-        if re.search(rf"\b{words}\b", t):
+    for pattern, kind in _WINDOWS:
+        if pattern.search(t):
             return Window(kind, span=timedelta(days=1) if kind == "last" else None)  # type: ignore[arg-type]
     return None
 
@@ -100,16 +128,16 @@ def parse_intent(text: str) -> Intent:
     t = _norm(text)
     if t in ("", "help", "-h", "--help", "?") or t.startswith("help ") or "what can you do" in t:
         return Intent("help", text)
-    if m := re.search(rf"\bwhy (?:did|was|is|has) (?:the )?{ROLE_WORD} (?:been )?restart", t):
+    if m := _WHY_RESTART.search(t):
         return Intent("why-restart", text, role=m["role"])
-    if m := re.search(rf"\b(?:is it |it's |is )?safe to restart (?:the )?{ROLE_WORD}\b", t) or re.search(
-            rf"\bcan (?:i|we) restart (?:the )?{ROLE_WORD}\b", t):
+    if m := _SAFE_RESTART[0].search(t) or _SAFE_RESTART[1].search(t):
         return Intent("safe-restart", text, role=m["role"])
-    if m := re.match(rf"^history(?: (?:of|for))?(?: (?!last\b|past\b|since\b|\d){ROLE_WORD})?\b", t):
-        return Intent("history", text, role=m["role"], window=parse_window(t) or Window("last", span=timedelta(days=1)))
-    if re.fullmatch(r"(?:list |show |open |recent |the )*incidents?(?: (?:list|open|now))?", t):
+    if m := _HISTORY.match(t):
+        role = m["role"] if m["role"] not in _NOT_A_ROLE else None
+        return Intent("history", text, role=role, window=parse_window(t) or Window("last", span=timedelta(days=1)))
+    if _INCIDENTS.fullmatch(t):
         return Intent("incidents", text)
-    if re.search(r"\bwhat (?:has )?happen(?:ed|s)\b|\bwhat went (?:on|wrong)\b|\bany incidents\b", t):
+    if _HAPPENED.search(t):
         return Intent("happened", text, window=parse_window(t) or Window("last", span=timedelta(days=1)))
     return Intent("probe", text)
 

@@ -82,14 +82,18 @@ def render(spec: Path = SpecArg, directory: Path = typer.Argument(..., help="out
     """Render serve scripts, units, Prometheus, Alertmanager, Grafana and the inventory into DIRECTORY."""
     from opsbot.yamlsource import ConfigError
     from serving.checked import load_checked
+    from serving.render import OutsideOutput, write
     from serving.render import render as render_spec
-    from serving.render import write
 
     try:
         s = load_checked(spec)
     except ConfigError as exc:
         raise _refuse(exc) from None
-    files = write(render_spec(s), directory)
+    try:
+        files = write(render_spec(s), directory)
+    except OutsideOutput as exc:
+        err.print(f"[bold red]spec refused[/]: {exc}", highlight=False)
+        raise typer.Exit(2) from None
     for f in files:
         out.print(str(f), highlight=False)
     out.print(f"[green]{len(files)} files[/] rendered from {spec}")

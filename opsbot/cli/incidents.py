@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from opsbot.cli.history import parse_since
@@ -54,15 +55,17 @@ def incidents(
         typer.echo(json.dumps([r.as_json() for r in rows], indent=2))
         return
     tz = zone(None, settings.report_timezone)
-    table = Table(title=f"incidents since {since}")
+    table = Table(title=f"incidents since {escape(since)}")
     for col in ("id", "first seen", "class", "roles", "alerts", "probes", "actions", "state", "time to recovery"):
         table.add_column(col, overflow="fold")
     for r in rows:
         ttr = duration_text(r.time_to_recovery_s) if r.time_to_recovery_s is not None else "-"
         colour = "green" if r.state == "resolved" else "red"
-        table.add_row(r.id, f"{r.first_seen.astimezone(tz):%m-%d %H:%M:%S %Z}", r.incident, ",".join(r.roles),
-                      ",".join(r.alertnames), str(len(r.probes)), ",".join(r.actions), f"[{colour}]{r.state}[/]", ttr)
-    console.print(table if rows else f"no incident since {since}")
+        # stored text (an alert's name holding "[/]") is shown as text, never read as rich markup
+        table.add_row(escape(r.id), f"{r.first_seen.astimezone(tz):%m-%d %H:%M:%S %Z}", escape(r.incident),
+                      escape(",".join(r.roles)), escape(",".join(r.alertnames)), str(len(r.probes)),
+                      escape(",".join(r.actions)), f"[{colour}]{escape(r.state)}[/]", ttr)
+    console.print(table if rows else f"no incident since {escape(since)}")
 
 
 @app.command()
@@ -82,8 +85,8 @@ def show(incident_id: str = typer.Argument(..., help="an id from `opsbot inciden
         return
     tz = zone(None, get_settings().report_timezone)
     ttr = f", time to recovery {duration_text(row.time_to_recovery_s)}" if row.time_to_recovery_s is not None else ""
-    console.print(f"[bold]{row.id}[/] {row.incident} on {', '.join(row.roles)} in {row.cluster}: "
-                  f"{row.state}{ttr}", markup=True)
+    console.print(f"[bold]{escape(row.id)}[/] {escape(row.incident)} on {escape(', '.join(row.roles))} in "
+                  f"{escape(row.cluster)}: {escape(row.state)}{ttr}", markup=True)
     console.print(f"{row.title or ''}: {row.summary or ''}", markup=False)
     console.print(f"confidence {row.confidence or 0:.0%}; alerts {', '.join(row.alertnames) or '-'}; "
                   f"probes {', '.join(row.probes)}; actions {', '.join(row.actions) or '-'}", markup=False)

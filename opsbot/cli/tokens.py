@@ -51,24 +51,31 @@ def create(
 @app.command("list")
 def list_tokens() -> None:
     """Id, name, scopes, expiry, revocation and last use of the tokens (never their secrets)."""
+    from opsbot.inventory import NAME_RE
     from opsbot.settings import get_settings
     from opsbot.store import open_store
 
     with open_store(get_settings().db_url()) as store:
         for t in store.tokens():
             state = f"revoked {_when(t.revoked_at, '')}" if t.revoked_at else f"expires {_when(t.expires_at, 'never')}"
-            typer.echo(f"{t.id}\t{t.name}\t{','.join(t.scopes)}\t{state}\tlast used {_when(t.last_used_at, 'never')}")
+            name = t.name if NAME_RE.fullmatch(t.name) else repr(t.name)  # one made before names were checked
+            typer.echo(f"{t.id}\t{name}\t{','.join(t.scopes)}\t{state}\tlast used {_when(t.last_used_at, 'never')}")
 
 
 @app.command("revoke")
-def revoke(name: str = typer.Argument(..., help="the token's name or id (opsbot tokens list)")) -> None:
-    """Revoke a token: every request with it is refused (401) from now on."""
+def revoke(
+    name: str | None = typer.Argument(None, help="the token's name (opsbot tokens list)"),
+    token_id: int | None = typer.Option(None, "--id", min=1, max=2**62, help="the token's id instead of its name"),
+) -> None:
+    """Revoke a token by name, or by id with --id: every request with it is refused (401) from now on."""
     from opsbot.settings import get_settings
     from opsbot.store import open_store
 
+    if (name is None) == (token_id is None):
+        raise typer.BadParameter("give a token's name, or --id N (not both)")
     with open_store(get_settings().db_url()) as store:
         try:
-            row = store.revoke_token(name)
+            row = store.revoke_token(name if token_id is None else token_id)
         except (KeyError, ValueError) as exc:
             typer.secho(str(exc.args[0]), fg="red", err=True)
             raise typer.Exit(2) from exc

@@ -18,14 +18,15 @@ from opsbot.bundle import (
 from opsbot.collect.transport import CommandResult, HttpResult, Transport
 from opsbot.inventory import Role
 from opsbot.nodecommands import gpu_query, journal, unit_show
+from opsbot.parse.lines import Regex, capped_lines, linear
 from opsbot.parse.logs import LOG_FILTER
 from opsbot.settings import Settings
 
 HEALTH_BODY_CAP = 2048
 KERNEL_FILTER = r"NVRM|Xid"
-_LOG_RE = re.compile(LOG_FILTER)
-_KERNEL_RE = re.compile(KERNEL_FILTER)
-_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\S*")  # journald short-iso prefix
+_LOG_RE = linear(LOG_FILTER)
+_KERNEL_RE = linear(KERNEL_FILTER)
+_STAMP = linear(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\S*")  # journald short-iso prefix
 # journalctl exits 1 when --grep matched nothing; these stderr lines are not failures either.
 _JOURNAL_QUIET = ("No journal files were found.", "-- No entries --")
 _SECRET = re.compile(
@@ -101,13 +102,14 @@ async def collect_health(t: Transport, role: Role, s: Settings) -> HealthEvidenc
     )
 
 
-def _filter_lines(raw: str, pattern: re.Pattern[str], cap: int) -> tuple[str, bool]:
-    """Matching lines (the journald prefix is not matched), oldest first, the newest ``cap`` of them.
+def _filter_lines(raw: str, pattern: Regex, cap: int) -> tuple[str, bool]:
+    """Matching lines (the journald prefix is not matched), oldest first, the newest ``cap`` of them;
+    each line cut to ``LINE_CAP`` characters before any pattern reads it.
 
     journalctl 252 prints ``--grep`` results newest first; the order is put back by timestamps.
     """
     kept = []
-    for line in raw.splitlines():
+    for line in capped_lines(raw):
         stamped = _STAMP.match(line)
         message = line.split(": ", 1)[1] if stamped and ": " in line else line
         if pattern.search(message):

@@ -22,6 +22,7 @@ from opsbot.contracts.states import Severity
 from opsbot.diagnose.conditions import Condition, ConditionError
 from opsbot.diagnose.exception_table import EXCEPTIONS_FILE, ExceptionTable, load_exception_table
 from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
+from opsbot.parse.lines import linear, linear_error, refusal
 from opsbot.parse.logs import Pattern
 from opsbot.parse.facts import PROGRESS_SOURCES, ROUTING_ERROR_COUNTERS, ROUTING_GAUGES, TRANSFER_QUEUES, unknown_fact
 from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
@@ -324,9 +325,10 @@ def load_patterns(path: Path) -> tuple[list[Pattern], list[ConfigProblem]]:
     out, problems = [], []
     for name, p in spec.patterns.items():
         try:
-            out.append(Pattern(name, re.compile(p.regex), re.compile(p.unless) if p.unless else None, tuple(p.words)))
-        except re.error as exc:
-            problems.append(ConfigProblem(str(path), lines.line_of(("patterns", name)), f"patterns.{name}", f"bad regex: {exc}"))
+            out.append(Pattern(name, linear(p.regex), linear(p.unless) if p.unless else None, tuple(p.words)))
+        except linear_error as exc:  # RE2's syntax: no lookaround, no backreference (matching stays linear)
+            problems.append(ConfigProblem(str(path), lines.line_of(("patterns", name)), f"patterns.{name}",
+                                          f"bad regex (RE2 syntax, linear-time): {refusal(exc)}"))
     return out, problems
 
 

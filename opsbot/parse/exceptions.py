@@ -12,52 +12,53 @@ module import) happened at start-up. Frame names are those of SGLang 0.4.6.post5
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
+from opsbot.parse.lines import linear
+
 Stage = Literal["startup", "serving", "unknown"]
 
-_TRACEBACK = re.compile(r"(?:(?P<writer>[A-Z]\w*) hit an exception: )?Traceback \(most recent call last\):")
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<func>[\w<>.]+)')
+_TRACEBACK = linear(r"(?:(?P<writer>[A-Z]\w*) hit an exception: )?Traceback \(most recent call last\):")
+_FRAME = linear(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<func>[\w<>.]+)')
 # an exception line: a dotted identifier (a type), then ": message" or nothing; never indented
-_RAISED = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$")
-_ARGPARSE = re.compile(r"^(?P<prog>[\w.-]+(?:\.py)?): error: (?P<msg>.+)$")
+_RAISED = linear(r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$")
+_ARGPARSE = linear(r"^(?P<prog>[\w.-]+(?:\.py)?): error: (?P<msg>.+)$")
 # An uncaught C++ exception (libstdc++'s verdict), its what() on the next line, and c10's
 # "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609" after it
-_TERMINATE = re.compile(r"terminate called after throwing an instance of '(?P<type>[\w:<>, ]+)'")
-_WHAT = re.compile(r"^\s*what\(\):\s*(?P<msg>.*)$")
-_RAISED_FROM = re.compile(r"^Exception raised from (?P<func>\S+) at (?P<file>\S+?):\d+")
+_TERMINATE = linear(r"terminate called after throwing an instance of '(?P<type>[\w:<>, ]+)'")
+_WHAT = linear(r"^\s*what\(\):\s*(?P<msg>.*)$")
+_RAISED_FROM = linear(r"^Exception raised from (?P<func>\S+) at (?P<file>\S+?):\d+")
 # A Rust panic (sgl-router, SMG): "thread 'main' panicked at src/main.rs:42:10:" with the message on the
 # next line (Rust >= 1.73), or "thread 'main' panicked at 'message', src/main.rs:42:10" before
-_PANIC = re.compile(r"^thread '(?P<thread>[^']*)' panicked at (?:'(?P<msg>.*)', )?(?P<at>\S+?):?$")
+_PANIC = linear(r"^thread '(?P<thread>[^']*)' panicked at (?:'(?P<msg>.*)', )?(?P<at>\S+?):?$")
 # SGLang's launcher's own verdict on a failed start (entrypoints/http_server.py _wait_and_warmup,
 # 0.4.6.post5 and 0.5.23: "Initialization failed. warmup error: {traceback}"; engine.py 0.5.23:
 # "Initialization failed. Please see the error messages above.")
-_INIT_FAILED = re.compile(r"Initialization failed\. (?P<msg>.*)$")
+_INIT_FAILED = linear(r"Initialization failed\. (?P<msg>.*)$")
 # The router's own verdict on a failed start: sglang-router 0.1.2 src/server.rs AppState::new panics with
 # "Failed to create router: {error}" when Router::new fails (src/router.rs: "Timeout {}s waiting for workers to
 # become healthy"); its launcher (sglang_router 0.1.2 launch_router.py, smg v1.x bindings/python/src/smg/
 # launch_router.py) logs "Error starting router: {e}" for any exception around creating and starting it.
-_ROUTER_FAILED = re.compile(r"(?:^|[\s:\]])(?P<what>Failed to create router|Error starting router): (?P<msg>.+)$")
+_ROUTER_FAILED = linear(r"(?:^|[\s:\]])(?P<what>Failed to create router|Error starting router): (?P<msg>.+)$")
 # torch.distributed prefixes every line a rank prints ("[rank0]: ValueError: ..."); so do multiprocessing
 # workers written as "(pid=123)" by some launchers
-_RANK_PREFIX = re.compile(r"^(?:\[rank\d+\]:\s?|\((?:\w+ )?pid=\d+\)\s)")
+_RANK_PREFIX = linear(r"^(?:\[rank\d+\]:\s?|\((?:\w+ )?pid=\d+\)\s)")
 # a multi-node launcher's task label before every line (Slurm srun --label: "0: ", the task number)
-_TASK_LABEL = re.compile(r"^\d{1,5}:(?: |$)")
+_TASK_LABEL = linear(r"^\d{1,5}:(?: |$)")
 # the call a traceback's source line makes (``x = self.init_torch_distributed()``, ``return func(*a)``)
-_CALL = re.compile(r"^(?:return\s+|await\s+|[\w.\[\], ]+?\s*=\s*)?(?P<callee>[A-Za-z_][\w.]*)\(")
-_NAMES_A_TYPE = re.compile(r"Error|Exception|Exit|Interrupt")  # a cheap test before _RAISED
-_CHAINED = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
+_CALL = linear(r"^(?:return\s+|await\s+|[\w.\[\], ]+?\s*=\s*)?(?P<callee>[A-Za-z_][\w.]*)\(")
+_NAMES_A_TYPE = linear(r"Error|Exception|Exit|Interrupt")  # a cheap test before _RAISED
+_CHAINED = linear(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 
-_SERVING = re.compile(r"^(?:run_event_loop|event_loop\w*|handle_loop|process_input_requests|run_batch|process_batch_result\w*)$")
-_STARTUP = re.compile(
+_SERVING = linear(r"^(?:run_event_loop|event_loop\w*|handle_loop|process_input_requests|run_batch|process_batch_result\w*)$")
+_STARTUP = linear(
     r"^(?:__init__|__post_init__|<module>|load_model|load_weights|initialize|init_\w+|_init_\w+|launch_server|launch_engine"
     r"|_launch_subprocesses|from_cli_args|parse_args|check_server_args|_handle_\w+|from_pretrained|get_config|capture\w*"
     r"|configure_scheduler_process|_set_envs_and_config|profile_max_num_token)$"
 )
-_STARTUP_TYPES = re.compile(r"(?:^|\.)(?:ImportError|ModuleNotFoundError|ArgumentError|SyntaxError)$")
+_STARTUP_TYPES = linear(r"(?:^|\.)(?:ImportError|ModuleNotFoundError|ArgumentError|SyntaxError)$")
 
 
 @dataclass(frozen=True)
@@ -230,8 +231,8 @@ def _cut(open_: _Open, out: list[RaisedException]) -> None:
 # tvm-ffi's SIGSEGV handler, in every SGLang process (0.5.23 requires apache-tvm-ffi 0.1.11; apache/tvm-ffi v0.1.11
 # src/ffi/backtrace.cc TVMFFISegFaultHandler: "!!!!!!! Segfault encountered !!!!!!!", then native frames written
 # like Python's by backtrace_utils.h: '  File "<unknown>", line 0, in nixlUcxWorker::arm() const').
-_CRASH = re.compile(r"Fatal Python error: |Caught signal \d+ \(|\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS)|==== backtrace|!!! Segfault encountered")
-_CRASH_FRAME = re.compile(
+_CRASH = linear(r"Fatal Python error: |Caught signal \d+ \(|\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS)|==== backtrace|!!! Segfault encountered")
+_CRASH_FRAME = linear(
     r'^\s*(?:File "(?P<file>[^"]+)", line \d+,? in (?P<func>\S.*?)|\d+\s+(?P<lib>/\S+?)(?:\((?P<sym>[^)+]*)[^)]*\))?\s*\[0x[0-9a-f]+\])\s*$'
 )
 

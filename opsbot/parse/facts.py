@@ -22,6 +22,7 @@ from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.exceptions import ExceptionClasses, RaisedException, Stage, crash_frames, is_crash_line, parse_exceptions
 from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import driver_faults, parse_xid
+from opsbot.parse.lines import Regex, linear, linear_error
 from opsbot.parse.logs import LogEntry, Pattern, parse_log_lines
 from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
@@ -236,7 +237,7 @@ def _crash_looping(unit: dict[str, Any], restarts_logged: int | None) -> bool:
     )
 
 
-_SYSTEMD_TIME = re.compile(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? (UTC|GMT|Z|[+-]\d{2}:?\d{2})$")
+_SYSTEMD_TIME = linear(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? (UTC|GMT|Z|[+-]\d{2}:?\d{2})$")
 
 
 def _systemd_time(text: str | None) -> datetime | None:
@@ -265,7 +266,7 @@ def _line_time(ts: str | None) -> datetime | None:
     return at if at.tzinfo else None
 
 
-_UNREAD = re.compile(r"^(?:# HELP [^\n]*|[^#\n][^\n{ ]*_bucket[{ ][^\n]*)\n?", re.M)
+_UNREAD = re.compile(r"^(?:# HELP [^\n]*|[^#\n][^\n{ ]*_bucket[{ ][^\n]*)\n?", re.M)  # re: one sub per body, anchored at line starts
 
 
 def _unread_dropped(samples: list[MetricSample]) -> list[MetricSample]:
@@ -304,19 +305,19 @@ def _health(ev: RoleEvidence, failed: list[str]) -> dict[str, Any]:
     return _clean({"answered": h.status is not None, "status": h.status, "elapsed_ms": h.elapsed_ms, "timed_out": False})
 
 
-_NOT_ALTERNABLE = re.compile(r"\\[1-9]|\(\?P=|\(\?[aiLmsux]")
+_NOT_ALTERNABLE = linear(r"\\[1-9]|\(\?P=|\(\?[aiLmsux]")
 
 
 @lru_cache(maxsize=8)
-def _any_pattern(patterns: tuple[Pattern, ...]) -> re.Pattern[str] | None:
+def _any_pattern(patterns: tuple[Pattern, ...]) -> Regex | None:
     """One regex that matches where any pattern without ``words`` does (most lines match none), or None
     if unsafe. Patterns with ``words`` are tried on their own, after their cheap substring test."""
     patterns = tuple(p for p in patterns if not p.words)
-    if any(_NOT_ALTERNABLE.search(p.regex.pattern) or p.regex.flags != re.UNICODE for p in patterns):
+    if any(_NOT_ALTERNABLE.search(p.regex.pattern) for p in patterns):
         return None  # a backreference or inline flag would change meaning inside an alternation
     try:
-        return re.compile("|".join(f"(?:{p.regex.pattern})" for p in patterns))
-    except re.error:
+        return linear("|".join(f"(?:{p.regex.pattern})" for p in patterns))
+    except linear_error:
         return None
 
 
@@ -345,11 +346,11 @@ _NAMED_LINE_KINDS = frozenset({"nccl", "oom"})
 # a C++ exception's own lines after libstdc++'s "terminate called" (parse_exceptions reads them with it)
 _EXCEPTION_TRAIL = ("what():", "Exception raised from ")
 # NCCL's own log levels below WARN (NCCL_DEBUG=INFO prints hundreds at every start): not errors
-_NCCL_CHATTER = re.compile(r"\bNCCL (?:INFO|TRACE)\b")
-_RESTART = re.compile(r"Scheduled restart job, restart counter is at (\d+)")
+_NCCL_CHATTER = linear(r"\bNCCL (?:INFO|TRACE)\b")
+_RESTART = linear(r"Scheduled restart job, restart counter is at (\d+)")
 # systemd's words when a unit hit StartLimitBurst (its Result is then start-limit-hit)
 _START_LIMIT = "Start request repeated too quickly"
-_GLOG_START = re.compile(r"^\s*(?:\[rank\d+\]:)?(?:\[?[IWEF]\d{4}|\[[IWEF] \w)")
+_GLOG_START = linear(r"^\s*(?:\[rank\d+\]:)?(?:\[?[IWEF]\d{4}|\[[IWEF] \w)")
 
 
 # a unit in one of these states (or waiting to restart) is not running: its last run has ended

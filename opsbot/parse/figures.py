@@ -55,7 +55,7 @@ def _health(role: RoleEvidence) -> str:
     return "unreachable" if h.error else "unknown"
 
 
-def _gpu_memory(bundle: Bundle, role: RoleEvidence, gpus: list[int] | None) -> tuple[float | None, int, str | None]:
+def gpu_memory(bundle: Bundle, role: RoleEvidence, gpus: list[int] | None) -> tuple[float | None, int, str | None]:
     node = bundle.node(role.node)
     if node is None or not node.gpu.ok:
         return None, 0, f"GPU query failed on {role.node}" if node is not None else None
@@ -109,7 +109,7 @@ def role_figures(bundle: Bundle, role: RoleEvidence, gpus: list[int] | None = No
         fig.errors = count_kinds(parse_log_lines(role.logs.raw))
     if role.role != "router":
         fig.index_keys = patch_seen(bundle, role, run_started(role)).describe()
-        fig.gpu_memory_gib, fig.gpus, problem = _gpu_memory(bundle, role, gpus)
+        fig.gpu_memory_gib, fig.gpus, problem = gpu_memory(bundle, role, gpus)
         if problem:
             fig.problems.append(problem)
     return fig

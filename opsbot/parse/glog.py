@@ -10,19 +10,20 @@ UCX (NIXL's transport) writes its own format, ``[time] [host:pid:tid]  tcp_ep.c:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from opsbot.parse.lines import linear
 
 # glog: Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg; c10d puts it in brackets after "[rankN]:", and
 # PyTorch before 2.3 (c10 logging without glog) writes only "[E ProcessGroupNCCL.cpp:456] msg"
-_GLOG = re.compile(
+_GLOG = linear(
     r"^(?:\[rank\d+\]:)?(?:\[?(?P<sev>[IWEF])(?P<date>\d{4}|\d{8}) (?P<time>\d{2}:\d{2}:\d{2}\.\d+)\s+(?:(?P<thread>\d+) )?"
     r"|\[(?P<short>[IWEF]) )"
     r"(?P<file>[\w./+-]+\.(?:cpp|cc|cxx|c|h|hpp|rs|py)):(?P<line>\d+)\]\s?(?P<msg>.*)$"
 )
 
 # UCX: optional "[seconds.micros] [host:pid:tid]", then "file.c:line UCX LEVEL message" (%16s:%-4u %-4s %-5s)
-_UCX = re.compile(
+_UCX = linear(
     r"^(?:\[\d+\.\d+\]\s+\[[^\]]*\]\s+)?(?P<file>[\w.+-]+\.c):(?P<line>\d+)\s+UCX\s+"
     r"(?P<level>FATAL|ERROR|WARN|DIAG|INFO|PRINT|DEBUG|TRACE\w*)(?:\s+(?P<msg>.*))?$"
 )

@@ -8,10 +8,12 @@ from pydantic import BaseModel
 
 from opsbot.bundle import GPU_QUERY
 from opsbot.parse.errors import ParseError
+from opsbot.parse.lines import capped_lines
 
 FIELDS = GPU_QUERY.split(",")
 _MISSING = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]"}
-_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:mib|%|w|c|mhz)?\s*$", re.IGNORECASE)
+# re (called per cell): linear as written, the unit and its trailing spaces one optional group
+_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:(?:mib|%|w|c|mhz)\s*)?$", re.IGNORECASE)
 
 
 class GpuRow(BaseModel):
@@ -45,7 +47,7 @@ def parse_gpu_csv(raw: str) -> list[GpuRow]:
     """
     rows: list[GpuRow] = []
     columns = FIELDS
-    for n, line in enumerate(raw.splitlines(), start=1):
+    for n, line in enumerate(capped_lines(raw), start=1):
         if not line.strip():
             continue
         cells = [c.strip() for c in line.split(",")]

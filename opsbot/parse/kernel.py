@@ -3,21 +3,20 @@ its GPU stopped answering without an Xid (``driver_faults``)."""
 
 from __future__ import annotations
 
-import re
-
 from pydantic import BaseModel
 
+from opsbot.parse.lines import capped_lines, linear
 from opsbot.parse.logs import parse_log_line
 
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d{1,6}),?\s*(?P<rest>.*)$")
-_PID = re.compile(r"pid=(\d{1,10})")
-_NAME = re.compile(r"name=([^,]+)")
+_XID = linear(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d{1,6}),?\s*(?P<rest>.*)$")
+_PID = linear(r"pid=(\d{1,10})")
+_NAME = linear(r"name=([^,]+)")
 # The NVIDIA driver (NVRM) saying the GPU's firmware or bus stopped answering, with or without an Xid:
 # the GSP's heartbeat or an RPC to it timed out, the memory subsystem failed, the GPU left the bus
 # (open-gpu-kernel-modules 595.71.05 kernel_gsp.c _kgspIsHeartbeatTimedOut / _kgspLogRpcTimeout /
 # _kgspRpcRecvPoll, kgmmuCheckMemSubsysError; as quoted in NVIDIA/open-gpu-kernel-modules#1200, #1230,
 # NVIDIA/NVSentinel#155). Module loading lines (``NVRM: loading NVIDIA UNIX ...``) are not faults.
-_DRIVER_FAULT = re.compile(
+_DRIVER_FAULT = linear(
     r"NVRM: .*(?:heartbeat timed out|Heartbeat timed out|GSP Timeout|waiting for RPC response from GPU\d* GSP"
     r"|Memory Subsystem Error|fallen off the bus|GPU lost from the bus)"
 )
@@ -35,7 +34,7 @@ class XidEvent(BaseModel):
 def parse_xid(raw: str) -> list[XidEvent]:
     """Every Xid line in ``raw`` (journald-prefixed or dmesg-style); other lines are ignored."""
     events: list[XidEvent] = []
-    for line in raw.splitlines():
+    for line in capped_lines(raw):
         m = _XID.search(line)
         if not m:
             continue
@@ -56,4 +55,4 @@ def parse_xid(raw: str) -> list[XidEvent]:
 
 def driver_faults(raw: str) -> int:
     """How many NVRM lines in ``raw`` report a GPU whose firmware or bus stopped answering (Xid or not)."""
-    return sum(1 for line in raw.splitlines() if "NVRM" in line and _DRIVER_FAULT.search(line))
+    return sum(1 for line in capped_lines(raw) if "NVRM" in line and _DRIVER_FAULT.search(line))

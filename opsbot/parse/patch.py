@@ -12,17 +12,18 @@ check) parses with the same functions.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from opsbot.parse.lines import linear
+
 PATCH_NAME = "opsbot-dsv4-patch"
 # kernels/sglang_patch/__init__.py: PATCH_LINE_RE, REFUSAL_LINE_RE (a test keeps them equal)
-_ATTACHED = re.compile(
+_ATTACHED = linear(
     rf"{PATCH_NAME} (?P<version>\S+) attached: index_keys=(?P<index_keys>\w+) sglang=(?P<sglang>\S+)")
-_REFUSED = re.compile(rf"{PATCH_NAME}(?: \S+)? refused:\s*(?P<reason>.+?)\s*$")
+_REFUSED = linear(rf"{PATCH_NAME}(?: \S+)? refused:\s*(?P<reason>.+?)\s*$")
 LOG_PATTERN = rf"{PATCH_NAME} "  # the journal filter keeps these lines (parse/logs.py LOG_KINDS)
-_SINCE = re.compile(r"^-(?P<n>\d+)\s*(?P<unit>s|sec|min|m|h|hour|d|day)s?$")
+_SINCE = linear(r"^-(?P<n>\d+)\s*(?P<unit>s|sec|min|m|h|hour|d|day)s?$")
 _UNIT_S = {"s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
 
 
@@ -42,7 +43,7 @@ def parse_patch_line(line: str) -> PatchLine | None:
     if m := _ATTACHED.search(line):
         return PatchLine(True, m["version"], m["index_keys"], m["sglang"])
     if m := _REFUSED.search(line):
-        return PatchLine(False, reason=m["reason"])
+        return PatchLine(False, reason=m["reason"].strip())  # RE2's \s is ASCII: strip as Python does
     return None
 
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opsbot.bundle import Canary, Recall, RecallCase
+from opsbot.parse.lines import linear
 
 FILLERS = ("prose", "code", "config")
 EDGES = (0.0, 1.0)
 LOST_MOSTLY = 0.5  # a length counts as lost when at least this share of its judged needles is lost
-_LENGTH = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
+_LENGTH = linear(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
 
 
 def parse_lengths(text: str) -> list[int]:

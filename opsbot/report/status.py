@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import zlib
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -9,7 +11,7 @@ from typing import Any
 
 from opsbot.bundle import Bundle
 from opsbot.contracts import severity_rank
-from opsbot.report.current import current_from_bundle
+from opsbot.report.current import current_from_bundle, current_from_figures, with_role_gpus
 from opsbot.report.model import (
     ActionEntry,
     CriticalContext,
@@ -137,8 +139,18 @@ def current_state(store: Store, bundle: Bundle | None, now: datetime, cluster: s
     row = store.latest_probe(cluster)
     if row is None:
         return CurrentState(cluster=cluster, missing="no probe stored yet: run `opsbot status --probe --save`")
-    return current_from_bundle(store.load_bundle(row.id), now=now, fresh=now - row.started_at < _FRESH,
-                               incidents=[row.top_incident] if row.top_incident else [], role_gpus=role_gpus)
+    fresh, seen = now - row.started_at < _FRESH, [row.top_incident] if row.top_incident else []
+    try:
+        roles = store.probe_figures(row.id)
+        if roles is None:  # saved before figures were kept: read from its bundle
+            return current_from_bundle(store.load_bundle(row.id), now=now, fresh=fresh, incidents=seen,
+                                       role_gpus=role_gpus)
+    except (zlib.error, ValueError) as exc:  # a corrupt bundle or row: the report says so and goes on
+        return CurrentState(cluster=cluster, missing=f"latest probe {row.id} is unreadable: {str(exc)[:200]}")
+    if role_gpus:
+        with contextlib.suppress(zlib.error, ValueError):  # unreadable: GPU memory stays over the inventory's GPUs
+            roles = with_role_gpus(roles, store.load_bundle(row.id), role_gpus)
+    return current_from_figures(row.id, row.cluster, row.started_at, roles, now=now, fresh=fresh, incidents=seen)
 
 
 def build_status(store: Store, bundle: Bundle | None, settings: Settings, spec: DeploymentSpec | None = None, *,

@@ -219,8 +219,16 @@ def action_view(row: Any, message: str | None = None) -> ActionView:
     return ActionView(
         id=row.id, state=row.state, cluster=row.cluster, role=row.role, requested_by=row.requested_by,
         approved_by=row.approved_by, expires_at=row.expires_at, outcome=row.outcome,
-        steps=[s.get("argv", []) for s in (row.plan or {}).get("steps", [])], message=message,
+        steps=plan_steps(row.plan), message=message,
     )
+
+
+def plan_steps(plan: object) -> list[list[str]]:
+    """The argv of each step of a stored plan; a plan or step that is not the expected shape shows none."""
+    steps = plan.get("steps") if isinstance(plan, dict) else None
+    if not isinstance(steps, list):
+        return []
+    return [[str(a) for a in s["argv"]] for s in steps if isinstance(s, dict) and isinstance(s.get("argv"), list)]
 
 
 @router.post("/actions/restart", tags=["actions"], summary="Plan a restart; it runs once approved", status_code=201,
@@ -308,6 +316,10 @@ async def list_incidents(
         raise HTTPException(422, f"since: {since[:40]!r} is not an ISO 8601 time") from exc
     if start is not None and start.tzinfo is None:
         start = start.replace(tzinfo=timezone.utc)
+    try:  # 0001-01-01T00:00:00+14:00 is before year 1 in UTC: no datetime holds it
+        start = start.astimezone(timezone.utc) if start is not None else None
+    except OverflowError as exc:
+        raise HTTPException(422, f"since: {since[:40]!r} is out of range in UTC") from exc
     rows = await flow.db(flow.store.incidents, since=start, state=state, cluster=flow.settings.cluster,
                             limit=limit)
     return [r.as_json() for r in rows]

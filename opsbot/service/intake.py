@@ -72,7 +72,7 @@ class AlertIntake:
             raise QueueFull(f"{self.waiting} accepted alerts are waiting for a probe (limit {self.max_waiting})")
         self._count(n)  # reserve before the first await, so concurrent calls cannot overfill
         try:
-            default_cluster = self.flow.cluster_name()
+            default_cluster = self._default_cluster()
             rows = [_node_scope(_alert_in(hook, a, default_cluster), self.flow.inventory()) for a in hook.alerts]
             saved = await self.writes.save(rows)
         except BaseException:
@@ -84,6 +84,14 @@ class AlertIntake:
         telemetry.alerts_deduplicated.inc(n - len(fresh))
         self._dispatch(fresh)
         return Accepted(stored=len(fresh), duplicates=n - len(fresh))
+
+    def _default_cluster(self) -> str:
+        """The cluster of an alert without a ``cluster`` label; "" when the inventory has several and
+        no default is set: such an alert is still stored, and its probe refused saying why."""
+        try:
+            return self.flow.cluster_name()
+        except ConfigError:
+            return ""
 
     def _count(self, delta: int) -> None:
         self.waiting += delta

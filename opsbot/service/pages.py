@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,7 +15,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from opsbot.report.render import age, when
-from opsbot.report.current import current_from_bundle
+from opsbot.report.current import current_from_bundle, current_from_figures
 from opsbot.report.status import build_status
 from opsbot.service import integrations
 
@@ -68,6 +69,8 @@ async def probe_page(probe_id: str, request: Request) -> HTMLResponse:
     if data is None:
         return HTMLResponse(f"<p>no probe {html.escape(probe_id[:64])!s}; <a href=\"/\">status page</a></p>",
                             status_code=404)
+    if isinstance(data, str):
+        return HTMLResponse(f"<p>{html.escape(data)}; <a href=\"/\">status page</a></p>", status_code=422)
     return templates.TemplateResponse(request, "probe.html", {"p": data})
 
 
@@ -79,12 +82,19 @@ class ProbeData:
     incident: Any
 
 
-def probe_data(store: Any, probe_id: str) -> ProbeData | None:
+def probe_data(store: Any, probe_id: str) -> ProbeData | str | None:
+    """The probe's figures as stored when it was saved (its logs are not parsed again), its trigger and
+    findings; None when there is no such probe, a sentence when its stored bundle cannot be read."""
     try:
         bundle = store.load_bundle(probe_id)
     except KeyError:
         return None
+    except (zlib.error, ValueError) as exc:
+        return f"the stored bundle of probe {probe_id} is unreadable: {str(exc)[:200]}"
     at = datetime.now(timezone.utc)
-    return ProbeData(current=current_from_bundle(bundle, now=at, fresh=True),
-                     findings=store.probe_findings(probe_id), trigger=bundle.trigger,
+    roles = store.probe_figures(probe_id)
+    taken = datetime.fromisoformat(bundle.started_at.replace("Z", "+00:00"))
+    current = (current_from_bundle(bundle, now=at, fresh=True) if roles is None  # saved before figures were kept
+               else current_from_figures(bundle.id, bundle.cluster, taken, roles, now=at, fresh=True))
+    return ProbeData(current=current, findings=store.probe_findings(probe_id), trigger=bundle.trigger,
                      incident=store.incident_for_probe(probe_id, bundle.cluster))

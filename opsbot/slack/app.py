@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from datetime import timedelta
 from typing import Any
@@ -24,8 +23,9 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from opsbot.bundle import Trigger
-from opsbot.chat.intents import Intent, parse_intent
+from opsbot.chat.intents import Intent, TooLong, bounded, parse_intent
 from opsbot.flow import Flow, InventoryUnavailable, ProbeResult
+from opsbot.parse.lines import linear
 from opsbot.slack.blocks import context, decided_blocks, escape, finding_blocks, help_blocks, plan_blocks, section
 from opsbot.slack.commands import Command, parse_command
 from opsbot.slack.incident import IncidentMessages
@@ -35,6 +35,7 @@ from opsbot.slack.threads import AlertThreads
 log = logging.getLogger(__name__)
 router = APIRouter()
 REPLAY_WINDOW = timedelta(seconds=WINDOW_S + 60)  # a signature older than Slack's window is refused anyway
+_MENTION = linear(r"<@[A-Z0-9]+>")
 
 
 @router.post("/slack/events", include_in_schema=False)
@@ -92,7 +93,11 @@ class SlackSurface:
 
     # -- slash command ------------------------------------------------------------------------
     async def _command(self, ack: Any, command: dict[str, Any], respond: Any) -> None:
-        cmd = parse_command(command.get("text", ""))
+        try:
+            cmd = parse_command(bounded(command.get("text", "")))
+        except TooLong as exc:  # answered at once: no pattern reads it
+            await ack(text=f":warning: {exc}")
+            return
         if cmd.verb == "help":
             await ack(blocks=help_blocks(self.flow.settings.slack_command), text="opsbot help")
             return
@@ -163,14 +168,14 @@ class SlackSurface:
 
     async def _mention(self, event: dict[str, Any], say: Any) -> None:
         """``@opsbot what happened since 02:00`` in a channel or an incident's thread: answered in the thread."""
-        text = re.sub(r"<@[A-Z0-9]+>", " ", event.get("text", "")).strip()
         user, thread = event.get("user", "?"), event.get("thread_ts") or event.get("ts")
-        cmd = parse_command(text)
         try:
+            text = _MENTION.sub(" ", bounded(event.get("text", ""))).strip()
+            cmd = parse_command(text)
             blocks, title = ((help_blocks(self.flow.settings.slack_command), "opsbot help") if cmd.verb == "help"
                              else await self._answer(cmd, user))
-        except Exception as exc:  # noqa: BLE001 - the operator sees why
-            blocks, title = [section(f":warning: {escape(str(exc))}")], str(exc)
+        except Exception as exc:  # noqa: BLE001 - the operator sees why, escaped (it may quote their words)
+            blocks, title = [section(f":warning: {escape(str(exc))}")], escape(str(exc))
         await self.client.chat_postMessage(channel=event["channel"], thread_ts=thread, blocks=blocks, text=title)
 
     def result_blocks(self, result: ProbeResult) -> list[dict[str, Any]]:

@@ -12,6 +12,8 @@ import hashlib
 import hmac
 import json
 import re
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qs
 
 WINDOW_S = 300
@@ -48,13 +50,36 @@ def body_problem(content_type: str, body: bytes) -> str | None:
     except (ValueError, UnicodeDecodeError):
         return "the form body is not application/x-www-form-urlencoded"
     if "payload" in form:
-        return _json_object_problem(form["payload"][0], "the form field payload")
+        return _json_object_problem(form["payload"][0], "the form field payload", _interaction_problem)
     return None
 
 
-def _json_object_problem(text: str, what: str) -> str | None:
+def _json_object_problem(text: str, what: str, shape: Callable[[dict[str, Any]], str | None] | None = None) -> str | None:
     try:
         value = json.loads(text)
     except ValueError:
         return f"{what} is not JSON"
-    return None if isinstance(value, dict) else f"{what} is not a JSON object"
+    if not isinstance(value, dict):
+        return f"{what} is not a JSON object"
+    problem = shape(value) if shape else None
+    return f"{what}: {problem}" if problem else None
+
+
+def _interaction_problem(payload: dict[str, Any]) -> str | None:
+    """What an interactive payload lacks that Slack always sends (its fields as Slack's reference lists
+    them for ``block_actions``, ``view_submission`` and ``view_closed``); None when it has them."""
+    if not isinstance(payload.get("type"), str):
+        return "type is not a string"
+    if not isinstance(payload.get("user"), dict) or not isinstance(payload["user"].get("id"), str):
+        return "user.id is not a string"
+    if payload["type"] == "block_actions":
+        actions = payload.get("actions")
+        if not isinstance(actions, list) or not actions:
+            return "actions is not a non-empty list"
+        if not all(isinstance(a, dict) and isinstance(a.get("action_id"), str) for a in actions):
+            return "an action has no action_id"
+    if payload["type"] in ("view_submission", "view_closed"):
+        view = payload.get("view")
+        if not isinstance(view, dict) or not isinstance(view.get("type"), str):
+            return "view.type is not a string"
+    return None

@@ -74,6 +74,8 @@ class Probe(Base):
     trigger_user: Mapped[str | None] = mapped_column(String(128))
     top_incident: Mapped[str | None] = mapped_column(String(64), index=True)
     ok_axes: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # each role's RoleFigures (opsbot/parse/figures.py), computed when saved: pages never parse logs
+    figures: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     bundle: Mapped[bytes] = mapped_column(LargeBinary)
     stored_at: Mapped[datetime] = mapped_column(default=now)
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from opsbot.bundle import Bundle, parse_bundle
 from opsbot.contracts import Diagnosis
+from opsbot.parse.figures import RoleFigures, role_figures
 from opsbot.parse.recall import run_record
 from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
@@ -86,6 +87,7 @@ class ProbeRecords(Gateway):
                 finished_at=parse_ts(bundle.finished_at), trigger_kind=bundle.trigger.kind,
                 trigger_user=bundle.trigger.user, top_incident=findings[0].incident if findings else None,
                 ok_axes=ok_axes(bundle), bundle=compress_bundle(bundle),
+                figures=[role_figures(bundle, r).model_dump(mode="json") for r in bundle.roles],
             ))
             s.flush()
             for f in findings:
@@ -115,6 +117,11 @@ class ProbeRecords(Gateway):
         runs = [RecallRun(pid, cl, at, kind, axes["recall"]) for pid, cl, at, kind, axes in rows
                 if isinstance(axes, dict) and isinstance(axes.get("recall"), dict)]
         return runs[::-1]
+
+    def probe_figures(self, probe_id: str) -> list[RoleFigures] | None:
+        """Each role's figures as computed when the probe was saved; None for a probe saved before they were kept."""
+        stored = self.read(lambda s: s.execute(select(Probe.figures).where(Probe.id == probe_id)).scalar_one_or_none())
+        return [RoleFigures.model_validate(f) for f in stored] if isinstance(stored, list) else None
 
     def load_bundle(self, probe_id: str) -> Bundle:
         row = self.read(lambda s: s.get(Probe, probe_id))

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from opsbot.inventory import NAME_RE
 from opsbot.store.audit import audit_row
 from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
@@ -48,6 +49,9 @@ class TokenRecords(Gateway):
 
     def create_token(self, name: str, scopes: list[str], expires_in: timedelta | None = None) -> str:
         """A new bearer token; only its SHA-256 is stored, the secret is returned once."""
+        if not NAME_RE.fullmatch(name):
+            raise ValueError(f"token name {name[:80]!r}: lower-case letters, digits and '-', at most 63, e.g. grafana "
+                             "(as inventory names: a name is shown in lists and reports, never read as markup)")
         bad = [sc for sc in scopes if sc not in SCOPES]
         if bad or not scopes:
             raise ValueError(f"scopes {bad or '(none)'}: choose from {', '.join(SCOPES)}")
@@ -86,15 +90,15 @@ class TokenRecords(Gateway):
 
         return self.write(_check, "check token")
 
-    def revoke_token(self, name_or_id: str, actor: str = "cli") -> ApiToken:
-        """Revoke a token by name (or numeric id); KeyError when there is none, ValueError if already revoked."""
+    def revoke_token(self, key: str | int, actor: str = "cli") -> ApiToken:
+        """Revoke a token by name (a ``str``) or by id (an ``int``), never one for the other; KeyError when
+        there is none, ValueError if already revoked."""
 
         def _revoke(s: Session) -> ApiToken:
-            row = s.scalar(select(ApiToken).where(ApiToken.name == name_or_id))
-            if row is None and name_or_id.isdigit() and len(name_or_id) < 19:
-                row = s.get(ApiToken, int(name_or_id))
+            row = s.get(ApiToken, key) if isinstance(key, int) else s.scalar(select(ApiToken).where(ApiToken.name == key))
             if row is None:
-                raise KeyError(f"no token named {name_or_id!r} (opsbot tokens list)")
+                what = f"id {key}" if isinstance(key, int) else f"named {key!r}"
+                raise KeyError(f"no token {what} (opsbot tokens list)")
             if row.revoked_at is not None:
                 raise ValueError(f"token {row.name!r} was already revoked at {row.revoked_at:%Y-%m-%d %H:%M} UTC")
             row.revoked_at = now()

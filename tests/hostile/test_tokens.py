@@ -68,7 +68,7 @@ async def test_revoke_and_expiry_through_the_cli_against_the_service(tmp_path, d
                                                     .values(expires_at=datetime(2020, 1, 1, tzinfo=timezone.utc))))
             late = await client.get("/reports", headers={"Authorization": f"Bearer {brief}"})
             assert late.status_code == 401 and "expired" in late.json()["detail"]
-            assert _cli(settings, "tokens", "revoke", str(short.id)).exit_code == 0  # by id too
+            assert _cli(settings, "tokens", "revoke", "--id", str(short.id)).exit_code == 0  # by id, with --id
     bad = _cli(settings, "tokens", "create", "x", "--scope", "read", "--expires", "soon")
     assert bad.exit_code == 2 and "e.g. 30d" in bad.output
     flow.store.close()
