@@ -1,7 +1,7 @@
 """action_captures: the evidence captured of a role before its restart (stacks, state, last lines)
 
 Revision ID: 0009_capture
-Revises: 0008
+Revises: 0009_hostile
 Create Date: 2026-12-03 07:00:00
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0009_capture'
-down_revision: str | None = '0008'
+down_revision: str | None = '0009_hostile'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
