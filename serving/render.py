@@ -294,7 +294,7 @@ def _under(out: Path, rel: str) -> Path:
 def write(rendering: Rendering, out: Path) -> list[Path]:
     """Write the rendering under ``out``: ``nodes/NODE/<absolute path>`` and the cluster files; every
     path is checked first, so a spec that points outside ``out`` writes nothing (``OutsideOutput``)."""
-    files = [(_under(out, f"nodes/{node}/{f.path.lstrip('/')}"), f.data, f.mode)
+    files: list[tuple[Path, bytes, int | None]] = [(_under(out, f"nodes/{node}/{f.path.lstrip('/')}"), f.data, f.mode)
              for node, node_files in rendering.node_files.items() for f in node_files]
     files += [(_under(out, rel), data, None) for rel, data in rendering.cluster_files.items()]
     for p, data, mode in files:

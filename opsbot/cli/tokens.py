@@ -75,7 +75,7 @@ def revoke(
         raise typer.BadParameter("give a token's name, or --id N (not both)")
     with open_store(get_settings().db_url()) as store:
         try:
-            row = store.revoke_token(name if token_id is None else token_id)
+            row = store.revoke_token(token_id if token_id is not None else str(name))
         except (KeyError, ValueError) as exc:
             typer.secho(str(exc.args[0]), fg="red", err=True)
             raise typer.Exit(2) from exc

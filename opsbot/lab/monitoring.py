@@ -87,7 +87,7 @@ def prometheus_config(spec: DeploymentSpec, plan: LabPlan) -> str:
     by_job: dict[str, list[dict[str, object]]] = {}
     for r in plan.roles:
         port = r.prometheus_port if r.kind == "router" else r.port
-        by_job.setdefault(jobs[r.kind], []).append(  # type: ignore[index]  (a lab role's kind is a role kind)
+        by_job.setdefault(jobs[r.kind], []).append(  # type: ignore[index]  # a lab role's kind is a role kind
             {"targets": [f"127.0.0.1:{port}"], "labels": {"cluster": "lab", "role": r.key, "node": r.node}})
     by_job[jobs["exporter"]] = [
         {"targets": [f"127.0.0.1:{n.exporter_port}"], "labels": {"cluster": "lab", "role": "exporter", "node": n.name}}

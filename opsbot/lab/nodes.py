@@ -189,10 +189,10 @@ class Lab:
         deadline = time.monotonic() + timeout
         for node in plan.nodes:
             step(f"wait for sshd on {node.name}")
-            self._wait(lambda n=node: self.ssh(n.name, ["true"], timeout=5).returncode == 0, deadline, node)
+            self._wait(lambda: self.ssh(node.name, ["true"], timeout=5).returncode == 0, deadline, node)
         for role in plan.roles:
             step(f"wait for {role.unit} ({role.key}) on {role.node}")
-            self._wait(lambda r=role: _http_ok(r.health_url, 3), deadline, role)
+            self._wait(lambda: _http_ok(role.health_url, 3), deadline, role)
 
     def _halt(self, plan: LabPlan, step: Step, timeout: float) -> None:
         pids = {n.name: p for n in plan.nodes if (p := self._pid(n))}
@@ -284,7 +284,7 @@ class Lab:
                 self.ssh(role.node, ["systemctl", "restart", role.unit], 20)
         deadline = time.monotonic() + timeout
         for role in plan.roles:
-            self._wait(lambda r=role: _http_ok(r.health_url, 3), deadline, role)
+            self._wait(lambda: _http_ok(role.health_url, 3), deadline, role)
 
     def ssh(self, node: str, argv: list[str], timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` on a node over real SSH (pinned host key); never raises for a failed command."""

@@ -313,13 +313,13 @@ async def list_incidents(
     try:
         start = datetime.fromisoformat(since.replace("z", "Z")) if since is not None else None
     except ValueError as exc:
-        raise HTTPException(422, f"since: {since[:40]!r} is not an ISO 8601 time") from exc
+        raise HTTPException(422, f"since: {(since or '')[:40]!r} is not an ISO 8601 time") from exc
     if start is not None and start.tzinfo is None:
         start = start.replace(tzinfo=timezone.utc)
     try:  # 0001-01-01T00:00:00+14:00 is before year 1 in UTC: no datetime holds it
         start = start.astimezone(timezone.utc) if start is not None else None
     except OverflowError as exc:
-        raise HTTPException(422, f"since: {since[:40]!r} is out of range in UTC") from exc
+        raise HTTPException(422, f"since: {(since or '')[:40]!r} is out of range in UTC") from exc
     rows = await flow.db(flow.store.incidents, since=start, state=state, cluster=flow.settings.cluster,
                             limit=limit)
     return [r.as_json() for r in rows]

@@ -121,8 +121,8 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
     app.state.recall_scheduler = None
     app.state.chainwatch = ChainWatch(flow)  # probes by itself while Prometheus or Alertmanager is down
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout_s=settings.body_read_timeout_s)
-    app.add_exception_handler(RequestValidationError, validation_error)
-    app.add_exception_handler(InventoryUnavailable, inventory_unavailable)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(InventoryUnavailable, inventory_unavailable)
     app.include_router(api.router)
     app.include_router(pages.router)
     if settings.slack_signing_secret and settings.slack_bot_token:

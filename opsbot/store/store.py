@@ -79,7 +79,8 @@ class Store(ProbeRecords, AlertRecords, CoordinationRecords, AuditRecords, Token
             server = float(s.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar_one())
             return (before + time.time()) / 2 - server
 
-        return self.read(_read)
+        skew: float = self.read(_read)
+        return skew
 
     # -- history ------------------------------------------------------------------------------
 

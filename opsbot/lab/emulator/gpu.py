@@ -101,7 +101,7 @@ def rows(root: Path | None = None) -> list[GpuRow]:
         hot = busy[i]
         out.append(GpuRow(
             i, gpu_uuid(machine, i), NAME, used[i], TOTAL_MIB,
-            93 if hot else 0, 58 if hot else IDLE["temp"], 512.67 if hot else (113.5 if used[i] else IDLE["power"]),
+            93 if hot else 0, 58 if hot else int(IDLE["temp"]), 512.67 if hot else (113.5 if used[i] else IDLE["power"]),
             1980 if hot else 345,
         ))
     return out
