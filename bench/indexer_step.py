@@ -2,6 +2,7 @@
 the patched bf16 path as the patch runs it beside upstream's fp8 path with its own kernels, in one run.
 
     python -m bench.indexer_step [--batches 1 16 64 128] [--lengths 4096 16384 65536 131072] [--json PATH]
+    python -m bench.indexer_step --sweep   (bf16 logits launch configs at the B x L = 1M cells, as timed here)
 
 Per (B, L): B query rows, each its own request of exactly L compressed entries in shuffled pages.
   (a) patched: `select_bf16` (our bf16 logits, then the top-k the patch picks, `sglang_topk`: SGLang's
@@ -23,6 +24,7 @@ imported with its CUDA detection held off (compare.cuda_detection_held_off says 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -148,12 +150,30 @@ def case(batch: int, entries: int, up: ModuleType | None, dg: ModuleType | None,
     return r
 
 
+def sweep_logits() -> None:
+    """% of copy of our bf16 logits per launch config at the two B x L = 1M cells, CUDA-graph timed."""
+    copy = copy_bandwidth()
+    for batch, entries in ((16, 65536), (64, 16384)):
+        q, w, cache, table, lens = v4_case(batch, entries)
+        for ppp in (8, 16, 32, 64):
+            for nw, ns in ((4, 2), (4, 3), (4, 4), (8, 2), (8, 3)):
+                us = timed_graph(functools.partial(paged_logits, q, w, cache, table, lens, max_context_len=entries,
+                                                   pages_per_program=ppp, num_warps=nw, num_stages=ns))
+                pct = 100 * key_bytes(lens, "bf16", entries) / us / 1e6 / copy
+                print(json.dumps({"B": batch, "L": entries, "ppp": ppp, "num_warps": nw, "num_stages": ns, "us": us,
+                                  "pct_copy": pct}), flush=True)
+
+
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", type=int, nargs="+", default=list(BATCHES))
     ap.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
     ap.add_argument("--json")
+    ap.add_argument("--sweep", action="store_true", help="bf16 logits launch configs at B x L = 1M instead")
     a = ap.parse_args(argv)
+    if a.sweep:
+        sweep_logits()
+        return
     up, up_err = load_upstream()
     dg, dg_err = load_deep_gemm() if up is not None else (None, "sglang not loaded")
     copy = copy_bandwidth()

@@ -184,7 +184,8 @@ def run_case(rows: int, entries: int, device: str, seed: int = 0) -> dict:
     result = {
         "configurator_bytes_per_token": pool_configurator.get_dsv4_indexer_bytes_per_token(HEAD_DIM, False),
         "rows": rows, "entries": entries, "topk": V4_FLASH_TOPK, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-        "forward_equals_select": bool(torch.equal(out_fwd, out_ours)), "topk_kernel": os.environ.get(ENV_TOPK),
+        # same slots in each row: SGLang's v2 top-k writes a row's slots in no fixed order
+        "forward_equals_select": bool(torch.equal(out_fwd.sort(dim=1).values, out_ours.sort(dim=1).values)), "topk_kernel": os.environ.get(ENV_TOPK),
         "pool_bytes_per_page": buf.shape[1], "pool_dtype": str(buf.dtype),
         "overlap_patched_bf16": overlap(out_ours, want), "overlap_upstream_fp8": overlap(out_up, want),
         "logits_relerr_patched_bf16": rel(our_logits, ref, lens), "logits_relerr_upstream_fp8": rel(up_logits, ref, lens),
