@@ -9,16 +9,17 @@ that upstream's `forward_c4_indexer` runs on DeepGEMM's fp32 logits (`run_topk_t
 (`kernels/jit/csrc/deepseek_v4/topk_v{1,2}.cuh`) are compiled by SGLang at first use with nvcc and
 apache-tvm-ffi (`kernels/jit/utils/compile/loader.py::load_jit`, `toolchain.py::cuda_home`).
 
-The launcher decides once, before SGLang is imported, by reading the installed files (no import, no
-compile, no GPU): the two kernel sources and the three functions with the parameter names recorded
-here, tvm_ffi importable, nvcc where SGLang would look for it. Any problem means "ours", said on the
+The launcher decides once, before SGLang is imported, by reading the installed files (no SGLang import,
+no compile): the two kernel sources and the three functions with the parameter names recorded here,
+tvm_ffi importable, nvcc where SGLang would look for it, then a CUDA GPU visible to torch (the JIT
+builds for the GPU it finds). Any problem means "ours", said on the
 start line with the reason, and `SGLANG_OPT_USE_TOPK_V2=false` for the whole server so that
 upstream's per-forward metadata does not plan for a kernel it cannot load
 (`srt/layers/attention/dsv4/metadata.py:275`, `PagedIndexerMetadata.__post_init__`). A JIT build
 that passes this check and still fails at first use fails the start (CUDA-graph capture) with
 SGLang's own error, as it would unpatched: never a server running half on one top-k.
 
-Imports neither torch nor sglang.
+Imports neither sglang nor, unless everything else is there, torch.
 """
 
 from __future__ import annotations
@@ -83,11 +84,21 @@ def toolchain_problems(env: dict[str, str]) -> list[str]:
     return problems
 
 
+def gpu_problems() -> list[str]:
+    """SGLang's JIT reads the GPU's architecture to build (`is_arch_support_pdl`, the v2 occupancy probe)."""
+    try:
+        import torch
+    except ImportError:
+        return ["torch is not installed"]
+    return [] if torch.cuda.is_available() else ["no CUDA GPU is visible"]
+
+
 def choose(env: dict[str, str] | None = None) -> tuple[str, str]:
     """(SGLANG, "") when SGLang's own top-k can be loaded here, else (OURS, why not)."""
     env = dict(os.environ if env is None else env)
     root = sglang_root()
     problems = (["sglang is not installed"] if root is None else source_problems(root)) + toolchain_problems(env)
+    problems = problems or gpu_problems()  # torch (seconds to import) only when all else is there
     if problems:
         return OURS, "sglang's top-k cannot be loaded: " + "; ".join(problems)
     return SGLANG, ""

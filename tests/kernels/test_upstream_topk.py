@@ -17,7 +17,9 @@ from kernels.sglang_patch.targets import wheel_sources
 from kernels.sglang_patch.upstream_topk import (
     KERNEL_SOURCES,
     OURS,
+    SGLANG,
     TOPK_MODULE,
+    choose,
     nvcc_path,
     source_problems,
     toolchain_problems,
@@ -94,13 +96,22 @@ def test_launcher_falls_back_to_ours_and_says_so_on_its_start_line(wheel, tmp_pa
     assert done.stdout.strip() == "child hooked: True topk=opsbot v2=false"
 
 
-def test_launcher_keeps_sglang_s_top_k_where_it_can_be_loaded(wheel, tmp_path):
+def test_sglang_s_top_k_is_kept_where_it_can_be_loaded(wheel, tmp_path, monkeypatch):
     site = _site_with_topk(wheel, tmp_path, tvm_ffi=True)
-    done = launch(["--index-keys", "bf16", "tests.kernels.spawn_probe"], site, CUDA_HOME=str(fake_nvcc(tmp_path)),
-                  OPSBOT_DSV4_TOPK="", SGLANG_OPT_USE_TOPK_V2="")
+    monkeypatch.syspath_prepend(str(site))
+    env = {"CUDA_HOME": str(fake_nvcc(tmp_path))}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the one thing a CPU runner lacks
+    assert choose(env) == (SGLANG, "")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert choose(env) == (OURS, "sglang's top-k cannot be loaded: no CUDA GPU is visible")
+    assert patch_line("bf16") == f"opsbot-dsv4-patch 0.1.0 attached: index_keys=bf16 sglang={SGLANG_VERSION} topk=sglang"
+
+
+def test_an_inherited_choice_is_kept_and_ours_switches_sglang_s_v2_planning_off(wheel, tmp_path):
+    site = _site_with_topk(wheel, tmp_path, tvm_ffi=True)
+    done = launch(["--index-keys", "bf16", "tests.kernels.spawn_probe"], site, OPSBOT_DSV4_TOPK=SGLANG)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines()[0] == patch_line("bf16") == \
-        f"opsbot-dsv4-patch 0.1.0 attached: index_keys=bf16 sglang={SGLANG_VERSION} topk=sglang"
+    assert done.stderr.splitlines()[0] == patch_line("bf16")
     assert done.stdout.strip() == "child hooked: True topk=sglang v2="  # upstream's default (on) untouched
 
 
