@@ -16,6 +16,7 @@ from typing import Callable
 
 from kernels.sglang_patch import ENV_INDEX_KEYS, INDEX_KEYS, METRIC_NAME, PATCH_VERSION, SGLANG_VERSION
 from kernels.sglang_patch.targets import CONFIGURATOR, INDEXER, POOL, check_installed
+from kernels.sglang_patch.upstream_topk import ENV_TOPK, OURS, SGLANG, SGLANG_TOPK_V2_ENV, choose
 
 
 class PatchRefused(RuntimeError):
@@ -107,7 +108,25 @@ def install(index_keys: str) -> str:
         if name in sys.modules:
             _apply(name, sys.modules[name])
     os.environ[ENV_INDEX_KEYS] = index_keys
+    settle_topk()
     return SGLANG_VERSION
+
+
+_TOPK: list[tuple[str, str]] = []
+
+
+def settle_topk() -> tuple[str, str]:
+    """(whose top-k, why not SGLang's) for this server: decided once, by the first process (the
+    launcher), and inherited through ENV_TOPK by every process SGLang spawns. With ours, SGLang's
+    own v2 top-k planning is switched off for all of them (upstream_topk says why)."""
+    if not _TOPK:
+        inherited = os.environ.get(ENV_TOPK)
+        chosen, why = (inherited, "") if inherited in (SGLANG, OURS) else choose()
+        os.environ[ENV_TOPK] = chosen
+        if chosen == OURS:
+            os.environ[SGLANG_TOPK_V2_ENV] = "false"
+        _TOPK.append((chosen, why))
+    return _TOPK[0]
 
 
 _EXPORTED: list[object] = []

@@ -6,19 +6,30 @@ sgl-kernel's top-k. Patched: the same uint8 page rows sized for 64 bf16 keys (64
 allocates `page_size * get_dsv4_indexer_bytes_per_token(...)` bytes a page, so only that function
 changes), keys written by `kernels.store.store_bf16`, q kept in bf16 (RoPE on the last 64 dims in
 SGLang's interleaved-pair convention, then the Hadamard rotation, no fp8 quantization), logits by
-`kernels.logits.paged_logits`, top-k by `kernels.topk.topk` straight into physical slots.
+`kernels.logits.paged_logits`. The logits are fp32 as upstream's, so the top-k is upstream's own,
+chosen as its `run_topk_transform` chooses it (`sglang_topk`), unless the launcher found that SGLang's
+top-k cannot be loaded here (`upstream_topk`): then `kernels.topk.topk`, straight into physical slots.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import sys
+from types import ModuleType
 from typing import Any, Callable
 
 import torch
 
 from kernels.layout import HEAD_DIM, HEADS, PAGE
 from kernels.logits import paged_logits
+from kernels.sglang_patch.upstream_topk import ENV_TOPK, SGLANG
 from kernels.topk import TOPK_SIZES, topk
+
+# (rows, the fp32 logits of those rows) -> their top-k written as physical slots into the output rows
+TopkRun = Callable[[slice, torch.Tensor], None]
+# (page table, lengths, output) of all rows -> the TopkRun over them
+TopkFor = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], TopkRun]
 
 
 class UnsupportedIndexerMode(RuntimeError):
@@ -88,6 +99,46 @@ def rope_hadamard_bf16(q: torch.Tensor, freqs_cis: torch.Tensor, positions: torc
 LOGITS_BUDGET_BYTES = 1 << 30
 
 
+def opsbot_topk(table: torch.Tensor, lens: torch.Tensor, out: torch.Tensor) -> TopkRun:
+    """`kernels.topk.topk`: the fallback where SGLang's top-k cannot be loaded."""
+
+    def run(rows: slice, logits: torch.Tensor) -> None:
+        out[rows].copy_(topk(logits, lens[rows], out.shape[1], block_table=table[rows]))
+
+    return run
+
+
+def sglang_topk(backend: Any, indexer: ModuleType, metadata: Any, jit: bool) -> TopkFor:
+    """Upstream's own top-k for these logits, picked exactly as 0.5.23's `run_topk_transform`
+    (srt/layers/attention/dsv4/indexer.py:948-997) picks it: torch, FlashInfer, the JIT v2 kernel with
+    the forward's plan (a chunk of rows plans its own), or the JIT v1 kernel. `indexer` is the module
+    upstream's forward runs in, so these are the very functions it would call. Without `jit` (SGLang's
+    JIT top-k cannot be loaded here: upstream_topk), ours takes the JIT kernels' place."""
+    page = metadata.compressed_page_size
+
+    def topk_for(table: torch.Tensor, lens: torch.Tensor, out: torch.Tensor) -> TopkRun:
+        ours = opsbot_topk(table, lens, out)
+
+        def run(rows: slice, logits: torch.Tensor) -> None:
+            args = (logits, lens[rows], table[rows], out[rows], page)
+            if backend.dsa_topk_backend.is_torch():
+                indexer.topk_transform_pytorch_vectorized(*args, None)
+            elif backend.dsa_topk_backend.is_flashinfer():
+                backend.flashinfer_topk_transform(*args, None)
+            elif not jit:
+                ours(rows, logits)
+            elif backend.dsa_topk_backend.should_use_topk_v2():
+                whole = rows.start == 0 and rows.stop == out.shape[0]
+                plan = metadata.topk_metadata if whole else indexer.plan_topk_v2(lens[rows])
+                indexer.topk_transform_paged_v2(*args, plan, None)
+            else:
+                indexer.topk_transform_paged(*args, None)
+
+        return run
+
+    return topk_for
+
+
 def select_bf16(
     q: torch.Tensor,
     weights: torch.Tensor,
@@ -97,13 +148,15 @@ def select_bf16(
     out_page_indices: torch.Tensor,
     max_seq_len: int,
     budget_bytes: int = LOGITS_BUDGET_BYTES,
+    topk_for: TopkFor = opsbot_topk,
 ) -> None:
     """Score each query row over its own compressed entries and write the top-k as physical slots.
 
     q [R, 64, 128] bf16, weights [R, 64] (scale folded in), cache bf16 [pages, 64, 128], page_table
     [R, max_pages], seq_lens [R] (compressed entries each row sees), out [R, k] int32: what upstream's
     `fp8_paged_mqa_logits` + `topk_transform_paged` fill, -1 past min(k, seq_len). Rows go in chunks
-    whose fp32 logits fit `budget_bytes`.
+    whose fp32 logits fit `budget_bytes`; the logits' width is a multiple of 4 (16-byte rows, which
+    SGLang's v2 top-k requires, as DeepGEMM's logits have them), the extra columns -inf.
     """
     rows, k = out_page_indices.shape
     if k not in TOPK_SIZES:
@@ -112,8 +165,9 @@ def select_bf16(
         raise UnsupportedIndexerMode(f"indexer q is {list(q.shape)}; the kernels take [*, {HEADS}, {HEAD_DIM}]")
     table = page_table[:rows].to(torch.int32).contiguous()
     lens = seq_lens.reshape(-1)[:rows].to(torch.int32).contiguous()
-    width = max(1, min(int(max_seq_len), table.shape[1] * PAGE))
+    width = max(4, min(-(-int(max_seq_len) // 4) * 4, table.shape[1] * PAGE))
     step = max(1, budget_bytes // (width * 4))
+    run = topk_for(table, lens, out_page_indices)
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
         logits = paged_logits(
@@ -121,7 +175,7 @@ def select_bf16(
             weights[r0:r1].float().reshape(r1 - r0, 1, HEADS).contiguous(),
             cache, table[r0:r1], lens[r0:r1], max_context_len=width,
         )
-        out_page_indices[r0:r1].copy_(topk(logits, lens[r0:r1], k, block_table=table[r0:r1]))
+        run(slice(r0, r1), logits)
 
 
 def _fit_rows(t: torch.Tensor, rows: int, value: int) -> torch.Tensor:
@@ -134,7 +188,8 @@ def _fit_rows(t: torch.Tensor, rows: int, value: int) -> torch.Tensor:
 
 def forward_c4_indexer(original: Callable[..., None]) -> Callable[..., None]:
     """Replacement for `C4IndexerBackendMixin.forward_c4_indexer` (same signature); the fp4 indexer
-    and the debug/capture/HiSparse modes are refused with a clear error rather than run half-patched."""
+    and the debug/capture/HiSparse modes are refused with a clear error rather than run half-patched.
+    The top-k is upstream's own (`sglang_topk`) when the launcher settled on it (ENV_TOPK), else ours."""
 
     @functools.wraps(original)
     def patched(self, x, q_lora, c4_indexer, forward_batch, alt_streams=None, enable_multi_stream=False,
@@ -173,6 +228,8 @@ def forward_c4_indexer(original: Callable[..., None]) -> Callable[..., None]:
             _fit_rows(indexer_metadata.compressed_seq_lens.reshape(-1), n, 1),
             _fit_rows(core.c4_sparse_page_indices, n, -1),
             indexer_metadata.max_compressed_seq_len,
+            topk_for=sglang_topk(self, sys.modules[original.__module__], indexer_metadata,
+                                 jit=os.environ.get(ENV_TOPK) == SGLANG),
         )
 
     patched.__opsbot_patch__ = True

@@ -9,7 +9,8 @@ entries in a shuffled page pool):
   - keys go into a real `DeepSeekV4IndexerPool` (its buffer sized by the patched byte count) through
     the patched `set_index_fused`;
   - the patched `C4IndexerBackendMixin.forward_c4_indexer` runs with stand-ins for the backend,
-    batch and the indexer's two projections (a real model needs the GPU-only SGLang stack);
+    batch and the indexer's two projections (a real model needs the GPU-only SGLang stack), its
+    top-k SGLang's JIT v2 where that loads, else ours (`upstream_topk`, the "topk_kernel" field);
   - upstream's path that runs without DeepGEMM / sgl-kernel: `fp8_paged_mqa_logits_torch` and
     `topk_transform_pytorch_vectorized` from the same module, on the same keys in the fp8 + scale
     page layout (kernels.store.store_fp8 with plain fp32 scales max(amax, 1e-4) / 448, as 0.5.23's
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import sys
 from types import SimpleNamespace
@@ -33,7 +35,8 @@ import torch
 
 from kernels.layout import HEAD_DIM, HEADS, PAGE, V4_FLASH_TOPK, new_fp8_cache
 from kernels.sglang_patch.attach import install
-from kernels.sglang_patch.bf16_indexer import bf16_pages, hadamard, rope_hadamard_bf16, select_bf16
+from kernels.sglang_patch.bf16_indexer import bf16_pages, hadamard, rope_hadamard_bf16, select_bf16, sglang_topk
+from kernels.sglang_patch.upstream_topk import ENV_TOPK, SGLANG
 from kernels.store import quantize_fp8_ref, store_fp8
 from kernels.topk import topk_ref
 
@@ -131,11 +134,17 @@ def run_case(rows: int, entries: int, device: str, seed: int = 0) -> dict:
         compute_weights=lambda t, skip_scale=False: (t @ wp.T) * (1.0 if skip_scale else weight_scale),
         wq_b=lambda t: (t @ wq.T, None),
     )
+    # the top-k as a default server picks it: sgl-kernel backend, v2 planned once per forward
+    # (metadata.py:275) unless the launcher switched v2 off (upstream_topk: SGLang's cannot be loaded)
+    jit = os.environ.get(ENV_TOPK) == SGLANG
+    topk_backend = upstream.DSATopKBackend.SGL_KERNEL
+    indexer_metadata = SimpleNamespace(
+        compressed_page_size=PAGE, page_table=table, compressed_seq_lens=lens, max_compressed_seq_len=entries,
+        topk_metadata=upstream.plan_topk_v2(lens) if jit and topk_backend.should_use_topk_v2() else torch.empty(0))
     backend = SimpleNamespace(
-        hisparse_coordinator=None, debug_use_external_c4_sparse_indices=False,
+        hisparse_coordinator=None, debug_use_external_c4_sparse_indices=False, dsa_topk_backend=topk_backend,
         forward_metadata=SimpleNamespace(
-            indexer_metadata=SimpleNamespace(compressed_page_size=PAGE, page_table=table, compressed_seq_lens=lens,
-                                             max_compressed_seq_len=entries),
+            indexer_metadata=indexer_metadata,
             core_metadata=SimpleNamespace(positions=positions, c4_sparse_page_indices=out_fwd)),
         token_to_kv_pool=SimpleNamespace(get_index_k_with_scale_buffer=lambda layer_id: buf),
     )
@@ -147,8 +156,10 @@ def run_case(rows: int, entries: int, device: str, seed: int = 0) -> dict:
     out_ours = torch.empty(rows, V4_FLASH_TOPK, dtype=torch.int32, device=device)
     cache16 = bf16_pages(buf)
 
+    topk_for = sglang_topk(backend, upstream, indexer_metadata, jit)
+
     def ours() -> None:
-        select_bf16(q16, w32, cache16, table, lens, out_ours, entries)
+        select_bf16(q16, w32, cache16, table, lens, out_ours, entries, topk_for=topk_for)
 
     # upstream's torch path: e4m3 q with a per-(row, head) scale folded into the weights
     qv, qs = quantize_fp8_ref(q32.reshape(-1, HEAD_DIM), ue8m0=False)
@@ -173,7 +184,8 @@ def run_case(rows: int, entries: int, device: str, seed: int = 0) -> dict:
     result = {
         "configurator_bytes_per_token": pool_configurator.get_dsv4_indexer_bytes_per_token(HEAD_DIM, False),
         "rows": rows, "entries": entries, "topk": V4_FLASH_TOPK, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-        "forward_equals_select": bool(torch.equal(out_fwd, out_ours)),
+        # same slots in each row: SGLang's v2 top-k writes a row's slots in no fixed order
+        "forward_equals_select": bool(torch.equal(out_fwd.sort(dim=1).values, out_ours.sort(dim=1).values)), "topk_kernel": os.environ.get(ENV_TOPK),
         "pool_bytes_per_page": buf.shape[1], "pool_dtype": str(buf.dtype),
         "overlap_patched_bf16": overlap(out_ours, want), "overlap_upstream_fp8": overlap(out_up, want),
         "logits_relerr_patched_bf16": rel(our_logits, ref, lens), "logits_relerr_upstream_fp8": rel(up_logits, ref, lens),

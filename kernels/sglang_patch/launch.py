@@ -8,7 +8,7 @@ importing it, installs the same hook (the index_keys travel in ENV_INDEX_KEYS). 
 or of the Python environment (.pth) is touched, and an unpatched `python -m sglang.launch_server`
 on the same node stays upstream.
 
-On success one line goes to stderr (PATCH_LINE_FORMAT) before SGLang starts; when the installed
+On success one line goes to stderr (PATCH_LINE_FORMAT, naming whose top-k runs: upstream_topk) before SGLang starts; when the installed
 SGLang differs from the one the patch was written for, one line (REFUSAL_LINE_FORMAT) and exit
 status REFUSAL_EXIT_CODE, before SGLang starts: the role fails at start instead of running half-patched.
 """
@@ -21,7 +21,7 @@ import runpy
 import sys
 
 from kernels.sglang_patch import ENV_INDEX_KEYS, INDEX_KEYS, REFUSAL_EXIT_CODE, patch_line, refusal_line
-from kernels.sglang_patch.attach import PatchRefused, install
+from kernels.sglang_patch.attach import PatchRefused, install, settle_topk
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         return REFUSAL_EXIT_CODE
     os.environ[ENV_INDEX_KEYS] = opts.index_keys
     if opts.index_keys != "fp8":  # fp8 is upstream: nothing attached, nothing to claim
-        print(patch_line(opts.index_keys, sglang), file=sys.stderr, flush=True)
+        topk, why = settle_topk()
+        print(patch_line(opts.index_keys, sglang, topk, why), file=sys.stderr, flush=True)
     sys.argv = [opts.module, *opts.args]
     runpy.run_module(opts.module, run_name="__main__", alter_sys=False)
     return 0

@@ -117,16 +117,23 @@ def wheel_sources(wheel: Path) -> dict[str, str]:
         return {p: z.read(p).decode() for p in {t.path for t in TARGETS} if p in names}
 
 
+def sglang_root() -> Path | None:
+    """The directory holding the `sglang` package this interpreter would import (not importing it)."""
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).parent
+
+
 def installed_sources() -> tuple[str | None, dict[str, str]]:
     """(installed sglang version or None, the targets' files) without importing sglang."""
     try:
         version = importlib.metadata.version("sglang")
     except importlib.metadata.PackageNotFoundError:
         return None, {}
-    spec = importlib.util.find_spec("sglang")
-    if spec is None or not spec.submodule_search_locations:
+    root = sglang_root()
+    if root is None:
         return version, {}
-    root = Path(next(iter(spec.submodule_search_locations))).parent
     found = {}
     for path in {t.path for t in TARGETS}:
         if (root / path).is_file():

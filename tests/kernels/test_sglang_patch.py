@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels.sglang_patch import PATCH_LINE_RE, REFUSAL_EXIT_CODE, REFUSAL_LINE_RE, SGLANG_VERSION, patch_line
+from kernels.sglang_patch import PATCH_LINE_RE, REFUSAL_EXIT_CODE, REFUSAL_LINE_RE, SGLANG_VERSION
 from kernels.sglang_patch import bf16_indexer
 from kernels.sglang_patch.targets import TARGETS, check_sources, wheel_sources
 from tests.realparts import need
@@ -55,7 +55,9 @@ def fake_site(root: Path, version: str, sources: dict[str, str]) -> Path:
 
 def launch(args: list[str], site: Path, **env: str) -> subprocess.CompletedProcess:
     environ = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{site}", **env}
-    environ.pop("OPSBOT_DSV4_INDEX_KEYS", None)
+    for name in ("OPSBOT_DSV4_INDEX_KEYS", "OPSBOT_DSV4_TOPK", "SGLANG_OPT_USE_TOPK_V2"):
+        if not environ.get(name):  # not inherited from the shell running the tests
+            environ.pop(name, None)
     return subprocess.run([sys.executable, "-m", "kernels.sglang_patch.launch", *args], cwd=ROOT, env=environ,
                           capture_output=True, text=True, timeout=180)
 
@@ -124,13 +126,14 @@ def test_launcher_prints_the_patch_line_and_spawned_children_attach(wheel, tmp_p
     site = fake_site(tmp_path, SGLANG_VERSION, wheel_sources(wheel))
     done = launch(["--index-keys", "bf16", "tests.kernels.spawn_probe"], site)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines()[0] == patch_line("bf16") == \
-        f"opsbot-dsv4-patch 0.1.0 attached: index_keys=bf16 sglang={SGLANG_VERSION}"
-    assert done.stdout.strip() == "child hooked: True"
+    # whose top-k, and the line's exact text, is test_upstream_topk's (this site has no top-k files: ours)
+    assert done.stderr.splitlines()[0].startswith(
+        f"opsbot-dsv4-patch 0.1.0 attached: index_keys=bf16 sglang={SGLANG_VERSION} topk=opsbot (")
+    assert done.stdout.strip() == "child hooked: True topk=opsbot v2=false"
     m = re.match(PATCH_LINE_RE, done.stderr.splitlines()[0])
-    assert m and m.group("index_keys", "version", "sglang") == ("bf16", "0.1.0", SGLANG_VERSION)
+    assert m and m.group("index_keys", "version", "sglang", "topk") == ("bf16", "0.1.0", SGLANG_VERSION, "opsbot")
     plain = launch(["--index-keys", "fp8", "tests.kernels.spawn_probe"], site)  # upstream: nothing attached
-    assert plain.returncode == 0 and plain.stdout.strip() == "child hooked: False"
+    assert plain.returncode == 0 and plain.stdout.strip() == "child hooked: False topk= v2="
     assert "opsbot-dsv4-patch" not in plain.stderr
 
 
