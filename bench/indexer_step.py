@@ -28,7 +28,6 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable
 from types import ModuleType, SimpleNamespace
 
 import torch
@@ -115,7 +114,9 @@ def case(batch: int, entries: int, up: ModuleType | None, dg: ModuleType | None,
     r["ours_topk_us"] = timed_graph(lambda: topk(logits, lens, V4_FLASH_TOPK, block_table=table))
     if up is not None:
         out_u = torch.full_like(out_a, -1)
-        run_up: Callable[[], None] = lambda: up.topk_transform_paged_v2(logits, lens, table, out_u, PAGE, plan, None)
+        def run_up() -> None:
+            up.topk_transform_paged_v2(logits, lens, table, out_u, PAGE, plan, None)
+
         run_up()
         r["sglang_topk_us"] = timed_graph(run_up)
         r["topk_same_slots_rows"] = same_sets(out_u, ours)
