@@ -5,7 +5,21 @@ from __future__ import annotations
 import typer
 
 from opsbot import __version__
-from opsbot.cli import db, deploy, diagnose, evaluate, history, incidents, inventory, lab, report, restart, serve, tokens
+from opsbot.cli import (
+    config,
+    db,
+    deploy,
+    diagnose,
+    evaluate,
+    history,
+    incidents,
+    inventory,
+    lab,
+    report,
+    restart,
+    serve,
+    tokens,
+)
 from opsbot.cli.probe import probe_command
 from opsbot.cli.recall import recall_command
 
@@ -37,6 +51,25 @@ app.add_typer(lab.app, name="lab")
 app.add_typer(deploy.app, name="deploy")
 app.add_typer(db.app, name="db")
 app.add_typer(tokens.app, name="tokens")
+app.add_typer(config.app, name="config")
+
+
+@app.callback()
+def _refuse_bad_settings() -> None:
+    """Refuse to start on a config file (or environment) opsbot cannot read: one line naming file, line and key."""
+    from pydantic import ValidationError
+
+    from opsbot.settings import ConfigFileError, Settings
+
+    try:
+        Settings()  # not get_settings(): nothing is cached before the command builds its own
+    except ConfigFileError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    except ValidationError as exc:
+        problems = "; ".join(f"OPSBOT_{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors(include_url=False))
+        typer.secho(f"error: {problems}", fg="red", err=True)
+        raise typer.Exit(2) from None
 
 
 @app.command()
