@@ -8,6 +8,7 @@ from opsbot import __version__
 from opsbot.cli import db, deploy, diagnose, evaluate, history, incidents, inventory, lab, report, restart, serve, tokens
 from opsbot.cli import config as config_cli
 from opsbot.cli import slack as slack_cli
+from opsbot.cli import service as service_cli
 from opsbot.cli.probe import probe_command
 from opsbot.cli.recall import recall_command
 
@@ -41,6 +42,7 @@ app.add_typer(db.app, name="db")
 app.add_typer(tokens.app, name="tokens")
 app.add_typer(config_cli.app, name="config")
 app.add_typer(slack_cli.app, name="slack")
+app.add_typer(service_cli.app, name="service")
 
 
 @app.callback()
