@@ -6,18 +6,14 @@ import types
 import typing
 from pathlib import Path
 
-import typer
-from pydantic.fields import FieldInfo
+from typing import TYPE_CHECKING
 
-from opsbot.settings import (
-    CONFIG_ENV,
-    DEFAULT_CONFIG,
-    ConfigFileError,
-    Settings,
-    config_file,
-    is_secret,
-    origins,
-)
+import typer
+
+if TYPE_CHECKING:  # the command line imports no model until a command runs (bench/cli_start.py)
+    from pydantic.fields import FieldInfo
+
+    from opsbot.settings import Settings
 
 app = typer.Typer(help="Settings: what is in effect, and the reference page.", no_args_is_help=True)
 
@@ -26,6 +22,8 @@ MASK = "********"
 
 def _shown(settings: Settings, name: str) -> str:
     """A setting's value as ``config show`` prints it: secrets masked (a database URL keeps all but its password)."""
+    from opsbot.settings import Settings, is_secret
+
     value = getattr(settings, name)
     if value is None:
         return "(unset)"
@@ -41,6 +39,8 @@ def _shown(settings: Settings, name: str) -> str:
 @app.command("show")
 def show() -> None:
     """Print every setting's effective value (secrets masked) and where it came from: default, env, credential, file."""
+    from opsbot.settings import ConfigFileError, Settings, config_file, origins
+
     path, named = config_file()
     try:
         settings = Settings()
@@ -85,6 +85,8 @@ def _limits(field: FieldInfo) -> str:
 
 def reference_markdown() -> str:
     """The configuration reference page, generated from ``Settings`` (docs/configuration.md is this, verbatim)."""
+    from opsbot.settings import CONFIG_ENV, DEFAULT_CONFIG, Settings, is_secret
+
     lines = [
         "# Configuration reference",
         "",
