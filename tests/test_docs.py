@@ -27,7 +27,7 @@ COMMAND = re.compile(r"^(?:\S*/)?opsbot\s")
 RUN = (
     "version", "runbooks lint", "config show", "config reference", "deploy check", "deploy render",
     "db upgrade", "db revision", "tokens list", "incidents", "history", "slack manifest",
-    "service render", "db backup", "watch rules",
+    "service render", "db backup", "db restore",
 )
 runner = CliRunner()
 
@@ -93,6 +93,7 @@ def scratch(tmp_path, monkeypatch):
     """A data directory of its own; the repository's folders the commands name, linked in."""
     for name in ("serving", "runbooks", "tests"):
         (tmp_path / name).symlink_to(ROOT / name)
+    (tmp_path / "docs").mkdir()  # written to, never the checkout's
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPSBOT_DATA_DIR", str(tmp_path / "data"))
     for name in ("OPSBOT_CONFIG", "OPSBOT_DATABASE_URL"):
