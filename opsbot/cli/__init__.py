@@ -9,6 +9,7 @@ from opsbot.cli import db, deploy, diagnose, evaluate, history, incidents, inven
 from opsbot.cli import config as config_cli
 from opsbot.cli import slack as slack_cli
 from opsbot.cli import service as service_cli
+from opsbot.cli.init import init as init_command
 from opsbot.cli.probe import probe_command
 from opsbot.cli.recall import recall_command
 
@@ -43,6 +44,7 @@ app.add_typer(tokens.app, name="tokens")
 app.add_typer(config_cli.app, name="config")
 app.add_typer(slack_cli.app, name="slack")
 app.add_typer(service_cli.app, name="service")
+app.command("init")(init_command)
 
 
 @app.callback()
