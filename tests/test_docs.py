@@ -29,6 +29,9 @@ RUN = (
     "db upgrade", "db revision", "tokens list", "incidents", "history", "slack manifest",
     "service render", "db backup", "db restore",
 )
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+# pages other branches add (docs/README.md links them already); the lead drops this set when they are in
+PENDING = {"lifecycle.md", "notifier.md", "hostile.md", "allclear.md", "dpranks.md"}
 runner = CliRunner()
 
 
@@ -73,6 +76,17 @@ COMMANDS = doc_commands()
 def test_the_docs_name_commands():
     assert len(COMMANDS) > 60, "the fenced blocks' commands were not found"
     assert len((ROOT / "README.md").read_bytes()) <= 10 * 1024, "README.md is a newcomer's page: at most 10 KB"
+
+
+def test_every_relative_link_resolves():
+    broken = []
+    for page in PAGES:
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            if "://" in target or target in PENDING:
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, broken
 
 
 @pytest.mark.parametrize("doc", COMMANDS, ids=str)
