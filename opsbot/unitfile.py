@@ -87,7 +87,6 @@ def render_unit(spec: UnitSpec) -> str:
     return (
         "[Unit]\n"
         "Description=opsbot: incident response for SGLang prefill/decode\n"
-        "Documentation=https://github.com/opsbot/opsbot/blob/main/docs/production.md\n"
         "After=network-online.target\nWants=network-online.target\n\n"
         "[Service]\n"
         "Type=exec\n"
