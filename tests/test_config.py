@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from opsbot.cli import app
 from opsbot.cli.config import reference_markdown
-from opsbot.settings import ConfigFileError, Origin, Settings, origins
+from opsbot.settings import ConfigFileError, Origin, Settings, _key_line, origins
 
 runner = CliRunner()
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
@@ -81,3 +83,18 @@ def test_a_bad_file_is_refused_at_start_naming_file_line_and_key(config, text, e
 def test_a_named_file_that_is_missing_is_refused(config):
     result = runner.invoke(app, ["version"])
     assert result.exit_code == 2 and "no such config file" in result.output
+
+
+@given(st.lists(st.sampled_from(sorted(Settings.model_fields)), min_size=1, max_size=8, unique=True), st.data())
+def test_the_line_named_is_the_line_of_the_key(keys, data):
+    """Whatever the order and the comments between, a key's problem names the line it is set on."""
+    lines = []
+    where = {}
+    for key in keys:
+        lines += ["# a comment"] * data.draw(st.integers(0, 2))
+        value = data.draw(st.sampled_from(["1", '"x"', "true", "[1, 2]"]))
+        lines.append(f"{key} = {value}")
+        where[key] = len(lines)
+    text = "\n".join(lines) + "\n"
+    for key in keys:
+        assert _key_line(text, key) == where[key]
