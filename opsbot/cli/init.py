@@ -10,8 +10,14 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:  # imported when the command runs (the command line's start-up budget)
+    from opsbot.discover import HostScan
+    from opsbot.inventory import Node
+    from opsbot.settings import Settings
 
 _HOST = re.compile(r"^(?:(?P<user>[a-z_][a-z0-9_-]{0,31})@)?(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
 
@@ -33,9 +39,11 @@ async def _host_key(address: str, port: int, timeout: float) -> str:
     return key.export_public_key().decode().strip()
 
 
-async def _scan_host(node, settings):  # noqa: ANN001, ANN202 - Node, Settings; imported lazily (start-up budget)
+async def _scan_host(node: Node, settings: Settings) -> tuple[str, HostScan]:
+    """The host's name and what its services run, over one SSH connection that verifies the pinned key."""
     from opsbot.collect.transport import SshTransport
-    from opsbot.discover import HostScan, scan
+    from opsbot.discover import scan
+    from opsbot.inventory import UNIT_RE
 
     transport = SshTransport(node, settings)
     timeout = settings.command_timeout_s
@@ -52,11 +60,9 @@ async def _scan_host(node, settings):  # noqa: ANN001, ANN202 - Node, Settings; 
         files = await run("systemctl", "list-unit-files", "--type=service", "--no-legend", "--plain")
         names = sorted({line.split()[0] for line in (listed + files).splitlines()
                         if line.split() and line.split()[0].endswith(".service") and "@." not in line.split()[0]})
-        from opsbot.inventory import UNIT_RE
-
         names = [n for n in names if UNIT_RE.fullmatch(n)]
         show = await run("systemctl", "show", "-p", "Id", "-p", "ExecStart", "-p", "ActiveState", "--", *names)
-        first: HostScan = scan(show)
+        first = scan(show)
         scripts = {unit: await run("cat", "--", path) for unit, path in first.scripts.items()}
         return hostname, scan(show, scripts)
     finally:
