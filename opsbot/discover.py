@@ -186,9 +186,11 @@ def roles_of(node: str, found: list[FoundUnit], taken: set[str]) -> list[dict[st
         taken.add(key)
         host = _loopback(f.host)
         metrics_port = f.prometheus_port if f.kind is UnitKind.ROUTER and f.prometheus_port else f.port
+        # a router's /readiness answers 200 only with a healthy prefill and decode behind it (serving/rollout.py)
+        health = "readiness" if f.kind is UnitKind.ROUTER else "health"
         entry: dict[str, object] = {"role": f.kind.value, "node": node, "unit": f.unit,
                                     "metrics_url": f"http://{host}:{metrics_port}/metrics",
-                                    "health_url": f"http://{host}:{f.port}/health", "http_via_ssh": True}
+                                    "health_url": f"http://{host}:{f.port}/{health}", "http_via_ssh": True}
         if key != f.kind.value:
             entry["name"] = key
         roles.append(entry)

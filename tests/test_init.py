@@ -70,7 +70,7 @@ def test_lab_and_rendered_units_are_recognised():
                      "plain.service": (UnitKind.SERVER, 31000)}
     roles = roles_of("n1", found, set())
     router = next(r for r in roles if r["role"] == "router")
-    assert router["metrics_url"] == "http://127.0.0.1:30003/metrics" and router["health_url"] == "http://127.0.0.1:30002/health"
+    assert router["metrics_url"] == "http://127.0.0.1:30003/metrics" and router["health_url"] == "http://127.0.0.1:30002/readiness"
     decode = next(r for r in roles if r["role"] == "decode")
     assert decode["health_url"] == "http://10.0.0.2:30001/health"
     assert {r["role"] for r in roles} == {"prefill", "decode", "router"}  # the exporter and the plain server: listed only
