@@ -19,6 +19,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
+
+from opsbot.cli import app
+from opsbot.settings import get_settings
 
 from tests.serveproc import ALERT_TOKEN, Serve
 from tests.test_instances_bad_input import INVENTORY, webhook
@@ -84,30 +88,48 @@ def test_a_backup_taken_under_alert_load_restores_every_alert_accepted_before_it
           f"{finished - started:.2f} s backup command, {len(kept)} in the backup")
 
 
-def test_bad_input_is_refused_with_what_to_do(tmp_path, inventory):
+@pytest.fixture
+def cli(monkeypatch):
+    """``opsbot`` in this process (typer's runner) with its own data dir and database URL per call."""
+    runner = CliRunner()
+
+    def invoke(*args: str, data_dir: Path, url: str | None = None):
+        monkeypatch.setenv("OPSBOT_DATA_DIR", str(data_dir))
+        if url:
+            monkeypatch.setenv("OPSBOT_DATABASE_URL", url)
+        else:
+            monkeypatch.delenv("OPSBOT_DATABASE_URL", raising=False)
+        get_settings.cache_clear()
+        return runner.invoke(app, list(args))
+
+    yield invoke
+    get_settings.cache_clear()
+
+
+def test_bad_input_is_refused_with_what_to_do(tmp_path, inventory, cli):
     data = tmp_path / "data"
-    assert opsbot("db", "upgrade", data_dir=data).returncode == 0
+    assert cli("db", "upgrade", data_dir=data).exit_code == 0
     target = tmp_path / "b.db"
-    assert opsbot("db", "backup", str(target), data_dir=data).returncode == 0
-    again = opsbot("db", "backup", str(target), data_dir=data)
-    assert again.returncode == 2 and "exists" in again.stderr and "--force" in again.stderr
-    assert opsbot("db", "backup", str(target), "--force", data_dir=data).returncode == 0
+    assert cli("db", "backup", str(target), data_dir=data).exit_code == 0
+    again = cli("db", "backup", str(target), data_dir=data)
+    assert again.exit_code == 2 and "exists" in again.output and "--force" in again.output
+    assert cli("db", "backup", str(target), "--force", data_dir=data).exit_code == 0
 
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not a database at all" * 100)
-    refused = opsbot("db", "restore", str(junk), data_dir=tmp_path / "other")
-    assert refused.returncode == 2 and "not a SQLite database" in refused.stderr
+    refused = cli("db", "restore", str(junk), data_dir=tmp_path / "other")
+    assert refused.exit_code == 2 and "not a SQLite database" in refused.output
     plain = tmp_path / "plain.db"
     sqlite3.connect(plain).execute("CREATE TABLE t (x)").connection.commit()
-    refused = opsbot("db", "restore", str(plain), data_dir=tmp_path / "other")
-    assert refused.returncode == 2 and "not an opsbot database" in refused.stderr
+    refused = cli("db", "restore", str(plain), data_dir=tmp_path / "other")
+    assert refused.exit_code == 2 and "not an opsbot database" in refused.output
 
-    pg = opsbot("db", "backup", str(tmp_path / "x.dump"), data_dir=data, url="postgresql://op:s3cretpw@db.internal/ops")
-    assert pg.returncode == 2 and "pg_dump --host db.internal" in pg.stderr and "s3cretpw" not in pg.stderr
+    pg = cli("db", "backup", str(tmp_path / "x.dump"), data_dir=data, url="postgresql://op:s3cretpw@db.internal/ops")
+    assert pg.exit_code == 2 and "pg_dump --host db.internal" in pg.output and "s3cretpw" not in pg.output
 
     service = Serve(tmp_path, "live", f"sqlite:///{tmp_path / 'live' / 'opsbot.db'}", inventory).start().wait_ready()
     try:
-        busy = opsbot("db", "restore", str(target), data_dir=tmp_path / "live")
+        busy = opsbot("db", "restore", str(target), data_dir=tmp_path / "live")  # another process: the lock is per process
     finally:
         service.stop()
     assert busy.returncode == 2 and "another opsbot serve is already using" in busy.stderr
