@@ -7,7 +7,6 @@ their ExecStart (``opsbot.discover``); the inventory is validated (``opsbot.inve
 
 from __future__ import annotations
 
-import asyncio
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +29,8 @@ def _parse_host(text: str, user: str) -> tuple[str, str, int]:
 
 
 async def _host_key(address: str, port: int, timeout: float) -> str:
+    import asyncio
+
     import asyncssh
 
     key = await asyncio.wait_for(asyncssh.get_server_host_key(address, port, config=None), timeout)
@@ -78,6 +79,8 @@ def init(
     force: bool = typer.Option(False, "--force", help="replace OUT if it exists"),
 ) -> None:
     """Find the SGLang, router and exporter units on HOSTs (host keys pinned on confirmation) and write the inventory."""
+    import asyncio
+
     import yaml
 
     from opsbot.discover import UnitKind, describe, node_name, roles_of
