@@ -104,7 +104,7 @@ def render_unit(spec: UnitSpec) -> str:
     )
 
 
-def _toml_value(value: str | int | float | bool | Path) -> str:
+def _toml_value(value: str | float | bool | Path) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):

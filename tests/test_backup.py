@@ -23,7 +23,6 @@ from typer.testing import CliRunner
 
 from opsbot.cli import app
 from opsbot.settings import get_settings
-
 from tests.serveproc import ALERT_TOKEN, Serve
 from tests.test_instances_bad_input import INVENTORY, webhook
 

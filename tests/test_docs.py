@@ -21,7 +21,7 @@ from opsbot.settings import get_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", re.M | re.S)
+FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 COMMAND = re.compile(r"^(?:\S*/)?opsbot\s")
 # the command paths that need no lab, no network and little time: run as written
 RUN = (

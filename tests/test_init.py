@@ -15,7 +15,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from opsbot.discover import UnitKind, classify, exec_argv, parse_show, roles_of, scan, script_argv
+from opsbot.discover import (
+    UnitKind,
+    classify,
+    exec_argv,
+    parse_show,
+    roles_of,
+    scan,
+    script_argv,
+)
 from tests.sshd import start_sshd
 
 WORD = st.text(st.characters(codec="ascii", categories=("L", "N"), include_characters="-_./=:"), min_size=1, max_size=12)

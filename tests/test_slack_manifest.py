@@ -13,7 +13,13 @@ from typer.testing import CliRunner
 from opsbot.cli import app
 from opsbot.settings import Settings
 from opsbot.slack.app import router
-from opsbot.slack.manifest import BOT_EVENTS, EVENTS_PATH, METHOD_SCOPES, bot_scopes, manifest
+from opsbot.slack.manifest import (
+    BOT_EVENTS,
+    EVENTS_PATH,
+    METHOD_SCOPES,
+    bot_scopes,
+    manifest,
+)
 
 PACKAGE = Path(__file__).resolve().parent.parent / "opsbot"
 WEB_API = re.compile(r"^(admin|apps|assistant|auth|bookmarks|bots|calls|canvases|chat|conversations|dnd|emoji|files|"

@@ -102,7 +102,7 @@ def _alert(cluster: str) -> dict:
 
 
 def _probes(metrics: str) -> dict[str, float]:
-    found = re.findall(r'^opsbot_probes_total\{outcome="([^"]+)",trigger="alert"\} ([\d.e+]+)$', metrics, re.M)
+    found = re.findall(r'^opsbot_probes_total\{outcome="([^"]+)",trigger="alert"\} ([\d.e+]+)$', metrics, re.MULTILINE)
     return {outcome: float(value) for outcome, value in found}
 
 

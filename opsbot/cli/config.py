@@ -5,7 +5,6 @@ from __future__ import annotations
 import types
 import typing
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import typer

@@ -21,7 +21,15 @@ def render(
     public_url: str = typer.Option(None, "--public-url", help="opsbot's URL as operators reach it"),
 ) -> None:
     """Write a hardened unit for `opsbot serve` and its config file; print how to install them."""
-    from opsbot.unitfile import CONFIG_DIR, UNIT_NAME, UnitProblem, UnitSpec, credential_source, render_config, render_unit
+    from opsbot.unitfile import (
+        CONFIG_DIR,
+        UNIT_NAME,
+        UnitProblem,
+        UnitSpec,
+        credential_source,
+        render_config,
+        render_unit,
+    )
 
     spec = UnitSpec(executable=executable, user=user, secrets=tuple(secret), ssh_key=not no_ssh_key,
                     host=host, port=port, public_url=public_url)

@@ -18,7 +18,11 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from opsbot.store.database import StoreError, masked
-from opsbot.store.exclusive import hold_single_instance, release_single_instance, sqlite_file
+from opsbot.store.exclusive import (
+    hold_single_instance,
+    release_single_instance,
+    sqlite_file,
+)
 
 
 class BackupRefused(StoreError):
