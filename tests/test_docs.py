@@ -126,3 +126,30 @@ def test_the_cheap_commands_run_as_written(scratch):
         assert result.exit_code == 0, f"{doc}: exit {result.exit_code}: {result.output[-2000:]}"
         ran.append(doc)
     assert len(ran) >= 8, [str(d) for d in ran]
+
+
+# the command paths run against the session's lab (real nodes over SSH) as the docs write them
+LAB_RUN = ("lab status", "inventory check", "probe")
+PLACEHOLDER = re.compile(r"[<\[]|^[A-Z][A-Z_.]+$")
+
+
+@pytest.mark.lab
+def test_the_lab_commands_run_against_the_lab(lab, tmp_path, monkeypatch):
+    s = lab.settings
+    for name, value in {"OPSBOT_DATA_DIR": tmp_path, "OPSBOT_INVENTORY": lab.inventory_path, "OPSBOT_LAB_DIR": lab.dir,
+                        "OPSBOT_LAB_PREFIX": s.lab_prefix, "OPSBOT_LAB_SSH_PORT_BASE": s.lab_ssh_port_base,
+                        "OPSBOT_LAB_SERVICE_PORT_BASE": s.lab_service_port_base, "OPSBOT_METRICS_WINDOW_S": 0.3}.items():
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.chdir(tmp_path)
+    get_settings.cache_clear()
+    ran = []
+    try:
+        for doc in COMMANDS:
+            if " ".join(resolve(doc.argv)[0]) not in LAB_RUN or any(PLACEHOLDER.search(w) for w in doc.argv):
+                continue
+            result = runner.invoke(app, list(doc.argv))
+            assert result.exit_code == 0, f"{doc}: exit {result.exit_code}: {result.output[-2000:]}"
+            ran.append(str(doc))
+    finally:
+        get_settings.cache_clear()
+    assert len(ran) >= 4, ran
