@@ -1,12 +1,109 @@
-"""Process-wide settings, read from the environment (``OPSBOT_*``) and validated once."""
+"""Process-wide settings, validated once: the environment (``OPSBOT_*``) over a TOML config file.
+
+Where a value comes from, first wins: keyword arguments (tests), the environment (``OPSBOT_<NAME>``),
+systemd credentials (files named ``OPSBOT_<NAME>`` in ``$CREDENTIALS_DIRECTORY``, what the unit's
+``LoadCredential=`` gives), the config file (``OPSBOT_CONFIG``, else /etc/opsbot/opsbot.toml when it
+exists; keys are the field names), the default. The config file's sources are pydantic-settings'
+own (``TomlConfigSettingsSource``, ``SecretsSettingsSource``); this module only refuses a file with
+an unknown key or a wrong type, naming the file, the line and the key.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, ValidationError, create_model
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SecretsSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+CONFIG_ENV = "OPSBOT_CONFIG"
+DEFAULT_CONFIG = Path("/etc/opsbot/opsbot.toml")
+CREDENTIALS_ENV = "CREDENTIALS_DIRECTORY"  # set by systemd for a unit with LoadCredential=
+SECRET = {"secret": True}  # json_schema_extra of a field that is never shown nor logged
+
+
+class Origin(StrEnum):
+    """Where a setting's effective value came from (``opsbot config show``)."""
+
+    DEFAULT = "default"
+    ENV = "env"
+    CREDENTIAL = "credential"
+    FILE = "file"
+
+
+class ConfigFileError(ValueError):
+    """A config file opsbot refuses to start with: it names the file, the line and the key."""
+
+
+def config_file() -> tuple[Path, bool]:
+    """The config file's path and whether it was asked for (``OPSBOT_CONFIG``) rather than the default."""
+    named = os.environ.get(CONFIG_ENV)
+    return (Path(named), True) if named else (DEFAULT_CONFIG, False)
+
+
+def _key_line(text: str, key: str) -> int | None:
+    """The line (1-based) where ``key`` is set or opened as a table in TOML ``text``."""
+    pattern = re.compile(rf"""^\s*(\[\s*)?["']?{re.escape(key)}["']?\s*(=|\])""")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.match(line):
+            return number
+    return None
+
+
+@lru_cache(maxsize=4)
+def _plain_model(settings_cls: type[BaseSettings]) -> type[BaseModel]:
+    """The settings' fields as a plain model: validating it reads no sources (BaseSettings would, recursing here)."""
+    fields: dict[str, Any] = {name: (field.annotation, field) for name, field in settings_cls.model_fields.items()}
+    return create_model(f"{settings_cls.__name__}File", **fields)
+
+
+class CheckedTomlSource(TomlConfigSettingsSource):
+    """pydantic-settings' TOML source, refusing unknown keys and wrong types at start."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        path, named = config_file()
+        if named and not path.is_file():
+            raise ConfigFileError(f"{path}: no such config file ({CONFIG_ENV})")
+        self.path = path
+        try:
+            super().__init__(settings_cls, toml_file=path if path.is_file() else None)
+        except ValueError as exc:  # tomllib.TOMLDecodeError says the line and column
+            raise ConfigFileError(f"{path}: not TOML: {exc}") from exc
+        except OSError as exc:
+            raise ConfigFileError(f"{path}: cannot read: {exc}") from exc
+        if self.toml_data:
+            self._check(settings_cls)
+
+    def _check(self, settings_cls: type[BaseSettings]) -> None:
+        text = self.path.read_text(encoding="utf-8")
+        problems = []
+        for key in self.toml_data:
+            if key not in Settings.model_fields:  # the lab's settings come from the environment only
+                problems.append(f"{self.path}:{_key_line(text, key) or '?'}: {key}: unknown key")
+        known = {k: v for k, v in self.toml_data.items() if k in settings_cls.model_fields}
+        try:
+            _plain_model(settings_cls).model_validate(known)
+        except ValidationError as exc:
+            for error in exc.errors(include_url=False, include_input=False):
+                key = str(error["loc"][0]) if error["loc"] else "?"
+                problems.append(f"{self.path}:{_key_line(text, key) or '?'}: {key}: {error['msg']}")
+        if problems:
+            raise ConfigFileError("; ".join(problems))
+
+
+def _credentials_source(settings_cls: type[BaseSettings]) -> SecretsSettingsSource:
+    return SecretsSettingsSource(settings_cls, secrets_dir=os.environ.get(CREDENTIALS_ENV))
 
 
 class Settings(BaseSettings):
@@ -16,7 +113,8 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(Path(".opsbot"), description="where the lab, bundles and the SQLite file live")
     inventory: Path | None = Field(None, description="inventory YAML; default: DATA_DIR/inventory.yaml")
-    database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite in DATA_DIR")
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL; default: SQLite in DATA_DIR", json_schema_extra=SECRET)
     cluster: str | None = Field(None, description="default cluster when the inventory has several")
 
     metrics_window_s: float = Field(3.0, ge=0.0, description="seconds between the two /metrics samples")
@@ -79,7 +177,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest request body accepted (413 above)")
     body_read_timeout_s: float = Field(10.0, gt=0, description="a request body must arrive within this (408 after)")
     probe_wait_s: float = Field(2.0, ge=0, description="POST /probe answers inline if done by then, else a job id")
-    alert_token: str | None = Field(None, description="shared secret Alertmanager sends in X-Opsbot-Alert-Token")
+    alert_token: str | None = Field(None, description="shared secret Alertmanager sends in X-Opsbot-Alert-Token", json_schema_extra=SECRET)
     alert_queue_max: int = Field(5000, ge=1, description="accepted alerts waiting for a probe; 503 above")
     coalesce_window_s: float = Field(5.0, ge=0, description="alerts for one (cluster, role) in this window share a probe")
     incident_reopen_s: float = Field(600.0, ge=0, description="a class named again this soon after its incident "
@@ -95,15 +193,27 @@ class Settings(BaseSettings):
         "this often (one instance per interval); 0: off")
     clock_skew_warn_s: float = Field(
         5.0, gt=0, description="warn when this host's clock and PostgreSQL's differ by more than this")
-    slack_bot_token: str | None = Field(None, description="xoxb- token; Slack is off without it")
-    slack_signing_secret: str | None = Field(None, description="verifies requests from Slack")
-    slack_app_token: str | None = Field(None, description="xapp- token for Socket Mode")
+    slack_bot_token: str | None = Field(None, description="xoxb- token; Slack is off without it", json_schema_extra=SECRET)
+    slack_signing_secret: str | None = Field(None, description="verifies requests from Slack", json_schema_extra=SECRET)
+    slack_app_token: str | None = Field(None, description="xapp- token for Socket Mode", json_schema_extra=SECRET)
     slack_socket_mode: bool = Field(False, description="connect out to Slack (no public ingress needed)")
     slack_api_url: str = Field("https://slack.com/api/", description="Slack Web API base URL")
     slack_command: str = Field("/opsbot", description="the slash command opsbot answers")
     slack_alert_channel: str | None = Field(None, description="channel id where alert findings are posted")
     slack_approvers: list[str] = Field(default_factory=list, description="Slack user ids allowed to approve")
     slack_approver_groups: list[str] = Field(default_factory=list, description="Slack user group ids allowed to approve")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keywords, then the environment, then systemd credentials, then the config file."""
+        return init_settings, env_settings, _credentials_source(settings_cls), CheckedTomlSource(settings_cls)
 
     def inventory_path(self) -> Path:
         return self.inventory or self.data_dir / "inventory.yaml"
@@ -115,6 +225,24 @@ class Settings(BaseSettings):
 
     def db_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'opsbot.db').resolve()}"
+
+
+def origins(settings_cls: type[Settings] = Settings) -> dict[str, Origin]:
+    """Where each field of ``settings_cls`` gets its value now, the sources read in their order."""
+    found: dict[str, Origin] = {}
+    layers: list[tuple[Origin, dict[str, Any]]] = [
+        (Origin.ENV, EnvSettingsSource(settings_cls)()),
+        (Origin.CREDENTIAL, _credentials_source(settings_cls)()),
+        (Origin.FILE, CheckedTomlSource(settings_cls)()),
+    ]
+    for name in settings_cls.model_fields:
+        found[name] = next((origin for origin, values in layers if name in values), Origin.DEFAULT)
+    return found
+
+
+def is_secret(settings_cls: type[Settings], name: str) -> bool:
+    extra = settings_cls.model_fields[name].json_schema_extra
+    return isinstance(extra, dict) and bool(extra.get("secret"))
 
 
 @lru_cache(maxsize=1)

@@ -28,3 +28,7 @@ class Telemetry:
         self.alerts_waiting = Gauge("opsbot_alerts_waiting", "Accepted alerts whose probe has not finished", registry=r)
         self.clock_skew = Gauge("opsbot_clock_skew_seconds", "This host's clock minus the database server's", registry=r)
         self.actions = Counter("opsbot_actions", "Restart actions, by outcome", ["outcome"], registry=r)
+        self.slack_failing = Gauge(
+            "opsbot_slack_messages_failing",
+            "Incident messages Slack did not take in the last hour (the status page's Slack row); set per scrape",
+            registry=r)

@@ -64,7 +64,9 @@ def _router_row(board: dashboard.Dashboard, spec: DeploymentSpec) -> dashboard.D
 
 
 def build(spec: DeploymentSpec) -> dashboard.Dashboard:
-    return _router_row(_servers(spec), spec)
+    from serving.watch import watch_row
+
+    return watch_row(_router_row(_servers(spec), spec))
 
 
 def _servers(spec: DeploymentSpec) -> dashboard.Dashboard:

@@ -24,11 +24,23 @@ _STRIP = [
 _IDENT = re.compile(r"(?<![A-Za-z0-9_:.])[A-Za-z_:][A-Za-z0-9_:]*")
 
 
+_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+
+
+@cache
+def opsbot_metric_names() -> frozenset[str]:
+    """The series opsbot's own ``/metrics`` exposes, read from a real registry (opsbot/telemetry.py)."""
+    from opsbot.telemetry import Telemetry
+
+    return frozenset(family.name + suffix for family in Telemetry().registry.collect()
+                     for suffix in _SUFFIXES.get(family.type, ("",)))
+
+
 @cache
 def known_metric_names() -> frozenset[str]:
-    """Names from reference/sglang.md (checked in as metric_names.txt), the exporter's, and ``up``."""
+    """Names from reference/sglang.md (checked in as metric_names.txt), the exporter's, opsbot's own, and ``up``."""
     listed = {ln.strip() for ln in NAMES_FILE.read_text().splitlines() if ln and not ln.startswith("#")}
-    return frozenset(listed | EXPORTER_NAMES | PROMETHEUS_NAMES)
+    return frozenset(listed | EXPORTER_NAMES | PROMETHEUS_NAMES | opsbot_metric_names())
 
 
 def promql_metrics(expr: str) -> set[str]:

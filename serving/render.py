@@ -18,6 +18,7 @@ import jinja2
 import yaml
 
 from opsbot.inventory import Cluster, Inventory, Node, Role
+from serving import watch
 from serving.alerts import alert_rules_yaml
 from serving.dashboard import dashboard_json
 from serving.patch import patch_files
@@ -250,7 +251,9 @@ def _prometheus(spec: DeploymentSpec) -> str:
     if spec.exporter.enabled:
         job_list.append({"name": jobs["exporter"],
                          "targets": [target(n.name, n.exporter_port or spec.exporter.port, "exporter") for n in spec.nodes]})
-    return _env.get_template("prometheus.yml.j2").render(spec=spec, jobs=job_list)
+    job_list.append({"name": watch.JOB, "targets": [{"address": watch.opsbot_target(spec), "node": "opsbot",
+                                                     "role": "opsbot"}]})
+    return _env.get_template("prometheus.yml.j2").render(spec=spec, jobs=job_list, watch_rules=watch.RULES_FILE)
 
 
 def alertmanager_config(spec: DeploymentSpec) -> str:
@@ -271,6 +274,7 @@ def render(spec: DeploymentSpec) -> Rendering:
         cluster_files={
             "prometheus/prometheus.yml": _prometheus(spec).encode(),
             "prometheus/rules/sglang-pd.rules.yml": alert_rules_yaml(spec).encode(),
+            f"prometheus/rules/{watch.RULES_FILE}": watch.watch_rules_yaml(spec).encode(),
             "alertmanager/alertmanager.yml": alertmanager_config(spec).encode(),
             "grafana/dashboards/sglang-pd.json": json.dumps(dashboard_json(spec), indent=2).encode(),
             "grafana/provisioning/dashboards/sglang-pd.yaml": yaml.safe_dump(grafana_provider, sort_keys=False).encode(),

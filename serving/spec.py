@@ -202,6 +202,8 @@ class AlertmanagerSpec(_Strict):
     opsbot_url: str = Field("http://127.0.0.1:8080/alerts", description="opsbot's POST /alerts")
     token_file: str = Field("/etc/alertmanager/opsbot-token", description="bearer token file (credentials_file)")
     address: str = Field("127.0.0.1:9093", description="where Prometheus sends alerts (host:port)")
+    watch_webhook_url: str | None = Field(
+        None, description="where alerts about opsbot itself go (a pager's webhook); unset: shown in Alertmanager only")
     group_wait: str = Field("10s", pattern=DURATION)
     group_interval: str = Field("1m", pattern=DURATION)
     repeat_interval: str = Field("4h", pattern=DURATION)

@@ -6,6 +6,10 @@ import typer
 
 from opsbot import __version__
 from opsbot.cli import db, deploy, diagnose, evaluate, history, incidents, inventory, lab, report, restart, serve, tokens
+from opsbot.cli import config as config_cli
+from opsbot.cli import slack as slack_cli
+from opsbot.cli import service as service_cli
+from opsbot.cli.init import init as init_command
 from opsbot.cli.probe import probe_command
 from opsbot.cli.recall import recall_command
 
@@ -37,6 +41,28 @@ app.add_typer(lab.app, name="lab")
 app.add_typer(deploy.app, name="deploy")
 app.add_typer(db.app, name="db")
 app.add_typer(tokens.app, name="tokens")
+app.add_typer(config_cli.app, name="config")
+app.add_typer(slack_cli.app, name="slack")
+app.add_typer(service_cli.app, name="service")
+app.command("init")(init_command)
+
+
+@app.callback()
+def _refuse_bad_settings() -> None:
+    """Refuse to start on a config file (or environment) opsbot cannot read: one line naming file, line and key."""
+    from pydantic import ValidationError
+
+    from opsbot.settings import ConfigFileError, Settings
+
+    try:
+        Settings()  # not get_settings(): nothing is cached before the command builds its own
+    except ConfigFileError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    except ValidationError as exc:
+        problems = "; ".join(f"OPSBOT_{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors(include_url=False))
+        typer.secho(f"error: {problems}", fg="red", err=True)
+        raise typer.Exit(2) from None
 
 
 @app.command()

@@ -17,6 +17,7 @@ from opsbot.inventory import NAME_RE, UnknownRole
 from opsbot.service.alertmanager import Webhook
 from opsbot.service.auth import Caller, require, require_alert_sender
 from opsbot.service.intake import QueueFull
+from opsbot.service.integrations import recent_slack_failures
 from opsbot.store.database import unavailable
 from opsbot.yamlsource import ConfigError
 
@@ -92,7 +93,10 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/metrics", tags=["service"], summary="opsbot's own Prometheus metrics", response_class=PlainTextResponse)
 async def metrics(request: Request) -> Response:
-    return Response(generate_latest(request.app.state.flow.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
+    flow = request.app.state.flow
+    if flow.settings.slack_bot_token:  # what the status page shows, as a gauge opsbot's own alert rules read
+        flow.telemetry.slack_failing.set(len(await flow.db(recent_slack_failures, flow.store)))
+    return Response(generate_latest(flow.telemetry.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.post(

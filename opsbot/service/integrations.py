@@ -10,7 +10,7 @@ from datetime import timedelta
 import httpx
 
 from opsbot.settings import Settings
-from opsbot.store.models import now
+from opsbot.store.models import IncidentRow, now
 
 READY_TIMEOUT_S = 2.0
 SLACK_RECENT = timedelta(hours=1)
@@ -65,11 +65,16 @@ async def _ready(name: str, url: str | None, what: str) -> Integration:
     return Integration(name, url, True, "ready")
 
 
+def recent_slack_failures(store: object) -> list[IncidentRow]:
+    """The incidents whose message could not be posted or edited in the last hour, newest first (a thread)."""
+    return [r for r in store.slack_failing(limit=20) if r.last_seen >= now() - SLACK_RECENT]  # type: ignore[attr-defined]
+
+
 def slack_state(settings: Settings, store: object) -> Integration:
     """From the incidents whose message could not be posted or edited in the last hour (runs in a thread)."""
     if not settings.slack_bot_token:
         return Integration("Slack", None, None, "not configured (OPSBOT_SLACK_BOT_TOKEN)")
-    failing = [r for r in store.slack_failing(limit=20) if r.last_seen >= now() - SLACK_RECENT]  # type: ignore[attr-defined]
+    failing = recent_slack_failures(store)
     if not failing:
         return Integration("Slack", settings.slack_api_url, True, "posting and editing incident messages")
     latest = failing[0]

@@ -51,7 +51,7 @@ def hold_single_instance(url: str) -> Path | None:
         raise SecondInstance(
             f"another opsbot serve is already using the SQLite database {db} ({holder}). SQLite supports one "
             "instance: stop that one first, or run several instances on PostgreSQL "
-            "(OPSBOT_DATABASE_URL=postgresql://user:pass@host/db; see README 'Running more than one')."
+            "(OPSBOT_DATABASE_URL=postgresql://user:pass@host/db; see docs/operator.md 'Running more than one')."
         ) from None
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     os.ftruncate(fd, 0)

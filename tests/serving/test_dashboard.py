@@ -15,7 +15,7 @@ def queries(model):
 def test_rows_and_panels(example):
     model = dashboard_json(example)
     rows = [p["title"] for p in model["panels"] if p["type"] == "row"]
-    assert rows == ["Node health", "KV cache", "HiCache", "Router"]
+    assert rows == ["Node health", "KV cache", "HiCache", "Router", "opsbot"]
     titles = {p["title"] for p in model["panels"]}
     assert {"Roles up", "Prefill queue depth", "Decode KV usage", "Retracted and paused requests",
             "GPU utilization", "GPU memory used"} <= titles
