@@ -86,7 +86,7 @@ def happened(intent: Intent, store: Store, settings: Settings, tz: tzinfo, now: 
 def why_restart(intent: Intent, store: Store, tz: tzinfo) -> Answer:
     role = intent.role or ""
     rows = [a for a in store.actions(limit=200) if a.kind == "restart"
-            and any(k == role or k.startswith(f"{role}-") for k in a.role.split(","))]
+            and any(k == role or k.startswith(f"{role}-") for k in a.roles)]
     if not rows:
         return Answer(intent.understood(), f"no restart of {role} is recorded", ["`opsbot actions list` shows every action"])
     a = rows[0]

@@ -30,6 +30,7 @@ class RestartPlan(BaseModel):
     kinds: list[str]
     pair_on_purpose: bool = False
     reason: str | None = None
+    remedy_for: str | None = Field(None, description="the incident class whose finding asked for it; None: by hand")
     steps: list[Step]
     checks: list[str] = Field(default_factory=list, description="pre-checks run before the first step")
     verify: list[str] = Field(default_factory=list, description="what verification requires, within the deadline")
