@@ -80,7 +80,7 @@ def test_cli_restart_ends_the_incident_and_supersedes_the_asked_plan(gameday: Ga
     since = time.time()
     gameday.lab.break_class("decode-wedged")
     asked = _opsbot(gameday, "ask", "decode is stuck")
-    assert asked.returncode == 0 and "decode-wedged" in asked.stdout, asked.stdout + asked.stderr
+    assert asked.returncode == 1 and "decode-wedged" in asked.stdout  # 1: a finding, asked.stdout + asked.stderr
     row, ts, plan = _asked(gameday, "decode-wedged", since)
 
     restarted = _opsbot(gameday, "restart", "decode", "--approve", "--reason", "decode-wedged")
