@@ -96,6 +96,7 @@ class Flow:
     _inventory_checked: float = 0.0
     incidents: Incidents = field(init=False)  # an incident's life: opened by alerts' probes, its actions, resolved
     _stale_swept: float = 0.0
+    _swept: float = 0.0
 
     def __post_init__(self) -> None:
         self.incidents = Incidents(self.store, self.db, reopen_s=self.settings.incident_reopen_s,
@@ -308,12 +309,16 @@ class Flow:
         return (f"{deploy or 'a deploy'} by {last.actor} at {last.at:%Y-%m-%d %H:%M} UTC"
                 + (f" (restarted {', '.join(roles)})" if roles else ""))
 
-    async def sweep_stale(self) -> int:
-        """The lease's sweep: open incidents gone stale close themselves (looked at every minute at most)."""
-        if time.monotonic() - self._stale_swept < 60.0:
+    async def sweep_incidents(self) -> int:
+        """The lease's sweep, every few seconds: the notifier catches up with incidents another process moved (the
+        CLI's restart ended one); once a minute, open incidents gone stale close themselves."""
+        if time.monotonic() - self._swept < 5.0:
             return 0
-        self._stale_swept = time.monotonic()
-        await self.incidents.close_stale()
+        self._swept = time.monotonic()
+        await self.incidents.catch_up()
+        if time.monotonic() - self._stale_swept >= 60.0:
+            self._stale_swept = time.monotonic()
+            await self.incidents.close_stale()
         return 0  # not a take-over: nothing a dead instance left
 
     async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Any:

@@ -22,6 +22,8 @@ from opsbot.contracts import LIVE_ACTIONS, RUNNING_ACTIONS, ActionState, Inciden
 
 log = logging.getLogger(__name__)
 AFTERMATH = timedelta(minutes=5)  # after our restart verified, what its stop caused may still be firing
+CATCH_UP = timedelta(hours=1)  # how far back the notifier catches up with incidents moved by another process
+CATCH_UP_AFTER = timedelta(seconds=3)  # left alone this long to the process that moved it
 
 
 class IncidentNotifier(Protocol):
@@ -203,6 +205,21 @@ class Incidents:
                 self._tell(row.id)
                 closed.append(row.id)
         return closed
+
+
+    async def catch_up(self, at: datetime | None = None) -> list[str]:
+        """Tell the notifier of incidents another process moved (``opsbot restart`` closing the incident its
+        restart ended): those changed in the last hour, not in the last few seconds (the process that moved
+        them is telling), whose posted message shows fewer timeline entries than they have."""
+        if self.notifier is None:
+            return []
+        at = at or datetime.now(timezone.utc)
+        rows = await self.db(self.store.incidents, since=at - CATCH_UP, limit=200)
+        behind = [r.id for r in rows if r.slack_ts and r.slack_version < len(r.timeline or [])
+                  and at - r.last_seen > CATCH_UP_AFTER]
+        for incident_id in behind:
+            self._tell(incident_id)
+        return behind
 
 
 def stale_reason(row: Any, running: bool, stale: timedelta, at: datetime) -> str | None:

@@ -19,6 +19,7 @@ from opsbot.act.restart import RunContext, execute
 from opsbot.contracts import ActionState, Diagnosis, Undetermined, allowed
 from opsbot.flow import Flow
 from opsbot.incidents import stale_reason, takes_another_class
+from opsbot.settings import Settings
 from opsbot.store import Sighting
 from opsbot.store.models import Action, IncidentRow, now
 from tests.findings import diagnosis, finding
@@ -285,3 +286,21 @@ def test_stale_reason_is_pure():
     assert stale_reason(row, False, timedelta(minutes=40), at) is None
     row.firing = ["fa"]
     assert stale_reason(row, False, timedelta(minutes=30), at) is None
+
+
+def test_the_notifier_catches_up_with_an_incident_another_process_moved(store):
+    told: list[str] = []
+
+    class Recorder:
+        def notify(self, incident_id: str) -> None:
+            told.append(incident_id)
+
+    flow = Flow(settings=Settings(data_dir="/tmp"), store=store)
+    flow.incidents.notifier = Recorder()
+    row, _ = store.record_sighting(_sighting("p1"))
+    store.slack_posted(row.id, "C1", "1.1", 1)  # the message shows the opening entry
+    later = datetime.now(timezone.utc) + timedelta(seconds=10)
+    assert asyncio.run(flow.incidents.catch_up(later)) == []  # up to date
+    store.resolve_alerts("lab", ["fa"], ["x"])  # closed by another process: two entries its message lacks
+    assert asyncio.run(flow.incidents.catch_up(datetime.now(timezone.utc))) == []  # that process is telling
+    assert asyncio.run(flow.incidents.catch_up(later)) == [row.id] and told == [row.id]

@@ -8,6 +8,7 @@ Slack recorder) for the module."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -88,6 +89,8 @@ def test_cli_restart_ends_the_incident_and_supersedes_the_asked_plan(gameday: Ga
     closed = _resolved(gameday, row.id)
     assert closed.incident == "decode-wedged" and closed.time_to_recovery_s is not None
     assert any(e["kind"] == "resolved" and "time to recovery" in e["what"] for e in closed.timeline)
+    # whichever process closed it (the CLI's, if the alerts resolved while it restarted), the message follows
+    wait("the message saying it resolved", lambda: "Resolved" in json.dumps(gameday.latest_blocks(ts)), 30, 0.2)
     asked_plan = store.action(plan)
     assert asked_plan.state == "superseded", (asked_plan.state, asked_plan.outcome)
     assert "succeeded" in asked_plan.outcome or "resolved" in asked_plan.outcome, asked_plan.outcome

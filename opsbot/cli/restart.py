@@ -79,8 +79,10 @@ def show_plan(plan: RestartPlan) -> None:
 
 
 def _report(outcome: ActionOutcome) -> None:
-    colour = {"succeeded": "green", "refused": "yellow", "planned": "yellow", "superseded": "yellow"}.get(
-        outcome.state, "red")
+    from opsbot.contracts import ActionState
+
+    colour = {ActionState.succeeded: "green", ActionState.refused: "yellow", ActionState.planned: "yellow",
+              ActionState.superseded: "yellow"}.get(outcome.state, "red")
     console.print(f"[{colour}]action {outcome.action_id}: {outcome.state}[/{colour}]: {escape(outcome.message)}")
     if outcome.evidence_probe_id:
         console.print(f"evidence probe: {outcome.evidence_probe_id}")

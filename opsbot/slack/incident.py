@@ -47,14 +47,14 @@ def _open_stage(actions: list[Any], restart_helps: bool) -> str:
                 if restart_helps else ":rotating_light: *Open*: a restart does not help this class; see what to do")
     who = f" (approved by {escape(latest.approved_by)})" if latest.approved_by else ""
     return {
-        "planned": f":raising_hand: *Approval asked*: restart {escape(latest.role)}; an approver clicks Restart",
-        "approved": f":hourglass_flowing_sand: *Restart approved*{who}; starting",
-        "executing": f":hourglass_flowing_sand: *Restart running*{who}",
-        "succeeded": f":large_green_circle: *Verified*: {escape(latest.outcome or 'restarted')}; waiting for the alerts to resolve",
-        "failed": f":x: *Restart failed*: {escape(latest.outcome or '')}",
-        "refused": f":no_entry: *Restart not done*: {escape(latest.outcome or '')}",
-        "expired": f":zzz: *Restart plan expired*: {escape(latest.outcome or '')}",
-        "superseded": f":fast_forward: *Restart plan superseded*: {escape(latest.outcome or '')}",
+        ActionState.planned: f":raising_hand: *Approval asked*: restart {escape(latest.role)}; an approver clicks Restart",
+        ActionState.approved: f":hourglass_flowing_sand: *Restart approved*{who}; starting",
+        ActionState.executing: f":hourglass_flowing_sand: *Restart running*{who}",
+        ActionState.succeeded: f":large_green_circle: *Verified*: {escape(latest.outcome or 'restarted')}; waiting for the alerts to resolve",
+        ActionState.failed: f":x: *Restart failed*: {escape(latest.outcome or '')}",
+        ActionState.refused: f":no_entry: *Restart not done*: {escape(latest.outcome or '')}",
+        ActionState.expired: f":zzz: *Restart plan expired*: {escape(latest.outcome or '')}",
+        ActionState.superseded: f":fast_forward: *Restart plan superseded*: {escape(latest.outcome or '')}",
     }.get(latest.state, f"*{escape(latest.state)}*")
 
 
