@@ -174,7 +174,7 @@ class Incidents:
         await self.action_moved(action.id, what, probe_id)
         if action.state != ActionState.succeeded:
             return []
-        held = await self.db(self._held_by, action.cluster, action.roles, action.id)
+        held: list[str] = await self.db(self._held_by, action.cluster, action.roles, action.id)
         for incident_id in held:
             await self.db(self.store.incident_event, incident_id, "action",
                           f"restart of {action.role} by {action.approved_by or action.requested_by} via "

@@ -8,7 +8,7 @@ taking no other class; a stale incident closing itself. The lab walk is tests/te
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import update
@@ -19,11 +19,36 @@ from opsbot.act.restart import RunContext, execute
 from opsbot.contracts import ActionState, Diagnosis, Undetermined, allowed
 from opsbot.flow import Flow
 from opsbot.incidents import stale_reason, takes_another_class
+from opsbot.inventory import load_inventory
 from opsbot.settings import Settings
-from opsbot.store import Sighting
+from opsbot.store import Sighting, Store
 from opsbot.store.models import Action, IncidentRow, now
 from tests.findings import diagnosis, finding
-from tests.test_act import ConnectionCounter, counter, inventory, inventory_path, settings, store  # noqa: F401
+from tests.test_act import ConnectionCounter, write_inventory
+
+
+@pytest.fixture
+def counter():
+    c = ConnectionCounter()
+    yield c
+    c.sock.close()
+
+
+@pytest.fixture
+def settings(tmp_path, counter) -> Settings:
+    return Settings(data_dir=tmp_path, inventory=write_inventory(tmp_path, counter.port))
+
+
+@pytest.fixture
+def inventory(settings):
+    return load_inventory(settings.inventory)
+
+
+@pytest.fixture
+def store(database_url):
+    s = Store(database_url)
+    yield s
+    s.close()
 
 
 def _remedy(store, inventory, settings, role="decode", incident="decode-wedged", probe="p1") -> Action:
@@ -279,7 +304,7 @@ def test_a_stale_incident_closes_itself_saying_why(store, inventory, settings):
 
 
 def test_stale_reason_is_pure():
-    at = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+    at = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     row = IncidentRow(state="open", firing=[], incident="decode-wedged", last_seen=at - timedelta(minutes=31))
     assert "nothing named decode-wedged for 31 min" in stale_reason(row, False, timedelta(minutes=30), at)
     assert stale_reason(row, True, timedelta(minutes=30), at) is None  # a restart of it runs
@@ -299,8 +324,8 @@ def test_the_notifier_catches_up_with_an_incident_another_process_moved(store):
     flow.incidents.notifier = Recorder()
     row, _ = store.record_sighting(_sighting("p1"))
     store.slack_posted(row.id, "C1", "1.1", 1)  # the message shows the opening entry
-    later = datetime.now(timezone.utc) + timedelta(seconds=10)
+    later = datetime.now(UTC) + timedelta(seconds=10)
     assert asyncio.run(flow.incidents.catch_up(later)) == []  # up to date
     store.resolve_alerts("lab", ["fa"], ["x"])  # closed by another process: two entries its message lacks
-    assert asyncio.run(flow.incidents.catch_up(datetime.now(timezone.utc))) == []  # that process is telling
+    assert asyncio.run(flow.incidents.catch_up(datetime.now(UTC))) == []  # that process is telling
     assert asyncio.run(flow.incidents.catch_up(later)) == [row.id] and told == [row.id]
