@@ -172,7 +172,7 @@ class IncidentRecords:
 
     def watched(self, cluster: str | None = None) -> list[IncidentRow]:
         """Open incidents the watchdog has sighted: its later probes close them when their class is gone."""
-        return [r for r in self.incidents(cluster=cluster, state="open", limit=500)
+        return [r for r in self.incidents(cluster=cluster, state=IncidentState.open, limit=500)
                 if any(e.get("kind") == WATCHDOG for e in r.timeline)]
 
     def clear_watched(self, cluster: str, seen: set[str], probe_id: str, *, hold: frozenset[str] = frozenset(),
