@@ -197,6 +197,24 @@ def test_finding_check_is_the_guard_of_executing(inventory, settings):
     assert not holds and "does not name decode-wedged on decode (it names decode-wedged)" in said
     holds, said = finding_check(plan.model_copy(update={"remedy_for": None}), diagnosis("b", []), "p3")
     assert holds and "asked by hand" in said
+    undecided = Diagnosis(bundle="b", undetermined=[Undetermined(incident="decode-wedged", role="decode")])
+    holds, said = finding_check(plan, undecided, "p4")
+    assert holds and "could not decide decode-wedged on decode" in said
+    # a transfer failure seen on decode asks to restart prefill: the finding is looked for on decode too
+    kv = plan_restart(inventory, ["prefill"], settings=settings).model_copy(
+        update={"remedy_for": "kv-transfer-failure", "finding_roles": ["decode"]})
+    assert finding_check(kv, diagnosis("b", [finding("kv-transfer-failure", "high", ["decode"])]), "p5")[0]
+    holds, said = finding_check(kv, diagnosis("b", []), "p6")
+    assert not holds and "does not name kv-transfer-failure on decode, prefill" in said
+
+
+def test_a_plan_for_a_finding_on_another_role_waits_for_a_probe_of_that_role(store, inventory, settings):
+    kv, _ = request_restart(store, inventory, ["prefill"], actor="alert", surface="alert", cluster="lab",
+                            settings=settings, waiting_key="lab/prefill/kv-transfer-failure",
+                            remedy_for="kv-transfer-failure", finding_roles=["decode"])
+    assert kv.watched_roles == ["decode", "prefill"]
+    assert supersede_unnamed(store, "lab", "p1", diagnosis("b", []), {"prefill"}) == []
+    assert supersede_unnamed(store, "lab", "p2", diagnosis("b", []), {"prefill", "decode"}) == [kv.id]
 
 
 def test_execute_refuses_when_its_evidence_probe_no_longer_names_the_finding(store, inventory, settings, counter):

@@ -122,8 +122,8 @@ def supersede_unnamed(store: Store, cluster: str, probe_id: str, diagnosis: Diag
     named = named_classes(diagnosis)
     undecided = {(u.incident, u.role) for u in diagnosis.undetermined}
     gone = [a for a in store.planned_restarts(cluster)
-            if a.remedy_for is not None and a.remedy_for not in named and set(a.roles) <= probed
-            and not any((a.remedy_for, r) in undecided for r in a.roles)]
+            if a.remedy_for is not None and a.remedy_for not in named and set(a.watched_roles) <= probed
+            and not any((a.remedy_for, r) in undecided for r in a.watched_roles)]
     moved: list[str] = []
     for a in gone:
         moved += store.supersede([a.id], f"probe {probe_id} no longer names {a.remedy_for} on {a.role}",
@@ -136,12 +136,16 @@ def finding_check(plan: RestartPlan, diagnosis: Diagnosis, probe_id: str) -> tup
     (holds, the line said in the audit). A restart asked by hand is the operator's call: it holds."""
     if plan.remedy_for is None:
         return True, "asked by hand: the operator's call, no finding re-checked"
-    roles = set(plan.roles)
+    roles = set(plan.roles) | set(plan.finding_roles)
     for f in diagnosis.findings:
         if f.incident == plan.remedy_for and roles & set(f.roles):
             return True, f"probe {probe_id} still names {plan.remedy_for} on {', '.join(sorted(roles & set(f.roles)))}"
         if any(e.split(" on ")[0] == plan.remedy_for for e in f.explains) and roles & set(f.roles):
             return True, f"probe {probe_id} names {f.incident}, which explains {plan.remedy_for}"
+    undecided = sorted(u.role for u in diagnosis.undetermined if u.incident == plan.remedy_for and u.role in roles)
+    if undecided:
+        return True, (f"probe {probe_id} could not decide {plan.remedy_for} on {', '.join(undecided)} (facts "
+                      "missing): the approval stands")
     named = ", ".join(sorted({f.incident for f in diagnosis.findings})) or "nothing abnormal"
     return False, (f"the finding no longer holds: probe {probe_id} does not name {plan.remedy_for} on "
-                   f"{', '.join(plan.roles)} (it names {named}); nothing was restarted")
+                   f"{', '.join(sorted(roles))} (it names {named}); nothing was restarted")

@@ -41,7 +41,8 @@ def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, prob
                 action, _ = request_restart(store, inventory, [remedy.role], actor=actor, surface=surface,
                                             cluster=cluster, reason=f"{finding.incident} (probe {probe_id})",
                                             settings=settings, plan_key=f"{probe_id}:{remedy.role}",
-                                            waiting_key=waiting, remedy_for=finding.incident)
+                                            waiting_key=waiting, remedy_for=finding.incident,
+                                            finding_roles=finding.roles)
             except Exception as exc:  # noqa: BLE001 - a plan the guardrails refuse: said instead of a button
                 out.refused.append(f"restart {remedy.role}: {exc}")
                 continue

@@ -87,15 +87,16 @@ def _holder_dead(holder: str) -> bool:
 def request_restart(store: Store, inventory: Inventory, roles: list[str], *, actor: str, surface: str,
                     cluster: str | None = None, pair: bool = False, reason: str | None = None,
                     settings: Settings, plan_key: str | None = None, waiting_key: str | None = None,
-                    remedy_for: str | None = None) -> tuple[Action, RestartPlan]:
+                    remedy_for: str | None = None, finding_roles: list[str] | None = None) -> tuple[Action, RestartPlan]:
     """Plan and record a restart (state ``planned``); unknown roles and unsafe plans raise before anything.
-    ``remedy_for``: the incident class whose finding asked for it (execute re-checks that it still holds).
+    ``remedy_for``: the incident class whose finding (on ``finding_roles``) asked for it (execute re-checks that it
+    still holds).
 
     With ``plan_key`` (or ``waiting_key``: one plan waiting per key), an action already under that key is
     returned instead of a second one."""
     plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings)
     if remedy_for is not None:
-        plan = plan.model_copy(update={"remedy_for": remedy_for})
+        plan = plan.model_copy(update={"remedy_for": remedy_for, "finding_roles": sorted(finding_roles or [])})
     action = store.create_action(kind="restart", cluster=plan.cluster, role=",".join(plan.roles),
                                  plan=plan.model_dump(mode="json"), reason=reason, requested_by=actor,
                                  surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s), plan_key=plan_key,
@@ -140,7 +141,8 @@ async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles:
     own_pool = ctx.pool is None
     pool = ctx.pool or TransportPool(ctx.settings)
     try:
-        evidence, seen = await ctx.evidence(plan.cluster, plan.roles, f"before restart {action_id}")
+        watched = sorted(set(plan.roles) | set(plan.finding_roles))  # a remedy's finding may be on another role
+        evidence, seen = await ctx.evidence(plan.cluster, watched, f"before restart {action_id}")
         holds, check = finding_check(plan, seen, evidence)
         if not holds:
             return _refuse(store, action_id, actor, surface, check)

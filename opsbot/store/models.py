@@ -188,6 +188,11 @@ class Action(Base):
         """The incident class a remedy's plan was made for (None: a restart asked by hand)."""
         return (self.plan or {}).get("remedy_for")
 
+    @property
+    def watched_roles(self) -> list[str]:
+        """The roles a probe must look at to tell whether its finding still holds: its own and the finding's."""
+        return sorted(set(self.roles) | set((self.plan or {}).get("finding_roles") or []))
+
 
 class Approval(Base):
     __tablename__ = "approvals"
