@@ -190,8 +190,11 @@ class Flow:
         """The restart plans waiting for approval that this probe of their roles no longer backs are superseded."""
         from opsbot.act import supersede_unnamed
 
-        await self.db(supersede_unnamed, self.store, result.bundle.cluster, result.probe_id, result.diagnosis,
-                      {r.key for r in result.bundle.roles})
+        moved = await self.db(supersede_unnamed, self.store, result.bundle.cluster, result.probe_id,
+                              result.diagnosis, {r.key for r in result.bundle.roles})
+        for action_id in moved:  # its incident's message drops the button now, not at its next change
+            action = await self.db(self.store.action, action_id)
+            await self.incidents.action_moved(action_id, f"restart plan {action_id} {action.outcome}")
 
     async def _named(self, bundle: Bundle) -> str | None:
         """The classes the evidence names without the canary, if any: then the probe need not wait for the canary.

@@ -163,9 +163,14 @@ class Incidents:
         if row is None:
             return
         await self.db(self.store.incident_event, row.id, "action", what, probe_id, probe_id=probe_id)
-        if (await self.db(self.store.action, action_id)).state not in LIVE_ACTIONS:
+        if (await self.db(self.store.action, action_id)).state not in LIVE_ACTIONS and not await self.db(
+                self._running, row.actions):
             await self.db(self.store.close_if_quiet, row.id)
         self._tell(row.id)
+
+    def _running(self, action_ids: list[str]) -> bool:
+        """Whether any of these actions is approved or executing (runs in a thread): their incident stays held."""
+        return any(self.store.action(a).state in RUNNING_ACTIONS for a in action_ids)
 
     async def restart_ended(self, action: Any, what: str, probe_id: str | None = None) -> list[str]:
         """A restart ended, whatever surface ran it: its own incident hears it (``action_moved``); once verified,
@@ -189,7 +194,7 @@ class Incidents:
         ``action_id`` (runs in a thread)."""
         return [r.id for r in self.store.incidents(cluster=cluster, state=IncidentState.open, limit=200)
                 if action_id not in r.actions and r.alerts and not r.firing and _overlap(r.roles, roles)
-                and not any(self.store.action(a).state in RUNNING_ACTIONS for a in r.actions)]
+                and not self._running(r.actions)]
 
     async def close_stale(self, at: datetime | None = None) -> list[str]:
         """Open incidents that went stale (``stale_reason``) close themselves, saying why; the ids closed."""
@@ -198,9 +203,7 @@ class Incidents:
         at = at or datetime.now(timezone.utc)
         closed = []
         for row in await self.db(self.store.incidents, state=IncidentState.open, limit=500):
-            running = await self.db(lambda ids: [a for a in ids if self.store.action(a).state in RUNNING_ACTIONS],
-                                    row.actions)
-            why = stale_reason(row, bool(running), self.stale, at)
+            why = stale_reason(row, await self.db(self._running, row.actions), self.stale, at)
             if why and await self.db(self.store.close_stale, row.id, why, at - self.stale) is not None:
                 self._tell(row.id)
                 closed.append(row.id)
