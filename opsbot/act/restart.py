@@ -97,7 +97,7 @@ def request_restart(store: Store, inventory: Inventory, roles: list[str], *, act
     plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings)
     if remedy_for is not None:
         plan = plan.model_copy(update={"remedy_for": remedy_for, "finding_roles": sorted(finding_roles or [])})
-    action = store.create_action(kind="restart", cluster=plan.cluster, role=",".join(plan.roles),
+    action = store.create_action(kind="restart", cluster=plan.cluster, roles=plan.roles,
                                  plan=plan.model_dump(mode="json"), reason=reason, requested_by=actor,
                                  surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s), plan_key=plan_key,
                                  waiting_key=waiting_key)

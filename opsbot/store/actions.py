@@ -36,7 +36,7 @@ class ActionRecords:
 
     # -- actions ------------------------------------------------------------------------------
 
-    def create_action(self, *, kind: str, cluster: str, role: str, plan: dict[str, Any], reason: str | None,
+    def create_action(self, *, kind: str, cluster: str, roles: list[str], plan: dict[str, Any], reason: str | None,
                       requested_by: str, surface: str, ttl: timedelta, plan_key: str | None = None,
                       waiting_key: str | None = None) -> Action:
         """A new ``planned`` action; with ``plan_key`` (or ``waiting_key``), the one already under that key if there
@@ -44,6 +44,8 @@ class ActionRecords:
         existing = self._under(plan_key, waiting_key)
         if existing is not None:
             return existing
+
+        role = ",".join(roles)  # the column keeps the comma-joined form; ``Action.roles`` reads it as a list
 
         def _add(s: Session) -> Action:
             row = Action(id=uuid.uuid4().hex[:12], kind=kind, cluster=cluster, role=role, state=ActionState.planned,
