@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.gameday import REPO, GameDay, _restart_plan, wait
+from tests.gameday import REPO, GameDay, GameDayError, _restart_plan, alerted_by, wait
 
 pytestmark = [pytest.mark.lab, pytest.mark.integration]
 
@@ -54,9 +54,17 @@ def _decode_pid(day: GameDay) -> str:
 def _asked(day: GameDay, incident: str, since: float) -> tuple[Any, str, str]:
     """The open incident of ``incident`` opened after ``since``, its message's ts and the plan its button approves."""
     assert day.store is not None
-    row = wait(f"an open {incident} incident", lambda: next(
-        (r for r in day.store.incidents(state="open", incident=incident) if r.first_seen.timestamp() >= since),
-        None), 60, 0.2)
+    wait(f"{incident}: its alert firing in Prometheus", lambda: [
+        a for a in day.prometheus_alerts() if a.get("state") == "firing"
+        and a.get("labels", {}).get("incident") in alerted_by(incident)], 90, 0.2)
+    try:
+        row = wait(f"an open {incident} incident", lambda: next(
+            (r for r in day.store.incidents(state="open", incident=incident) if r.first_seen.timestamp() >= since),
+            None), 60, 0.2)
+    except GameDayError as exc:
+        seen = [(r.incident, r.state, r.timeline[-1]["what"]) for r in day.store.incidents(limit=5)]
+        raise GameDayError(f"{exc}; latest incidents: {seen}; serve.log: "
+                           f"{(day.workdir / 'serve.log').read_text()[-1500:]}") from exc
     message = wait("its Slack message", lambda: day.messages(row.id), 30, 0.1)[0]
     plan = wait("a Restart button on it", lambda: _restart_plan(day.latest_blocks(message["ts"])), 30, 0.2)
     return row, message["ts"], plan
