@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from anyio import to_thread
 
@@ -28,6 +28,10 @@ from opsbot.inventory import Inventory, load_inventory
 from opsbot.settings import Settings
 from opsbot.telemetry import Telemetry
 from opsbot.yamlsource import ConfigError
+
+if TYPE_CHECKING:
+    from opsbot.act import ActionOutcome, RestartPlan, RunContext
+    from opsbot.store.models import Action
 
 R = TypeVar("R")
 ProbeFn = Callable[..., Awaitable[Bundle]]
@@ -215,7 +219,7 @@ class Flow:
 
     # -- guarded restarts: request → approve → execute, or dismiss; all of it in opsbot.act ----------
     async def request_restart(self, roles: list[str], cluster: str | None, *, actor: str, surface: str,
-                              reason: str | None = None, pair: bool = False) -> tuple[Any, Any]:
+                              reason: str | None = None, pair: bool = False) -> tuple[Action, RestartPlan]:
         """Plan and record a restart (``planned``, waiting for approval); bad scope raises."""
         from opsbot.act import request_restart
 
@@ -223,7 +227,7 @@ class Flow:
                              cluster=cluster or self.settings.cluster, reason=reason, pair=pair,
                              settings=self.settings)
 
-    async def approve(self, action_id: str, *, approver: str, surface: str) -> Any:
+    async def approve(self, action_id: str, *, approver: str, surface: str) -> Action:
         """Record an approval (the incident it belongs to hears it); ``ApprovalRefused`` (audited) when it is not
         waiting for approval: expired, superseded, its incident resolved."""
         from opsbot.act import approve
@@ -232,12 +236,12 @@ class Flow:
         await self.incidents.action_moved(action_id, f"restart approved by {approver} via {surface}")
         return action
 
-    async def approve_and_execute(self, action_id: str, *, approver: str, surface: str) -> Any:
+    async def approve_and_execute(self, action_id: str, *, approver: str, surface: str) -> ActionOutcome:
         """Approve, then run it behind its guards: what a click or ``POST /actions/ID/approve`` does."""
         await self.approve(action_id, approver=approver, surface=surface)
         return await self.execute(action_id, actor=approver, surface=surface)
 
-    async def execute(self, action_id: str, *, actor: str, surface: str) -> Any:
+    async def execute(self, action_id: str, *, actor: str, surface: str) -> ActionOutcome:
         """Run an approved restart behind its guards (``opsbot.act.execute``), count its outcome, and tell the
         incidents: whichever surface ran it, a verified restart ends the incidents that waited for it."""
         from opsbot.act import execute
@@ -251,13 +255,13 @@ class Flow:
                                                outcome.after_probe_id)
         return outcome
 
-    async def reconcile(self) -> list[Any]:
+    async def reconcile(self) -> list[ActionOutcome]:
         """Settle restarts a dead opsbot left ``executing``, by probing their roles; never re-run."""
         from opsbot.act import reconcile
 
         return await reconcile(self.run_context("opsbot", "reconcile"))
 
-    def run_context(self, actor: str, surface: str) -> Any:
+    def run_context(self, actor: str, surface: str) -> RunContext:
         """What act runs an action with: this flow's store, inventory and settings, and its two ports."""
         from opsbot.act import RunContext
 
@@ -324,7 +328,7 @@ class Flow:
             await self.incidents.close_stale()
         return 0  # not a take-over: nothing a dead instance left
 
-    async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Any:
+    async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Action | None:
         """A planned restart nobody will approve: closed as refused, with who dismissed it."""
         from opsbot.act import dismiss
 

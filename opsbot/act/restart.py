@@ -12,7 +12,7 @@ import os
 import socket
 import time
 from datetime import datetime, timedelta
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,7 +116,7 @@ async def execute(ctx: RunContext, action_id: str) -> ActionOutcome:
                              message=f"not approved yet: approve it with `opsbot actions approve {action_id}` "
                                      f"before {action.expires_at:%H:%M:%S} UTC")
     if action.state != ActionState.approved:
-        return ActionOutcome(action_id=action_id, state=action.state,
+        return ActionOutcome(action_id=action_id, state=ActionState(action.state),
                              message=f"action is already {action.state}; nothing was done ({action.outcome or ''})")
     if action.expires_at <= now():
         msg = f"approval expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC; request the restart again"
@@ -171,7 +171,7 @@ def _node(inventory: Inventory, cluster: str, name: str) -> Node:
     return inventory.cluster(cluster)[1].node(name)
 
 
-async def _run_steps(transports: dict[str, Transport], plan: RestartPlan, roles: list[Role], settings: Settings,
+async def _run_steps(transports: Mapping[str, Transport], plan: RestartPlan, roles: list[Role], settings: Settings,
                      done: list[StepResult]) -> None:
     """Stop, wait for GPU release, start, appending to ``done``; the first failure ends the run
     (a unit is never started on GPUs still held)."""
@@ -222,7 +222,7 @@ def _refuse(store: Store, action_id: str, actor: str, surface: str, msg: str,
             allowed_at: datetime | None = None) -> ActionOutcome:
     row = move(store, action_id, (ActionState.approved,), ActionState.refused, actor=actor, surface=surface,
                what="restart refused", audit_detail={"why": msg}, outcome=msg, finished_at=now())
-    state = ActionState.refused if row is not None else store.action(action_id).state
+    state = ActionState.refused if row is not None else ActionState(store.action(action_id).state)
     return ActionOutcome(action_id=action_id, state=state, message=msg, allowed_at=allowed_at)
 
 
