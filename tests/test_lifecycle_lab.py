@@ -2,8 +2,8 @@
 decode wedged, an operator asks, the alert opens the incident and asks approval for a restart; the operator
 restarts decode by hand (`opsbot restart`, another process); the incident resolves with its time to recovery,
 the asked plan is superseded, and a stale click or `POST /actions/ID/approve` on it is refused, audited, and
-restarts nothing (decode's main PID on the node stays); the next break is a new incident. Then the same walk
-through the REST approve. One game day (tests/gameday.py: real Prometheus, Alertmanager, `opsbot serve`, the
+restarts nothing (decode's main PID on the node stays); the next break is a new incident. The same walk
+through the REST approve runs first. One game day (tests/gameday.py: real Prometheus, Alertmanager, `opsbot serve`, the
 Slack recorder) for the module."""
 
 from __future__ import annotations
@@ -83,6 +83,24 @@ def _rest_approve(day: GameDay, action_id: str) -> httpx.Response:
                       timeout=120)
 
 
+def test_rest_approve_ends_the_incident_then_refuses_again(gameday: GameDay):
+    store = gameday.store
+    assert store is not None
+    since = time.time()
+    gameday.lab.break_class("decode-wedged")
+    row, _ts, plan = _asked(gameday, "decode-wedged", since)
+    approved = _rest_approve(gameday, plan)
+    assert approved.status_code == 200 and approved.json()["state"] == "succeeded", approved.text
+    assert approved.json()["roles"] == ["decode"]
+    closed = _resolved(gameday, row.id)
+    assert closed.time_to_recovery_s is not None and plan in closed.actions
+    before = _decode_pid(gameday)
+    again = _rest_approve(gameday, plan)
+    assert again.status_code == 409 and "succeeded, not waiting for approval" in again.json()["detail"], again.text
+    assert _decode_pid(gameday) == before
+    gameday.quiet()
+
+
 def test_cli_restart_ends_the_incident_and_supersedes_the_asked_plan(gameday: GameDay):
     store = gameday.store
     assert store is not None
@@ -120,22 +138,4 @@ def test_cli_restart_ends_the_incident_and_supersedes_the_asked_plan(gameday: Ga
          if r.first_seen.timestamp() >= since), None), 60, 0.2)
     assert new.id != row.id
     assert store.incident(row.id).incident == "decode-wedged" and store.incident(row.id).state == "resolved"
-    gameday.quiet()
-
-
-def test_rest_approve_ends_the_incident_then_refuses_again(gameday: GameDay):
-    store = gameday.store
-    assert store is not None
-    since = time.time()
-    gameday.lab.break_class("decode-wedged")
-    row, _ts, plan = _asked(gameday, "decode-wedged", since)
-    approved = _rest_approve(gameday, plan)
-    assert approved.status_code == 200 and approved.json()["state"] == "succeeded", approved.text
-    assert approved.json()["roles"] == ["decode"]
-    closed = _resolved(gameday, row.id)
-    assert closed.time_to_recovery_s is not None and plan in closed.actions
-    before = _decode_pid(gameday)
-    again = _rest_approve(gameday, plan)
-    assert again.status_code == 409 and "succeeded, not waiting for approval" in again.json()["detail"], again.text
-    assert _decode_pid(gameday) == before
-    gameday.quiet()
+    # the last of the module: its teardown heals the lab (no need to wait for the quiet here)
