@@ -123,9 +123,10 @@ class Incidents:
         """A watchdog probe while the alert chain is down (``why``): its top finding opens or joins an incident
         as an alert's probe would; the incidents the watchdog sighted whose class this probe no longer finds
         (nor explains) close, since no resolved alert will come to close them. The incidents changed."""
+        from opsbot.act import named_classes
+
         changed = [i for i in [await self.sighted(result, [], via=why)] if i]
-        seen = {f.incident for f in result.diagnosis.findings}
-        seen |= {e.split(" on ")[0] for f in result.diagnosis.findings for e in f.explains}
+        seen = named_classes(result.diagnosis)
         cluster = result.bundle.cluster
         hold = frozenset(await self.db(self._restarting, cluster))
         for row in await self.db(self.store.clear_watched, cluster, seen, str(result.probe_id), hold=hold,
