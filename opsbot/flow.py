@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from anyio import to_thread
 
@@ -31,6 +31,10 @@ from opsbot.inventory import Inventory, load_inventory
 from opsbot.settings import Settings
 from opsbot.telemetry import Telemetry
 from opsbot.yamlsource import ConfigError
+
+if TYPE_CHECKING:
+    from opsbot.act import ActionOutcome, RestartPlan, RunContext
+    from opsbot.store.models import Action
 
 R = TypeVar("R")
 log = logging.getLogger(__name__)
@@ -100,9 +104,12 @@ class Flow:
     _inventory_checked: float = 0.0
     incidents: Incidents = field(init=False)  # an incident's life: opened by alerts' probes, its actions, resolved
     _captures: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False, repr=False)
+    _stale_swept: float = 0.0
+    _swept: float = 0.0
 
     def __post_init__(self) -> None:
-        self.incidents = Incidents(self.store, self.db, reopen_s=self.settings.incident_reopen_s)
+        self.incidents = Incidents(self.store, self.db, reopen_s=self.settings.incident_reopen_s,
+                                   stale_s=self.settings.incident_stale_s)
 
     def inventory(self) -> Inventory:
         """The inventory file, reloaded when it changes (the lab rewrites it on ``lab up``); its time stamp is
@@ -184,8 +191,19 @@ class Flow:
         result = await self._recorded(trigger, lambda: self.probe(
             inventory, cluster=cluster, roles=roles, trigger=trigger, settings=self.settings, decided=self._named,
             **({"progress": progress} if progress else {}), **self._kept()), alert_ids)
+        await self._supersede_unnamed(result)
         await self._plan_remedies(result, actor=_actor(trigger))
         return result
+
+    async def _supersede_unnamed(self, result: ProbeResult) -> None:
+        """The restart plans waiting for approval that this probe of their roles no longer backs are superseded."""
+        from opsbot.act import supersede_unnamed
+
+        moved = await self.db(supersede_unnamed, self.store, result.bundle.cluster, result.probe_id,
+                              result.diagnosis, {r.key for r in result.bundle.roles})
+        for action_id in moved:  # its incident's message drops the button now, not at its next change
+            action = await self.db(self.store.action, action_id)
+            await self.incidents.action_moved(action_id, f"restart plan {action_id} {action.outcome}")
 
     async def _named(self, bundle: Bundle) -> str | None:
         """The classes the evidence names without the canary, if any: then the probe need not wait for the canary.
@@ -253,7 +271,7 @@ class Flow:
     # -- guarded restarts: request → approve → execute, or dismiss; all of it in opsbot.act ----------
     async def request_restart(self, roles: list[str], cluster: str | None, *, actor: str, surface: str,
                               reason: str | None = None, pair: bool = False,
-                              capture: Sequence[PartKind] | None = None) -> tuple[Any, Any]:
+                              capture: Sequence[PartKind] | None = None) -> tuple[Action, RestartPlan]:
         """Plan and record a restart (``planned``, waiting for approval); bad scope raises. ``capture``: the
         evidence taken before it runs (default: every part)."""
         from opsbot.act import request_restart
@@ -263,45 +281,51 @@ class Flow:
                              cluster=cluster or self.settings.cluster, reason=reason, pair=pair,
                              settings=self.settings, capture=ALL_PARTS if capture is None else capture)
 
-    async def approve(self, action_id: str, *, approver: str, surface: str) -> Any:
-        """Record an approval; ``ApprovalRefused`` when expired or not pending."""
+    async def approve(self, action_id: str, *, approver: str, surface: str) -> Action:
+        """Record an approval (the incident it belongs to hears it); ``ApprovalRefused`` (audited) when it is not
+        waiting for approval: expired, superseded, its incident resolved."""
         from opsbot.act import approve
 
-        return await self.db(approve, self.store, action_id, approver, surface, self.settings)
+        action = await self.db(approve, self.store, action_id, approver, surface, self.settings)
+        await self.incidents.action_moved(action_id, f"restart approved by {approver} via {surface}")
+        return action
 
-    async def approve_and_execute(self, action_id: str, *, approver: str, surface: str) -> Any:
-        """Approve, then run it behind its guards; the incident it belongs to (if any) follows each step."""
+    async def approve_and_execute(self, action_id: str, *, approver: str, surface: str) -> ActionOutcome:
+        """Approve, then run it behind its guards: what a click or ``POST /actions/ID/approve`` does."""
         await self.approve(action_id, approver=approver, surface=surface)
-        await self.incidents.action_moved(action_id, f"restart approved by {approver} via {surface}; running")
-        outcome = await self.execute(action_id, actor=approver, surface=surface)
-        await self.incidents.action_moved(action_id, f"restart {outcome.state}: {outcome.message}",
-                                          outcome.after_probe_id)
-        return outcome
+        return await self.execute(action_id, actor=approver, surface=surface)
 
-    async def execute(self, action_id: str, *, actor: str, surface: str) -> Any:
-        """Run an approved restart behind its guards (``opsbot.act.execute``) and count its outcome."""
+    async def execute(self, action_id: str, *, actor: str, surface: str) -> ActionOutcome:
+        """Run an approved restart behind its guards (``opsbot.act.execute``), count its outcome, and tell the
+        incidents: whichever surface ran it, a verified restart ends the incidents that waited for it."""
         from opsbot.act import execute
+        from opsbot.contracts import ActionState
 
         outcome = await execute(self.run_context(actor, surface), action_id)
         self.telemetry.actions.labels(outcome.state).inc()
+        if outcome.state != ActionState.planned:
+            action = await self.db(self.store.action, action_id)
+            await self.incidents.restart_ended(action, f"restart {outcome.state}: {outcome.message}",
+                                               outcome.after_probe_id)
         return outcome
 
-    async def reconcile(self) -> list[Any]:
+    async def reconcile(self) -> list[ActionOutcome]:
         """Settle restarts a dead opsbot left ``executing``, by probing their roles; never re-run."""
         from opsbot.act import reconcile
 
         return await reconcile(self.run_context("opsbot", "reconcile"))
 
-    def run_context(self, actor: str, surface: str) -> Any:
+    def run_context(self, actor: str, surface: str) -> RunContext:
         """What act runs an action with: this flow's store, inventory and settings, and its two ports."""
         from opsbot.act import RunContext
 
         trigger = Trigger(kind=surface if surface in TRIGGER_KINDS else "cli", user=actor)
 
-        async def evidence(cluster: str, roles: list[str], why: str) -> str:
+        async def evidence(cluster: str, roles: list[str], why: str) -> tuple[str, Diagnosis]:
             bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
                                       trigger=trigger.model_copy(update={"text": why}), **self._kept())
-            return await self.db(self.store.save_probe, bundle, self.diagnose(bundle))
+            diagnosis = await to_thread.run_sync(self.diagnose, bundle)
+            return await self.db(self.store.save_probe, bundle, diagnosis), diagnosis
 
         async def look(cluster: str, roles: list[str], why: str) -> tuple[Bundle, Diagnosis]:
             bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
@@ -346,7 +370,19 @@ class Flow:
         return (f"{deploy or 'a deploy'} by {last.actor} at {last.at:%Y-%m-%d %H:%M} UTC"
                 + (f" (restarted {', '.join(roles)})" if roles else ""))
 
-    async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Any:
+    async def sweep_incidents(self) -> int:
+        """The lease's sweep, every few seconds: the notifier catches up with incidents another process moved (the
+        CLI's restart ended one); once a minute, open incidents gone stale close themselves."""
+        if time.monotonic() - self._swept < 5.0:
+            return 0
+        self._swept = time.monotonic()
+        await self.incidents.catch_up()
+        if time.monotonic() - self._stale_swept >= 60.0:
+            self._stale_swept = time.monotonic()
+            await self.incidents.close_stale()
+        return 0  # not a take-over: nothing a dead instance left
+
+    async def dismiss(self, action_id: str, *, actor: str, surface: str) -> Action | None:
         """A planned restart nobody will approve: closed as refused, with who dismissed it."""
         from opsbot.act import dismiss
 

@@ -183,6 +183,8 @@ class Settings(BaseSettings):
     incident_reopen_s: float = Field(600.0, ge=0, description="a class named again this soon after its incident "
                                      "resolved reopens that incident: a flapping crash loop is one incident, "
                                      "not one per flap")
+    incident_stale_s: float = Field(1800.0, ge=0, description="an open incident with no alert firing, no restart "
+                                    "running and nothing naming it for this long closes itself, saying so; 0: never")
     alert_probe_attempts: int = Field(3, ge=1, description="probe attempts for an alert before it is given up on")
     alert_retry_s: float = Field(30.0, ge=0, description="a probe that could not run is tried again after this")
     instance_heartbeat_s: float = Field(1.0, gt=0, description="how often this instance renews its lease and sweeps")

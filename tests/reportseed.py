@@ -130,7 +130,7 @@ def seed_week(store: Store, start: datetime, *, every: timedelta = timedelta(hou
     out.recovery_s.append(30 * 60)
     thu = start + timedelta(days=3, hours=3, minutes=11)
     save(store, thu, [WEDGED], decode=RoleLoad(running=17, usage=0.31, tokens_per_s=0.0))
-    action = store.create_action(kind="restart", cluster=CLUSTER, role="decode", plan={"units": ["sglang-dsv4-decode.service"]},
+    action = store.create_action(kind="restart", cluster=CLUSTER, roles=["decode"], plan={"units": ["sglang-dsv4-decode.service"]},
                                  reason="decode wedged", requested_by="alice", surface="slack", ttl=timedelta(minutes=15))
     store.transition(action.id, ("planned",), "succeeded", actor="opsbot", surface="slack", what="restart succeeded",
                      created_at=thu + timedelta(minutes=2), approved_by="bob", approved_surface="slack",

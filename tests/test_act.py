@@ -56,12 +56,12 @@ def counter():
     c.sock.close()
 
 
-@pytest.fixture
-def inventory_path(tmp_path, counter) -> Path:
+def write_inventory(directory: Path, port: int) -> Path:
+    """A two-node inventory whose nodes' sshd is ``port`` on loopback (a ``ConnectionCounter``)."""
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
-    nodes = "\n".join(f"      - {{name: {n}, address: 127.0.0.1, port: {counter.port}, host_key: '{key}'}}"
+    nodes = "\n".join(f"      - {{name: {n}, address: 127.0.0.1, port: {port}, host_key: '{key}'}}"
                       for n in ("node1", "node2"))
-    path = tmp_path / "inventory.yaml"
+    path = directory / "inventory.yaml"
     path.write_text(f"""clusters:
   lab:
     nodes:
@@ -74,6 +74,11 @@ def inventory_path(tmp_path, counter) -> Path:
          health_url: "http://127.0.0.1:30001/health", metrics_url: "http://127.0.0.1:30001/metrics"}}
 """)
     return path
+
+
+@pytest.fixture
+def inventory_path(tmp_path, counter) -> Path:
+    return write_inventory(tmp_path, counter.port)
 
 
 @pytest.fixture

@@ -93,7 +93,7 @@ def test_a_capture_past_the_store_cap_is_kept_cut(tmp_path) -> None:
                 parts=[CapturePart(kind=PartKind.STACKS, name=f"p{i}", ok=True, text=big) for i in range(40)])
     store = Store(Settings(data_dir=tmp_path).db_url())
     try:
-        action = store.create_action(kind="restart", cluster="lab", role="decode", plan={}, reason=None,
+        action = store.create_action(kind="restart", cluster="lab", roles=["decode"], plan={}, reason=None,
                                      requested_by="test", surface="cli", ttl=timedelta(minutes=15))
         store.save_capture(action.id, c)
         (kept,) = store.captures(action.id)

@@ -29,7 +29,7 @@ def seed(store: Store) -> tuple[str, str]:
         cluster="lab", incident="decode-wedged", severity="critical", roles=["decode"], title="Decode wedged",
         summary="no tokens", confidence=0.9, probe_id="p-evidence", alert_ids=[1], fingerprints=["fa"],
         alertnames=["SGLangDecodeNoProgress"]))
-    action = store.create_action(kind="restart", cluster="lab", role="decode", plan={"steps": []},
+    action = store.create_action(kind="restart", cluster="lab", roles=["decode"], plan={"steps": []},
                                  reason="decode-wedged (probe p-evidence)", requested_by="alertmanager",
                                  surface="slack", ttl=timedelta(minutes=15))
     store.approve_action(action.id, "slack:U0BOB", "slack", timedelta(minutes=15))

@@ -88,7 +88,7 @@ def test_garbage_rows_are_printed_as_text(tmp_path):
         ((alert_id, _),) = store.save_alerts([AlertIn(fingerprint="f00d", status="firing", labels={"alertname": "Gone"},
                                                       cluster="lab", role="retired-role")])
         store.alert_probe_failed([alert_id], "unknown role 'retired-role' [/]", max_attempts=1, final=True)
-        action = store.create_action(kind="restart", cluster="lab", role="retired-role", reason=reason,
+        action = store.create_action(kind="restart", cluster="lab", roles=["retired-role"], reason=reason,
                                      plan={"cluster": "lab", "roles": ["retired-role"], "kinds": ["decode"],
                                            "steps": [], "checks": ["[/] check"]},
                                      requested_by="[/]mallory", surface="cli", ttl=timedelta(minutes=5))

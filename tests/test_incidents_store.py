@@ -165,7 +165,7 @@ def test_where_a_sighting_goes(database_url):
     with Store(database_url) as s:
         flow_incidents = Incidents(s, None)  # type: ignore[arg-type]
         row, _ = s.record_sighting(sighting("p1", alerts=[1], fps=["fa"], names=["SGLangDecodeNoProgress"]))
-        action = s.create_action(kind="restart", cluster="lab", role="decode", plan={}, reason="decode-wedged (probe p1)",
+        action = s.create_action(kind="restart", cluster="lab", roles=["decode"], plan={}, reason="decode-wedged (probe p1)",
                                  requested_by="alert", surface="alert", ttl=timedelta(minutes=15))
         s.incident_event(row.id, "action", "approval asked", action_id=action.id)
         assert flow_incidents.home("lab", "router-no-healthy-workers", ["router"]) == (None, None)  # only planned

@@ -146,7 +146,7 @@ async def test_slack_click_restarts_the_wedged_decode_on_the_lab(lab, tmp_path):
         "slack_approvers": ["U0ALICE"], "verify_deadline_s": 60.0,
     })
     store = Store(settings.db_url())
-    lab.inject("decode", "wedged")
+    lab.inject("decode", "wedged", until_restart=True)  # the restart clears it; the click re-checks it still holds
     try:
         async with served(settings, Flow(settings=settings, store=store)) as client:
             body = slash_body("decode is stuck")
@@ -155,7 +155,6 @@ async def test_slack_click_restarts_the_wedged_decode_on_the_lab(lab, tmp_path):
             assert "decode-wedged" in str(post.args["blocks"])
             (actions,) = [b for b in post.args["blocks"] if b["type"] == "actions"]
             plan_id = actions["elements"][0]["value"]
-            lab.inject("decode", "healthy")  # the operator cleared the cause; the restart brings it back clean
             click = block_actions_body("restart_approve", plan_id, user="U0ALICE",
                                        message={"ts": "1700000000.000001", "blocks": post.args["blocks"]})
             assert (await client.post("/slack/events", content=click, headers=signed(click, secret=secret))).status_code == 200

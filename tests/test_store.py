@@ -407,7 +407,7 @@ def test_one_plan_waits_per_key_across_instances_and_the_key_frees_when_it_leave
 
     def _plan(i: int, s: Store) -> None:
         barrier.wait()
-        ids.append(s.create_action(kind="restart", cluster="lab", role="decode", plan={}, reason="decode-wedged",
+        ids.append(s.create_action(kind="restart", cluster="lab", roles=["decode"], plan={}, reason="decode-wedged",
                                    requested_by=f"alert:{i}", surface="alert", ttl=timedelta(minutes=15),
                                    plan_key=f"probe{i}:decode", waiting_key="lab/decode/decode-wedged").id)
 
@@ -419,7 +419,7 @@ def test_one_plan_waits_per_key_across_instances_and_the_key_frees_when_it_leave
     approved = stores[0].approve_action(ids[0], "U0BOB", "slack", timedelta(minutes=5))
     assert approved is not None and approved.waiting_key is None
     assert stores[0].waiting_action("lab/decode/decode-wedged") is None
-    later = stores[1].create_action(kind="restart", cluster="lab", role="decode", plan={}, reason="decode-wedged",
+    later = stores[1].create_action(kind="restart", cluster="lab", roles=["decode"], plan={}, reason="decode-wedged",
                                     requested_by="alert:x", surface="alert", ttl=timedelta(minutes=15),
                                     plan_key="probe9:decode", waiting_key="lab/decode/decode-wedged")
     assert later.id != ids[0] and len(stores[0].actions()) == 2

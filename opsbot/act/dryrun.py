@@ -48,7 +48,7 @@ def dry_run(store: Store, inventory: Inventory, role: str, settings: Settings, *
     cooldown = timedelta(seconds=settings.restart_cooldown_s)
     past = store.restarts_since(plan.cluster, at - cooldown)
     for key in plan.roles:
-        starts = [a.started_at for a in past if a.started_at and key in a.role.split(",")]
+        starts = [a.started_at for a in past if a.started_at and key in a.roles]
         until = cooldown_until(starts, cooldown, at)
         checks.append(Check("cooldown", until is None,
                             f"{key} was restarted at {max(starts):%H:%M:%S} UTC; allowed {when(until, at)}" if until

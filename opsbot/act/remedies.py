@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opsbot.act.restart import expire_lapsed, request_restart
-from opsbot.contracts import Diagnosis
+from opsbot.act.lifecycle import expire_lapsed
+from opsbot.act.restart import request_restart
+from opsbot.contracts import ActionState, Diagnosis
 from opsbot.inventory import Inventory
 from opsbot.settings import Settings
 from opsbot.store import Store
@@ -40,7 +41,8 @@ def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, prob
                 action, _ = request_restart(store, inventory, [remedy.role], actor=actor, surface=surface,
                                             cluster=cluster, reason=f"{finding.incident} (probe {probe_id})",
                                             settings=settings, plan_key=f"{probe_id}:{remedy.role}",
-                                            waiting_key=waiting, capture=remedy.capture)
+                                            waiting_key=waiting, remedy_for=finding.incident,
+                                            finding_roles=finding.roles, capture=remedy.capture)
             except Exception as exc:  # noqa: BLE001 - a plan the guardrails refuse: said instead of a button
                 out.refused.append(f"restart {remedy.role}: {exc}")
                 continue
@@ -52,9 +54,9 @@ def _live_plan(store: Store, cluster: str, role: str, waiting: str, *, actor: st
     """A restart of ``role`` that runs (or is approved), or the plan waiting for approval under ``waiting``
     (cluster/role/incident class; a lapsed one expires here): a second plan beside it would only be refused by
     the lock or the cooldown."""
-    for state in ("executing", "approved"):
+    for state in (ActionState.executing, ActionState.approved):
         for a in store.actions(state=state, cluster=cluster, limit=50):
-            if any(r == role or r.startswith(f"{role}-") for r in a.role.split(",")):
+            if any(r == role or r.startswith(f"{role}-") for r in a.roles):
                 return str(a.id)  # the restart under way is the one for this role, whatever named it
     planned = store.waiting_action(waiting)
     if planned is None or expire_lapsed(store, planned, actor=actor, surface=surface):

@@ -24,7 +24,8 @@ from opsbot.contracts.plans import RestartPlan
 from opsbot.act.steps import StepResult, run_command, wait_gpu_release
 from opsbot.act.verify import Look, verify_roles
 from opsbot.collect.transport import Transport, TransportPool
-from opsbot.contracts import ActionState, allowed
+from opsbot.act.lifecycle import OWNER, after_success, approve, expire_overdue, finding_check, move
+from opsbot.contracts import ActionState, Diagnosis
 from opsbot.contracts.captures import ALL_PARTS, PartKind
 from opsbot.inventory import Cluster, Inventory, Node, Role
 from opsbot.settings import Settings
@@ -32,8 +33,8 @@ from opsbot.store import Store
 from opsbot.store.models import Action, now
 
 BUDGET_LOCK = "*budget*"  # a short-lived cluster lock around the budget check and the move to executing
-# The flow's port: probe these roles of the cluster, diagnose, record; the probe id (text says why).
-Evidence = Callable[[str, list[str], str], Awaitable[str]]
+# The flow's port: probe these roles of the cluster, diagnose, record; the probe id and its diagnosis (text says why).
+Evidence = Callable[[str, list[str], str], Awaitable[tuple[str, Diagnosis]]]
 # The flow's port: the capture the action's plan asks for (stacks, state, last lines), kept with it; never raises.
 CaptureFirst = Callable[[str], Awaitable[None]]
 
@@ -53,15 +54,11 @@ class RunContext:
     capture: CaptureFirst | None = None
 
 
-class ApprovalRefused(ValueError):
-    """The action cannot be approved (unknown, not pending, or expired); the message says why."""
-
-
 class ActionOutcome(BaseModel):
     """What a surface shows after ``execute``: the final state and why."""
 
     action_id: str
-    state: str
+    state: ActionState
     message: str
     allowed_at: datetime | None = None
     evidence_probe_id: str | None = None
@@ -71,7 +68,7 @@ class ActionOutcome(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return self.state == "succeeded"
+        return self.state == ActionState.succeeded
 
 
 def holder_id() -> str:
@@ -94,60 +91,26 @@ def _holder_dead(holder: str) -> bool:
 
 def request_restart(store: Store, inventory: Inventory, roles: list[str], *, actor: str, surface: str,
                     cluster: str | None = None, pair: bool = False, reason: str | None = None,
-                    settings: Settings, plan_key: str | None = None,
-                    waiting_key: str | None = None, capture: Sequence[PartKind] = ALL_PARTS) -> tuple[Action, RestartPlan]:
+                    settings: Settings, plan_key: str | None = None, waiting_key: str | None = None,
+                    remedy_for: str | None = None, finding_roles: list[str] | None = None,
+                    capture: Sequence[PartKind] = ALL_PARTS) -> tuple[Action, RestartPlan]:
     """Plan and record a restart (state ``planned``); unknown roles and unsafe plans raise before anything.
+    ``remedy_for``: the incident class whose finding (on ``finding_roles``) asked for it (execute re-checks that it
+    still holds).
 
     With ``plan_key`` (or ``waiting_key``: one plan waiting per key), an action already under that key is
     returned instead of a second one."""
     plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings,
                         capture=capture)
-    action = store.create_action(kind="restart", cluster=plan.cluster, role=",".join(plan.roles),
+    if remedy_for is not None:
+        plan = plan.model_copy(update={"remedy_for": remedy_for, "finding_roles": sorted(finding_roles or [])})
+    action = store.create_action(kind="restart", cluster=plan.cluster, roles=plan.roles,
                                  plan=plan.model_dump(mode="json"), reason=reason, requested_by=actor,
                                  surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s), plan_key=plan_key,
                                  waiting_key=waiting_key)
-    if not settings.restart_requires_approval and action.state == "planned":
+    if not settings.restart_requires_approval and action.state == ActionState.planned:
         action = approve(store, action.id, "policy:no-approval-required", surface, settings)
     return action, plan
-
-
-def approve(store: Store, action_id: str, approver: str, surface: str, settings: Settings) -> Action:
-    """Record an approval (who, through which surface); it expires after ``approval_ttl_s``."""
-    try:
-        action = store.action(action_id)
-    except KeyError as exc:
-        raise ApprovalRefused(str(exc.args[0])) from exc
-    if action.state != "planned":
-        raise ApprovalRefused(f"action {action_id} is {action.state}, not waiting for approval")
-    if expire_lapsed(store, action, actor=approver, surface=surface):
-        raise ApprovalRefused(f"action {action_id} expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC before "
-                              "it was approved; request the restart again")
-    approved = store.approve_action(action_id, approver, surface, timedelta(seconds=settings.approval_ttl_s))
-    if approved is None:
-        raise ApprovalRefused(f"action {action_id} changed state while approving; see `opsbot actions list`")
-    return approved
-
-
-def expire_lapsed(store: Store, action: Action, *, actor: str, surface: str) -> bool:
-    """A planned action past its approval deadline moves to ``expired`` (and frees its waiting key); whether it had."""
-    if action.state != "planned" or action.expires_at > now():
-        return False
-    _move(store, action.id, ("planned",), "expired", actor=actor, surface=surface, what="restart expired",
-          outcome=f"plan expired unapproved at {action.expires_at:%H:%M:%S} UTC")
-    return True
-
-
-def _move(store: Store, action_id: str, from_states: tuple[str, ...], to_state: str, **kw: Any) -> Action | None:
-    """``Store.transition`` for a move ``ActionState`` allows; any other (say succeeded → executing) is a bug."""
-    if not all(allowed(f, to_state) for f in from_states):
-        raise ValueError(f"action {action_id}: {'/'.join(from_states)} → {to_state} is not an allowed transition")
-    return store.transition(action_id, from_states, to_state, **kw)
-
-
-def dismiss(store: Store, action_id: str, *, actor: str, surface: str) -> Action | None:
-    """A planned restart nobody will approve: closed as refused, with who dismissed it; None if not planned."""
-    return _move(store, action_id, (ActionState.planned.value,), ActionState.refused.value, actor=actor, surface=surface,
-                            what="restart dismissed", outcome=f"dismissed by {actor} via {surface}")
 
 
 async def execute(ctx: RunContext, action_id: str) -> ActionOutcome:
@@ -155,18 +118,18 @@ async def execute(ctx: RunContext, action_id: str) -> ActionOutcome:
     store, actor, surface = ctx.store, ctx.actor, ctx.surface
     action = store.action(action_id)
     plan = RestartPlan.model_validate(action.plan)
-    if action.state == "planned":
-        return ActionOutcome(action_id=action_id, state="planned",
+    if action.state == ActionState.planned:
+        return ActionOutcome(action_id=action_id, state=ActionState.planned,
                              message=f"not approved yet: approve it with `opsbot actions approve {action_id}` "
                                      f"before {action.expires_at:%H:%M:%S} UTC")
-    if action.state != "approved":
-        return ActionOutcome(action_id=action_id, state=action.state,
+    if action.state != ActionState.approved:
+        return ActionOutcome(action_id=action_id, state=ActionState(action.state),
                              message=f"action is already {action.state}; nothing was done ({action.outcome or ''})")
     if action.expires_at <= now():
         msg = f"approval expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC; request the restart again"
-        _move(store, action_id, ("approved",), "expired", actor=actor, surface=surface, what="restart expired",
-              outcome=msg)
-        return ActionOutcome(action_id=action_id, state="expired", message=msg)
+        move(store, action_id, (ActionState.approved,), ActionState.expired, actor=actor, surface=surface,
+             what="restart expired", outcome=msg)
+        return ActionOutcome(action_id=action_id, state=ActionState.expired, message=msg)
     _, cluster = ctx.inventory.cluster(plan.cluster)
     roles = cluster.select(plan.roles)
     refusal = _guards(store, plan, roles, cluster, ctx.settings) or _take_locks(store, plan, action_id, ctx.settings)
@@ -185,12 +148,16 @@ async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles:
     own_pool = ctx.pool is None
     pool = ctx.pool or TransportPool(ctx.settings)
     try:
-        before = ctx.evidence(plan.cluster, plan.roles, f"before restart {action_id}")
+        watched = sorted(set(plan.roles) | set(plan.finding_roles))  # a remedy's finding may be on another role
+        before = ctx.evidence(plan.cluster, watched, f"before restart {action_id}")
         if ctx.capture is not None and plan.capture:  # while the evidence probe runs: both read, neither changes
-            evidence, _ = await asyncio.gather(before, ctx.capture(action_id))
+            (evidence, seen), _ = await asyncio.gather(before, ctx.capture(action_id))
         else:
-            evidence = await before
-        refusal = await _begin(ctx, action_id, plan, roles, cluster, evidence)
+            evidence, seen = await before
+        holds, check = finding_check(plan, seen, evidence)
+        if not holds:
+            return _refuse(store, action_id, actor, surface, check)
+        refusal = await _begin(ctx, action_id, plan, roles, cluster, evidence, check)
         if refusal:
             return _refuse(store, action_id, actor, surface, *refusal)
         steps: list[StepResult] = []
@@ -204,8 +171,8 @@ async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles:
             steps.append(StepResult(kind="error", role=",".join(plan.roles), argv=[], ok=False,
                                     detail=f"{type(exc).__name__}: {exc}"))
         # The after-probe is the record of how it ended: the recovery, or the evidence of the failure.
-        after = await ctx.evidence(plan.cluster, plan.roles, f"after restart {action_id}")
-        return _record(store, action_id, actor, surface, evidence, after, steps, verification)
+        after, _ = await ctx.evidence(plan.cluster, plan.roles, f"after restart {action_id}")
+        return _record(store, action_id, plan, actor, surface, evidence, after, steps, verification)
     finally:
         if own_pool:
             await pool.close()
@@ -233,26 +200,29 @@ async def _run_steps(transports: Mapping[str, Transport], plan: RestartPlan, rol
             return
 
 
-def _record(store: Store, action_id: str, actor: str, surface: str, evidence: str, after: str | None,
-            steps: list[StepResult], verification: dict[str, Any] | None) -> ActionOutcome:
+def _record(store: Store, action_id: str, plan: RestartPlan, actor: str, surface: str, evidence: str,
+            after: str | None, steps: list[StepResult], verification: dict[str, Any] | None) -> ActionOutcome:
+    """executing → succeeded | failed; a success supersedes, in the same write, the plans waiting to restart
+    the same roles (another restart fixed them)."""
     failed_step = next((s for s in steps if not s.ok), None)
     if failed_step:
-        state = "failed"
+        state = ActionState.failed
         msg = f"{failed_step.kind} {failed_step.role} failed: {failed_step.detail}"
     elif verification and verification["ok"]:
-        state = "succeeded"
+        state = ActionState.succeeded
         msg = f"restarted and verified healthy in {verification['elapsed_s']} s"
     else:
-        state = "failed"
+        state = ActionState.failed
         problems = "; ".join(p for r in (verification or {}).get("roles", []) for p in r["problems"])
         msg = f"did not come back healthy within {(verification or {}).get('deadline_s')} s: {problems}"
     if after:
         msg += f" (evidence: probe {evidence} before, probe {after} after)"
     execution = [s.model_dump() for s in steps]
     verification = {**(verification or {}), "after_probe": after}
-    row = _move(store, action_id, ("executing",), state, actor=actor, surface=surface, what=f"restart {state}",
-                           audit_detail={"outcome": msg}, finished_at=now(), execution=execution,
-                           verification=verification, outcome=msg)
+    also = after_success(plan.cluster, plan.roles, action_id) if state == ActionState.succeeded else None
+    row = move(store, action_id, (ActionState.executing,), state, actor=actor, surface=surface,
+               what=f"restart {state}", audit_detail={"outcome": msg}, also=also, finished_at=now(),
+               execution=execution, verification=verification, outcome=msg)
     if row is None:
         msg = f"the action left 'executing' while it ran (reconciled by another process?); this run saw: {msg}"
     return ActionOutcome(action_id=action_id, state=state, message=msg, evidence_probe_id=evidence,
@@ -261,9 +231,9 @@ def _record(store: Store, action_id: str, actor: str, surface: str, evidence: st
 
 def _refuse(store: Store, action_id: str, actor: str, surface: str, msg: str,
             allowed_at: datetime | None = None) -> ActionOutcome:
-    row = _move(store, action_id, ("approved",), "refused", actor=actor, surface=surface, what="restart refused",
-                           audit_detail={"why": msg}, outcome=msg, finished_at=now())
-    state = "refused" if row is not None else store.action(action_id).state
+    row = move(store, action_id, (ActionState.approved,), ActionState.refused, actor=actor, surface=surface,
+               what="restart refused", audit_detail={"why": msg}, outcome=msg, finished_at=now())
+    state = ActionState.refused if row is not None else ActionState(store.action(action_id).state)
     return ActionOutcome(action_id=action_id, state=state, message=msg, allowed_at=allowed_at)
 
 
@@ -273,7 +243,7 @@ def _guards(store: Store, plan: RestartPlan, roles: list[Role], cluster: Cluster
     at = now()
     for r in roles:
         past = store.restarts_since(plan.cluster, at - timedelta(seconds=settings.restart_cooldown_s), role=None)
-        starts = [a.started_at for a in past if a.started_at and r.key in a.role.split(",")]
+        starts = [a.started_at for a in past if a.started_at and r.key in a.roles]
         until = cooldown_until(starts, timedelta(seconds=settings.restart_cooldown_s), at)
         if until:
             return (f"cooldown: {r.key} was restarted at {max(starts):%H:%M:%S} UTC; the next restart is allowed "
@@ -309,8 +279,9 @@ def _take_locks(store: Store, plan: RestartPlan, action_id: str, settings: Setti
 
 
 async def _begin(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list[Role], cluster: Cluster,
-                 evidence: str) -> tuple[str, datetime | None] | None:
-    """Re-check the guards under the cluster's budget lock, then move to ``executing`` (counts in the budget)."""
+                 evidence: str, check: str) -> tuple[str, datetime | None] | None:
+    """Re-check the guards under the cluster's budget lock, then move to ``executing`` (counts in the budget);
+    ``check``: what the evidence probe said of the plan's finding, kept in the audit."""
     store, settings = ctx.store, ctx.settings
     deadline = time.monotonic() + 10
     while (held := store.take_lock(plan.cluster, BUDGET_LOCK, action_id, holder_id(), timedelta(seconds=30))):
@@ -321,9 +292,10 @@ async def _begin(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list
         refusal = _guards(store, plan, roles, cluster, settings)
         if refusal:
             return refusal
-        row = _move(store, action_id, ("approved",), "executing", actor=ctx.actor, surface=ctx.surface,
-                               what="restart executing", audit_detail={"evidence_probe": evidence},
-                               started_at=now(), evidence_probe_id=evidence)
+        row = move(store, action_id, (ActionState.approved,), ActionState.executing, actor=ctx.actor,
+                   surface=ctx.surface, what="restart executing",
+                   audit_detail={"evidence_probe": evidence, "finding_check": check},
+                   started_at=now(), evidence_probe_id=evidence)
         if row is None:
             return ("the action is no longer approved (run elsewhere?); nothing was done", None)
         return None
@@ -335,18 +307,18 @@ async def reconcile(ctx: RunContext) -> list[ActionOutcome]:
     """Settle actions left ``executing`` by a process that died: look at the unit, record, never re-run."""
     store = ctx.store
     expire_overdue(store)
-    orphans = [a for a in store.actions(state="executing", limit=1000) if _orphaned(store, a)]
+    orphans = [a for a in store.actions(state=ActionState.executing, limit=1000) if _orphaned(store, a)]
     quick = ctx.settings.model_copy(update={"verify_deadline_s": min(ctx.settings.verify_deadline_s, 10.0)})
     out: list[ActionOutcome] = []
     for a in orphans:
         plan = RestartPlan.model_validate(a.plan)
         roles = ctx.inventory.cluster(plan.cluster)[1].select(plan.roles)
         verification = await verify_roles(ctx.look, plan.cluster, roles, quick)
-        state = "succeeded" if verification["ok"] else "failed"
+        state = ActionState.succeeded if verification["ok"] else ActionState.failed
         problems = "; ".join(p for r in verification["roles"] for p in r["problems"])
         msg = ("interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
                + ("the role is active and healthy" if verification["ok"] else f"the role is not healthy: {problems}"))
-        row = _move(store, a.id, ("executing",), state, actor="opsbot", surface="reconcile",
+        row = move(store, a.id, (ActionState.executing,), state, actor=OWNER, surface="reconcile",
                     what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
                     finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
         for r in roles:
@@ -355,20 +327,6 @@ async def reconcile(ctx: RunContext) -> list[ActionOutcome]:
             out.append(ActionOutcome(action_id=a.id, state=state, message=msg, evidence_probe_id=a.evidence_probe_id,
                                      verification=verification))
     return out
-
-
-def expire_overdue(store: Store) -> list[str]:
-    """Planned or approved actions whose time ran out become ``expired`` (so lists never show them pending)."""
-    at = now()
-    expired = []
-    for state in ("planned", "approved"):
-        for a in store.actions(state=state, limit=1000):
-            if a.expires_at <= at and _move(store,
-                a.id, (state,), "expired", actor="opsbot", surface="reconcile", what="restart expired",
-                outcome=f"{'approval' if state == 'approved' else 'plan'} expired at {a.expires_at:%H:%M:%S} UTC "
-                        "before it ran; request the restart again"):
-                expired.append(a.id)
-    return expired
 
 
 def _orphaned(store: Store, action: Action) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from opsbot.chat.intents import HELP, Intent, Window, resolve
+from opsbot.contracts import IncidentState
 from opsbot.inventory import Inventory
 from opsbot.settings import Settings
 from opsbot.store import Store
@@ -86,7 +87,7 @@ def happened(intent: Intent, store: Store, settings: Settings, tz: tzinfo, now: 
 def why_restart(intent: Intent, store: Store, tz: tzinfo) -> Answer:
     role = intent.role or ""
     rows = [a for a in store.actions(limit=200) if a.kind == "restart"
-            and any(k == role or k.startswith(f"{role}-") for k in a.role.split(","))]
+            and any(k == role or k.startswith(f"{role}-") for k in a.roles)]
     if not rows:
         return Answer(intent.understood(), f"no restart of {role} is recorded", ["`opsbot actions list` shows every action"])
     a = rows[0]
@@ -117,8 +118,8 @@ def safe_restart(intent: Intent, store: Store, inventory: Inventory | None, sett
 
 
 def incidents(intent: Intent, store: Store, settings: Settings, tz: tzinfo, now: datetime) -> Answer:
-    open_ = store.incidents(cluster=settings.cluster, state="open", limit=50)
-    recent = store.incidents(cluster=settings.cluster, state="resolved", limit=10)
+    open_ = store.incidents(cluster=settings.cluster, state=IncidentState.open, limit=50)
+    recent = store.incidents(cluster=settings.cluster, state=IncidentState.resolved, limit=10)
     lines = [incident_line(r, tz, now) for r in open_ + recent]
     return Answer(intent.understood(), f"{len(open_)} open incident(s); the latest resolved below",
                   lines or ["no incident recorded"])

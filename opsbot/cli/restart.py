@@ -79,17 +79,29 @@ def show_plan(plan: RestartPlan) -> None:
 
 
 def _report(outcome: ActionOutcome) -> None:
-    colour = {"succeeded": "green", "refused": "yellow", "planned": "yellow"}.get(outcome.state, "red")
+    from opsbot.contracts import ActionState
+
+    colour = {ActionState.succeeded: "green", ActionState.refused: "yellow", ActionState.planned: "yellow",
+              ActionState.superseded: "yellow"}.get(outcome.state, "red")
     console.print(f"[{colour}]action {outcome.action_id}: {outcome.state}[/{colour}]: {escape(outcome.message)}")
     if outcome.evidence_probe_id:
         console.print(f"evidence probe: {outcome.evidence_probe_id}")
 
 
-def _execute(flow: Flow, action_id: str, actor: str) -> ActionOutcome:
+def _execute(flow: Flow, action_id: str, actor: str, *, approve: bool = False) -> ActionOutcome:
+    """Run it through the flow (approving it first with ``approve``), as a Slack click or a REST approve does:
+    the incidents that wait for this restart hear how it ended. A refused approval exits 2, saying why."""
     import asyncio
 
-    with console.status(f"restarting (action {action_id}): probe, stop, wait for GPU release, start, verify ..."):
-        return asyncio.run(flow.execute(action_id, actor=actor, surface="cli"))
+    from opsbot.act import ApprovalRefused
+
+    run = flow.approve_and_execute(action_id, approver=actor, surface="cli") if approve else flow.execute(
+        action_id, actor=actor, surface="cli")
+    try:
+        with console.status(f"restarting (action {action_id}): probe, stop, wait for GPU release, start, verify ..."):
+            return asyncio.run(run)
+    except ApprovalRefused as exc:
+        raise _fail(f"refused: {exc}") from exc
 
 
 def restart(
@@ -110,6 +122,7 @@ def restart(
     import asyncio
 
     from opsbot.act import PlanRefused, plan_restart
+    from opsbot.contracts import ActionState
     from opsbot.contracts.captures import ALL_PARTS
     from opsbot.inventory import UnknownRole
     from opsbot.settings import get_settings
@@ -133,13 +146,11 @@ def restart(
         flow = _flow(settings)
         action, _ = asyncio.run(flow.request_restart(roles, cluster, actor=actor, surface="cli", reason=reason,
                                                      pair=pair, capture=capture))
-        if action.state == "planned" and not approve_now:
+        if action.state == ActionState.planned and not approve_now:
             console.print(f"[yellow]approval required[/yellow]: `opsbot actions approve {action.id}` "
                           f"before {action.expires_at:%H:%M:%S} UTC (or re-run with --approve)")
             return
-        if action.state == "planned":
-            asyncio.run(flow.approve(action.id, approver=actor, surface="cli"))
-        outcome = _execute(flow, action.id, actor)
+        outcome = _execute(flow, action.id, actor, approve=action.state == ActionState.planned)
     _report(outcome)
     if not outcome.ok:
         raise typer.Exit(1)

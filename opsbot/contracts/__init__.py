@@ -9,15 +9,18 @@ from opsbot.contracts.plans import GuardRefused, RestartPlan, Step, StepKind
 from opsbot.contracts.states import (
     SEVERITY_COLOUR,
     SEVERITY_EMOJI,
+    LIVE_ACTIONS,
+    RUNNING_ACTIONS,
     UNKNOWN_EMOJI,
     ActionState,
+    IncidentState,
     Severity,
     allowed,
     severity_rank,
 )
 
 __all__ = [
-    "SEVERITY_COLOUR", "SEVERITY_EMOJI", "UNKNOWN_EMOJI", "ActionState", "Bundle", "Diagnosis", "Finding", "GuardRefused",
+    "LIVE_ACTIONS", "RUNNING_ACTIONS", "SEVERITY_COLOUR", "SEVERITY_EMOJI", "UNKNOWN_EMOJI", "ActionState", "Bundle", "Diagnosis", "Finding", "GuardRefused", "IncidentState",
     "Remedy",
     "RestartPlan", "Severity", "Step", "StepKind", "Trigger", "Undetermined", "allowed", "severity_rank",
 ]

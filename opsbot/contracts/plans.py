@@ -32,6 +32,9 @@ class RestartPlan(BaseModel):
     kinds: list[str]
     pair_on_purpose: bool = False
     reason: str | None = None
+    remedy_for: str | None = Field(None, description="the incident class whose finding asked for it; None: by hand")
+    finding_roles: list[str] = Field(default_factory=list, description="the roles that finding was on (its evidence "
+                                     "probe looks at them too: a transfer failure seen on decode restarts prefill)")
     steps: list[Step]
     checks: list[str] = Field(default_factory=list, description="pre-checks run before the first step")
     verify: list[str] = Field(default_factory=list, description="what verification requires, within the deadline")

@@ -1,4 +1,4 @@
-"""Severity and action state (floor: no stage imports below this): the words every stage shares.
+"""Severity, action state and incident state (floor: no stage imports below this): the words every stage shares.
 
 One map from severity to emoji (Slack) and colour (terminal, HTML), so every renderer agrees.
 """
@@ -38,20 +38,35 @@ class ActionState(str, Enum):
     failed = "failed"
     refused = "refused"
     expired = "expired"
+    superseded = "superseded"  # never run: its incident resolved, its class is gone, or another restart fixed the role
 
     def __str__(self) -> str:
         return self.value
 
 
+class IncidentState(str, Enum):
+    open = "open"
+    resolved = "resolved"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+LIVE_ACTIONS: frozenset[ActionState] = frozenset({ActionState.planned, ActionState.approved, ActionState.executing})
+RUNNING_ACTIONS: frozenset[ActionState] = frozenset({ActionState.approved, ActionState.executing})
+
+
 # Which state may follow which; dismissing a planned restart closes it as refused.
 TRANSITIONS: dict[ActionState, frozenset[ActionState]] = {
-    ActionState.planned: frozenset({ActionState.approved, ActionState.expired, ActionState.refused}),
+    ActionState.planned: frozenset({ActionState.approved, ActionState.expired, ActionState.refused,
+                                    ActionState.superseded}),
     ActionState.approved: frozenset({ActionState.executing, ActionState.expired, ActionState.refused}),
     ActionState.executing: frozenset({ActionState.succeeded, ActionState.failed}),
     ActionState.succeeded: frozenset(),
     ActionState.failed: frozenset(),
     ActionState.refused: frozenset(),
     ActionState.expired: frozenset(),
+    ActionState.superseded: frozenset(),
 }
 
 

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from opsbot.bundle import Bundle
+from opsbot.contracts import ActionState
 from opsbot.report.charts import weekly_charts
 from opsbot.report.model import Durations, Figure, IncidentRecord, WeeklyReport
 from opsbot.report.prom import FIGURES, WeekData, fetch_week
@@ -33,7 +34,7 @@ from opsbot.store.periods import History
 from opsbot.store.store import RecallRun
 from serving.spec import DeploymentSpec
 
-_EXECUTED = ("succeeded", "failed")
+_EXECUTED = (ActionState.succeeded, ActionState.failed)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from opsbot.contracts.captures import Capture
 from opsbot.bundle import Trigger
+from opsbot.contracts import ActionState
 from opsbot.inventory import NAME_RE, UnknownRole
 from opsbot.service.alertmanager import Webhook
 from opsbot.service.auth import Caller, require, require_alert_sender
@@ -208,9 +209,10 @@ class ActionView(BaseModel):
     """An action as surfaces show it: where it is in plan → approve → execute → verify."""
 
     id: str
-    state: str
+    state: ActionState
     cluster: str
-    role: str
+    role: str = Field(description="the roles, comma-joined (kept for older clients; see roles)")
+    roles: list[str] = Field(default_factory=list, description="the role keys it restarts")
     requested_by: str
     approved_by: str | None = None
     expires_at: Any = None
@@ -221,7 +223,7 @@ class ActionView(BaseModel):
 
 def action_view(row: Any, message: str | None = None) -> ActionView:
     return ActionView(
-        id=row.id, state=row.state, cluster=row.cluster, role=row.role, requested_by=row.requested_by,
+        id=row.id, state=row.state, cluster=row.cluster, role=row.role, roles=row.roles, requested_by=row.requested_by,
         approved_by=row.approved_by, expires_at=row.expires_at, outcome=row.outcome,
         steps=plan_steps(row.plan), message=message,
     )
@@ -277,7 +279,8 @@ async def get_capture(action_id: str, request: Request, _: Annotated[Caller, Dep
     "/actions/{action_id}/approve",
     tags=["actions"],
     summary="Approve a planned restart and run it (guardrails: cooldown, budget, lock, verify)",
-    responses={409: _problem("not pending, or expired: request it again"), **NOT_FOUND},
+    responses={409: _problem("not waiting for approval (superseded, expired, run, dismissed; the detail says why): "
+                             "nothing was restarted"), **NOT_FOUND},
 )
 async def approve_action(action_id: str, request: Request, caller: Annotated[Caller, Depends(require("act"))]) -> ActionView:
     from opsbot.act import ApprovalRefused

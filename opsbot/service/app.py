@@ -88,7 +88,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
         await flow.prepare()
         gc.freeze()  # what start-up loaded lives as long as the process: full collections need not scan it
         await _reconcile(flow)
-        lease = Lease(flow, sweeps=[app.state.intake.recover, *_report_sweeps(flow, slack),
+        lease = Lease(flow, sweeps=[app.state.intake.recover, flow.sweep_incidents, *_report_sweeps(flow, slack),
                                     *([slack.incidents.resume] if slack else [])])
         await lease.start()
         app.state.scheduler = _start_reports(flow, slack)

@@ -18,6 +18,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from opsbot.contracts import ActionState, IncidentState
 from opsbot.slack.blocks import context, escape, restart_buttons, section
 from opsbot.store.incidents import duration_text
 
@@ -31,7 +32,7 @@ CLAIM_STALE = timedelta(minutes=2)
 
 def stage(incident: Any, actions: list[Any], restart_helps: bool) -> str:
     """Where the incident stands, in one line (the message's status line)."""
-    if incident.state == "resolved":
+    if incident.state == IncidentState.resolved:
         return (f":white_check_mark: *Resolved*: its alerts resolved; time to recovery "
                 f"*{duration_text(incident.time_to_recovery_s or 0)}*")
     reopened = sum(1 for e in incident.timeline or [] if e.get("kind") == "reopened")
@@ -46,13 +47,14 @@ def _open_stage(actions: list[Any], restart_helps: bool) -> str:
                 if restart_helps else ":rotating_light: *Open*: a restart does not help this class; see what to do")
     who = f" (approved by {escape(latest.approved_by)})" if latest.approved_by else ""
     return {
-        "planned": f":raising_hand: *Approval asked*: restart {escape(latest.role)}; an approver clicks Restart",
-        "approved": f":hourglass_flowing_sand: *Restart approved*{who}; starting",
-        "executing": f":hourglass_flowing_sand: *Restart running*{who}",
-        "succeeded": f":large_green_circle: *Verified*: {escape(latest.outcome or 'restarted')}; waiting for the alerts to resolve",
-        "failed": f":x: *Restart failed*: {escape(latest.outcome or '')}",
-        "refused": f":no_entry: *Restart not done*: {escape(latest.outcome or '')}",
-        "expired": f":zzz: *Restart plan expired*: {escape(latest.outcome or '')}",
+        ActionState.planned: f":raising_hand: *Approval asked*: restart {escape(latest.role)}; an approver clicks Restart",
+        ActionState.approved: f":hourglass_flowing_sand: *Restart approved*{who}; starting",
+        ActionState.executing: f":hourglass_flowing_sand: *Restart running*{who}",
+        ActionState.succeeded: f":large_green_circle: *Verified*: {escape(latest.outcome or 'restarted')}; waiting for the alerts to resolve",
+        ActionState.failed: f":x: *Restart failed*: {escape(latest.outcome or '')}",
+        ActionState.refused: f":no_entry: *Restart not done*: {escape(latest.outcome or '')}",
+        ActionState.expired: f":zzz: *Restart plan expired*: {escape(latest.outcome or '')}",
+        ActionState.superseded: f":fast_forward: *Restart plan superseded*: {escape(latest.outcome or '')}",
     }.get(latest.state, f"*{escape(latest.state)}*")
 
 
@@ -72,7 +74,7 @@ def incident_blocks(incident: Any, actions: list[Any], finding: Any | None, evid
     if remedies:
         blocks.append(section("*What to do*\n" + "\n".join(f"• {escape(r.get('text'))}" for r in remedies if r.get("text"))))
     blocks.append(section(stage(incident, actions, any(r.get("kind") == "restart" for r in remedies))))
-    waiting = [a for a in actions if a.state == "planned"] if incident.state == "open" else []
+    waiting = [a for a in actions if a.state == ActionState.planned] if incident.state == IncidentState.open else []
     blocks += [restart_buttons(a.role, a.id) for a in waiting[:1]]
     blocks.append(context(f"<{evidence_url}|evidence: probe {incident.probes[-1]}> · incident `{incident.id}` · "
                           "timeline in the thread"))

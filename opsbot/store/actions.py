@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -11,6 +12,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from opsbot.contracts import ActionState
 from opsbot.store.audit import audit_row
 from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
@@ -35,7 +37,7 @@ class ActionRecords(Gateway):
 
     # -- actions ------------------------------------------------------------------------------
 
-    def create_action(self, *, kind: str, cluster: str, role: str, plan: dict[str, Any], reason: str | None,
+    def create_action(self, *, kind: str, cluster: str, roles: list[str], plan: dict[str, Any], reason: str | None,
                       requested_by: str, surface: str, ttl: timedelta, plan_key: str | None = None,
                       waiting_key: str | None = None) -> Action:
         """A new ``planned`` action; with ``plan_key`` (or ``waiting_key``), the one already under that key if there
@@ -44,8 +46,10 @@ class ActionRecords(Gateway):
         if existing is not None:
             return existing
 
+        role = ",".join(roles)  # the column keeps the comma-joined form; ``Action.roles`` reads it as a list
+
         def _add(s: Session) -> Action:
-            row = Action(id=uuid.uuid4().hex[:12], kind=kind, cluster=cluster, role=role, state="planned",
+            row = Action(id=uuid.uuid4().hex[:12], kind=kind, cluster=cluster, role=role, state=ActionState.planned,
                          plan=plan, reason=reason, requested_by=requested_by, surface=surface,
                          expires_at=now() + ttl, plan_key=plan_key, waiting_key=waiting_key)
             s.add(row)
@@ -91,12 +95,14 @@ class ActionRecords(Gateway):
             q = q.where(Action.created_at >= since)
         return list(self.read(lambda s: s.scalars(q).all()))
 
-    def transition(self, action_id: str, from_states: tuple[str, ...], to_state: str, *, actor: str, surface: str,
-                   what: str, audit_detail: dict[str, Any] | None = None, **values: Any) -> Action | None:
-        """Compare-and-set the action's state (and other columns) with its audit entry; None if the state moved."""
+    def transition(self, action_id: str, from_states: tuple[ActionState, ...], to_state: ActionState, *, actor: str,
+                   surface: str, what: str, audit_detail: dict[str, Any] | None = None,
+                   also: Callable[[Session, Action], object] | None = None, **values: Any) -> Action | None:
+        """Compare-and-set the action's state (and other columns) with its audit entry; None if the state moved.
+        ``also`` writes what follows from the move (plans it supersedes) in the same transaction."""
 
         def _go(s: Session) -> Action | None:
-            leaving = {} if to_state == "planned" else {"waiting_key": None}
+            leaving = {} if to_state == ActionState.planned else {"waiting_key": None}
             res = s.execute(update(Action).where(Action.id == action_id, Action.state.in_(from_states))
                             .values(state=to_state, **leaving, **values))
             if res.rowcount != 1:  # type: ignore[attr-defined]
@@ -105,18 +111,31 @@ class ActionRecords(Gateway):
             assert row is not None
             s.refresh(row)
             s.add(audit_row(actor, surface, what, {"action": action_id, **(audit_detail or {})}, row.cluster, row.role))
+            if also is not None:
+                also(s, row)
             return row
 
         return self.write(_go, f"action {to_state}")
+
+    def supersede(self, action_ids: Iterable[str], why: str, *, actor: str, surface: str) -> list[str]:
+        """planned → superseded for those of ``action_ids`` still planned, audited; the ids moved."""
+        return list(self.write(lambda s: supersede_in(s, action_ids, why, actor=actor, surface=surface),
+                               "supersede plans"))
+
+    def planned_restarts(self, cluster: str) -> list[Action]:
+        """Restart plans of ``cluster`` waiting for approval, newest first."""
+        q = (select(Action).where(Action.cluster == cluster, Action.kind == "restart",
+                                  Action.state == ActionState.planned).order_by(Action.created_at.desc()))
+        return list(self.read(lambda s: s.scalars(q).all()))
 
     def approve_action(self, action_id: str, approver: str, surface: str, ttl: timedelta) -> Action | None:
         """planned → approved with an approval row, if still planned and not expired; None otherwise."""
         at = now()
 
         def _go(s: Session) -> Action | None:
-            res = s.execute(update(Action).where(Action.id == action_id, Action.state == "planned",
+            res = s.execute(update(Action).where(Action.id == action_id, Action.state == ActionState.planned,
                                                  Action.expires_at > at)
-                            .values(state="approved", approved_by=approver, approved_surface=surface,
+                            .values(state=ActionState.approved, approved_by=approver, approved_surface=surface,
                                     approved_at=at, expires_at=at + ttl, waiting_key=None))
             if res.rowcount != 1:  # type: ignore[attr-defined]
                 return None
@@ -135,7 +154,8 @@ class ActionRecords(Gateway):
     def restarts_since(self, cluster: str, since: datetime, role: str | None = None) -> list[Action]:
         """Restarts that were executed (whatever their outcome) since ``since``: the cooldown and budget."""
         q = (select(Action).where(Action.cluster == cluster, Action.kind == "restart",
-                                  Action.state.in_(("executing", "succeeded", "failed")), Action.started_at >= since)
+                                  Action.state.in_((ActionState.executing, ActionState.succeeded, ActionState.failed)),
+                                  Action.started_at >= since)
              .order_by(Action.started_at))
         if role:
             q = q.where(Action.role == role)
@@ -168,3 +188,30 @@ class ActionRecords(Gateway):
 
     def locks(self, cluster: str) -> list[RoleLock]:
         return list(self.read(lambda s: s.scalars(select(RoleLock).where(RoleLock.cluster == cluster)).all()))
+
+
+def supersede_in(s: Session, action_ids: Iterable[str], why: str, *, actor: str, surface: str) -> list[str]:
+    """planned → superseded (``why`` kept as its outcome, an audit entry each) within the caller's transaction,
+    for those of ``action_ids`` still planned: a compare-and-set each, so an approval that won the race stands."""
+    moved = []
+    at = now()
+    for action_id in dict.fromkeys(action_ids):
+        res = s.execute(update(Action).where(Action.id == action_id, Action.state == ActionState.planned).values(
+            state=ActionState.superseded, waiting_key=None, outcome=f"superseded: {why}", finished_at=at))
+        if res.rowcount != 1:  # type: ignore[attr-defined]
+            continue
+        row = s.get(Action, action_id)
+        assert row is not None
+        s.refresh(row)
+        s.add(audit_row(actor, surface, f"{row.kind} superseded", {"action": action_id, "why": why}, row.cluster,
+                        row.role))
+        moved.append(action_id)
+    return moved
+
+
+def role_plans_in(s: Session, cluster: str, roles: Iterable[str], *, exclude: str) -> list[str]:
+    """Restart plans of ``cluster`` waiting for approval that restart any of ``roles`` (but ``exclude``)."""
+    wanted = set(roles)
+    q = select(Action).where(Action.cluster == cluster, Action.kind == "restart", Action.state == ActionState.planned,
+                             Action.id != exclude)
+    return [a.id for a in s.scalars(q) if wanted & set(a.roles)]

@@ -18,6 +18,8 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from opsbot.contracts import IncidentState
+from opsbot.store.actions import supersede_in
 from opsbot.store.gateway import Gateway
 from opsbot.store.models import IncidentRow, Instance, now
 
@@ -68,9 +70,9 @@ class IncidentRecords(Gateway):
             row = session.scalar(select(IncidentRow).where(IncidentRow.open_key == key).with_for_update())
             if row is None and s.into:
                 row = session.get(IncidentRow, s.into, with_for_update=True)
-                if row is not None and s.reopen and row.state == "resolved" and row.incident == s.incident:
+                if row is not None and s.reopen and row.state == IncidentState.resolved and row.incident == s.incident:
                     _reopen(row, s)  # then joined below, as an open incident of its class
-                if row is None or row.state != "open":
+                if row is None or row.state != IncidentState.open:
                     row = None
                 elif row.incident != s.incident:
                     return (_coalesce(row, s) if s.caused_by else _reclass(row, s, key)), False
@@ -104,7 +106,7 @@ class IncidentRecords(Gateway):
                 events.append(_event(WATCHDOG, f"opened by opsbot's watchdog: {s.via}", s.probe_id, at))
             row = IncidentRow(
                 id=uuid.uuid4().hex[:10], open_key=key, cluster=s.cluster, incident=s.incident, severity=s.severity,
-                roles=sorted(s.roles), title=s.title, summary=s.summary, confidence=s.confidence, state="open",
+                roles=sorted(s.roles), title=s.title, summary=s.summary, confidence=s.confidence, state=IncidentState.open,
                 first_seen=at, last_seen=at, alerts=list(s.alert_ids), alertnames=list(s.alertnames),
                 firing=list(s.fingerprints), probes=[s.probe_id], actions=[], timeline=events,
                 slack_attempts=0, slack_version=0)
@@ -152,14 +154,14 @@ class IncidentRecords(Gateway):
         def _go(session: Session) -> list[IncidentRow]:
             out = []
             for row in session.scalars(select(IncidentRow).where(IncidentRow.cluster == cluster,
-                                                                 IncidentRow.state == "open").with_for_update()):
+                                                                 IncidentRow.state == IncidentState.open).with_for_update()):
                 if not fps & set(row.firing):
                     continue
                 at = now()
                 row.firing = [f for f in row.firing if f not in fps]
                 events = [_event("alert", f"resolved: {', '.join(alertnames) or 'alert'}", None, at)]
                 if not row.firing and row.id not in hold:
-                    events.append(_close(row, at))
+                    events.append(_close(session, row, at))
                 elif not row.firing:
                     events.append(_event("alert", "every alert resolved; closing when the restart ends", None, at))
                 row.timeline = [*row.timeline, *events]
@@ -171,7 +173,7 @@ class IncidentRecords(Gateway):
 
     def watched(self, cluster: str | None = None) -> list[IncidentRow]:
         """Open incidents the watchdog has sighted: its later probes close them when their class is gone."""
-        return [r for r in self.incidents(cluster=cluster, state="open", limit=500)
+        return [r for r in self.incidents(cluster=cluster, state=IncidentState.open, limit=500)
                 if any(e.get("kind") == WATCHDOG for e in r.timeline)]
 
     def clear_watched(self, cluster: str, seen: set[str], probe_id: str, *, hold: frozenset[str] = frozenset(),
@@ -183,7 +185,7 @@ class IncidentRecords(Gateway):
         def _go(session: Session) -> list[IncidentRow]:
             out = []
             for row in session.scalars(select(IncidentRow).where(IncidentRow.cluster == cluster,
-                                                                 IncidentRow.state == "open").with_for_update()):
+                                                                 IncidentRow.state == IncidentState.open).with_for_update()):
                 if row.incident in seen or row.id in hold or not any(e.get("kind") == WATCHDOG for e in row.timeline):
                     continue
                 if chain_up and row.firing:
@@ -192,7 +194,7 @@ class IncidentRecords(Gateway):
                 row.probes = _merge(row.probes, [probe_id])
                 row.firing = []  # the alert chain is down: its alerts' state is unknown; the probe says it is gone
                 row.timeline = [*row.timeline, _event(WATCHDOG, f"watchdog probe {probe_id} no longer finds it",
-                                                      probe_id, at), _close(row, at)]
+                                                      probe_id, at), _close(session, row, at)]
                 out.append(row)
             return out
 
@@ -203,12 +205,26 @@ class IncidentRecords(Gateway):
 
         def _go(session: Session) -> IncidentRow | None:
             row = session.get(IncidentRow, incident_id, with_for_update=True)
-            if row is None or row.state != "open" or row.firing or not row.alerts:
+            if row is None or row.state != IncidentState.open or row.firing or not row.alerts:
                 return None
-            row.timeline = [*row.timeline, _close(row, now())]
+            row.timeline = [*row.timeline, _close(session, row, now())]
             return row
 
         return self.write(_go, "close incident")
+
+    def close_stale(self, incident_id: str, why: str, quiet_since: datetime) -> IncidentRow | None:
+        """Close an open incident with no alert firing that nothing named since ``quiet_since`` (``Incidents``
+        decides that it is stale and says ``why``); None when it moved meanwhile (an alert or a probe came)."""
+
+        def _go(session: Session) -> IncidentRow | None:
+            row = session.get(IncidentRow, incident_id, with_for_update=True)
+            if row is None or row.state != IncidentState.open or row.firing or row.last_seen > quiet_since:
+                return None
+            at = now()
+            row.timeline = [*row.timeline, _event("stale", why, None, at), _close(session, row, at)]
+            return row
+
+        return self.write(_go, "close stale incident")
 
     def incident(self, incident_id: str) -> IncidentRow | None:
         return self.read(lambda s: s.get(IncidentRow, incident_id))
@@ -270,7 +286,7 @@ class IncidentRecords(Gateway):
         at = now()
         live = select(Instance.id).where(Instance.heartbeat_at >= at - lease)
         q = select(IncidentRow.id).where(
-            IncidentRow.state == "open", IncidentRow.slack_ts.is_(None), IncidentRow.first_seen < at - lease,
+            IncidentRow.state == IncidentState.open, IncidentRow.slack_ts.is_(None), IncidentRow.first_seen < at - lease,
             or_(IncidentRow.slack_claimed_by.is_(None), IncidentRow.slack_claimed_by.not_in(live)))
         return list(self.read(lambda s: s.scalars(q).all()))
 
@@ -328,7 +344,7 @@ def _reopen(row: IncidentRow, s: Sighting) -> None:
     at = now()
     after = duration_text((at - row.resolved_at).total_seconds()) if row.resolved_at else "a while"
     why = f"{', '.join(s.alertnames)} fired; " if s.alertnames else ""
-    row.state, row.resolved_at, row.open_key = "open", None, f"{row.cluster}/{row.incident}"
+    row.state, row.resolved_at, row.open_key = IncidentState.open, None, f"{row.cluster}/{row.incident}"
     row.timeline = [*row.timeline, _event("reopened", f"{why}probe {s.probe_id} names {s.incident} on "
                                           f"{', '.join(s.roles)} {after} after it resolved: reopened", s.probe_id, at)]
 
@@ -352,8 +368,12 @@ def _reclass(row: IncidentRow, s: Sighting, key: str) -> IncidentRow:
     return row
 
 
-def _close(row: IncidentRow, at: datetime) -> dict[str, Any]:
-    row.state, row.resolved_at, row.open_key, row.last_seen = "resolved", at, None, at
+def _close(session: Session, row: IncidentRow, at: datetime) -> dict[str, Any]:
+    """open → resolved; its restart plans still waiting for approval are superseded in the same transaction
+    (a stale click must not restart a role that recovered)."""
+    row.state, row.resolved_at, row.open_key, row.last_seen = IncidentState.resolved, at, None, at
+    supersede_in(session, row.actions, f"its incident {row.id} ({row.incident}) resolved", actor="opsbot",
+                 surface="incident")
     return _event("resolved", f"resolved; time to recovery {duration_text((at - row.first_seen).total_seconds())}",
                   None, at)
 

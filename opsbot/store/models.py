@@ -21,7 +21,6 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-ACTION_STATES = ("planned", "approved", "executing", "succeeded", "failed", "refused", "expired")
 NOTE_KINDS = ("done", "doing", "blocked", "next")
 
 NAMING = {
@@ -180,6 +179,21 @@ class Action(Base):
     plan_key: Mapped[str | None] = mapped_column(String(200), unique=True)  # probe:role for a planned remedy
     # cluster/role/incident class of a remedy's plan while it waits for approval (cleared when it leaves planned)
     waiting_key: Mapped[str | None] = mapped_column(String(200), unique=True)
+
+    @property
+    def roles(self) -> list[str]:
+        """The role keys it restarts (the ``role`` column holds them comma-joined, as it always has)."""
+        return [r for r in self.role.split(",") if r]
+
+    @property
+    def remedy_for(self) -> str | None:
+        """The incident class a remedy's plan was made for (None: a restart asked by hand)."""
+        return (self.plan or {}).get("remedy_for")
+
+    @property
+    def watched_roles(self) -> list[str]:
+        """The roles a probe must look at to tell whether its finding still holds: its own and the finding's."""
+        return sorted(set(self.roles) | set((self.plan or {}).get("finding_roles") or []))
 
 
 class ActionCapture(Base):
