@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, create_model
+from pydantic.json_schema import JsonDict
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -30,7 +31,7 @@ from pydantic_settings import (
 CONFIG_ENV = "OPSBOT_CONFIG"
 DEFAULT_CONFIG = Path("/etc/opsbot/opsbot.toml")
 CREDENTIALS_ENV = "CREDENTIALS_DIRECTORY"  # set by systemd for a unit with LoadCredential=
-SECRET = {"secret": True}  # json_schema_extra of a field that is never shown nor logged
+SECRET: JsonDict = {"secret": True}  # json_schema_extra of a field that is never shown nor logged
 
 
 class Origin(StrEnum):

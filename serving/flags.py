@@ -53,7 +53,7 @@ def _arg_call_flags(name: str, meta: ast.expr) -> set[str]:
     if isinstance(no_cli, ast.Constant) and no_cli.value is True:
         return set()
     cli = kw.get("cli_name")
-    flags = {cli.value if isinstance(cli, ast.Constant) else "--" + name.replace("_", "-")}
+    flags = {str(cli.value) if isinstance(cli, ast.Constant) else "--" + name.replace("_", "-")}
     aliases = kw.get("aliases")
     if isinstance(aliases, ast.List):
         flags |= {str(e.value) for e in aliases.elts if isinstance(e, ast.Constant)}

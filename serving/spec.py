@@ -179,15 +179,16 @@ class ExporterSpec(_Strict):
     _unit = field_validator("unit")(_unit_name)
 
 
+JobKind = Literal["prefill", "decode", "router", "exporter"]
+
+
+def _default_jobs() -> dict[JobKind, str]:
+    return {"prefill": "sglang-prefill", "decode": "sglang-decode", "router": "sglang-router",
+            "exporter": "gpu-exporter"}
+
+
 class PrometheusSpec(_Strict):
-    jobs: dict[Literal["prefill", "decode", "router", "exporter"], str] = Field(
-        default_factory=lambda: {
-            "prefill": "sglang-prefill",
-            "decode": "sglang-decode",
-            "router": "sglang-router",
-            "exporter": "gpu-exporter",
-        }
-    )
+    jobs: dict[JobKind, str] = Field(default_factory=_default_jobs)
     scrape_interval: str = Field("15s", pattern=DURATION)
     evaluation_interval: str | None = Field(None, pattern=DURATION, description="default: scrape_interval")
 

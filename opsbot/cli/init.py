@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -94,7 +94,10 @@ def init(
         typer.secho(f"{target} exists: choose --out, or --force to replace it", fg="red", err=True)
         raise typer.Exit(2)
     parsed = [_parse_host(h, user) for h in hosts]
-    nodes, roles, taken, exporters = [], [], set(), []
+    nodes: list[Node] = []
+    roles: list[dict[str, Any]] = []
+    taken: set[str] = set()
+    exporters: list[str] = []
     for (login, address, port), typed in zip(parsed, hosts):
         try:
             host_key = asyncio.run(_host_key(address, port, settings.ssh_connect_timeout_s))

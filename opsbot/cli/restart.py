@@ -241,8 +241,9 @@ def show_action(action_id: str) -> None:
                       + (f"; problems: {e(problems)}" if problems else ""))
     if a.evidence_probe_id:
         console.print(f"evidence probe (before): {e(a.evidence_probe_id)}")
-    if (a.verification or {}).get("after_probe"):
-        console.print(f"evidence probe (after): {e(str(a.verification['after_probe']))}")
+    after = (a.verification or {}).get("after_probe")
+    if after:
+        console.print(f"evidence probe (after): {e(str(after))}")
     for c in captures:
         console.print(f"captured before the restart, {e(c.role)}: {e(c.summary())} "
                       f"(`opsbot actions capture {e(action_id)}`)")

@@ -73,7 +73,7 @@ def incidents_bars(by_class: dict[str, int], by_class_prev: dict[str, int]) -> s
     ax.set_yticks(list(ys), classes)
     ax.invert_yaxis()
     ax.set_xlabel("incidents (distinct episodes)")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]  # MaxNLocator's parameter
     ax.legend(loc="lower right", fontsize=8, frameon=False)
     fig.suptitle("Incidents by class", fontsize=12, x=0.01, ha="left")
     return png(fig)
@@ -95,7 +95,7 @@ def weekly_charts(week: Week, this: WeekData, prev: WeekData,
     if any(ttft) or any(itl):
         charts.append(Chart(key="latency", title="Latency over the week (p99, 1 h windows)", png_base64=week_lines(
             "Latency over the week", [("Time to first token p99", "seconds", *ttft),
-                                      ("Inter-token latency p99", "milliseconds", *map(ms, itl))])))
+                                      ("Inter-token latency p99", "milliseconds", ms(itl[0]), ms(itl[1]))])))
     tps = pair("decode_tokens_per_s")
     if any(tps):
         charts.append(Chart(key="throughput", title="Decode tokens per second", png_base64=week_lines(

@@ -186,8 +186,9 @@ async def build_weekly(store: Store, prom_url: str | None, week: Week | str | No
     before = week.previous()
     context = load_context(settings, spec)
     if prom_url:
-        limits = {"timeout_s": settings.prometheus_timeout_s, "jobs": context.prometheus_jobs}
-        this, prev = await asyncio.gather(fetch_week(prom_url, week, **limits), fetch_week(prom_url, before, **limits))
+        timeout_s, jobs = settings.prometheus_timeout_s, context.prometheus_jobs
+        this, prev = await asyncio.gather(fetch_week(prom_url, week, timeout_s=timeout_s, jobs=jobs),
+                                          fetch_week(prom_url, before, timeout_s=timeout_s, jobs=jobs))
     else:
         reason = "no Prometheus configured (set OPSBOT_PROMETHEUS_URL)"
         this, prev = WeekData(missing={q.key: reason for q in FIGURES}), WeekData()

@@ -74,8 +74,7 @@ class AlertRecords(Gateway):
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
         # one statement for every row (executemany with RETURNING: SQLAlchemy's insertmanyvalues), compiled
         # once and cached; a multi-row VALUES would be compiled afresh for every row count
-        stmt = insert(Alert.__table__).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(
-            Alert.__table__.c.dedup_key)
+        stmt = insert(Alert).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Alert.dedup_key)
         values, keys = list(rows.values()), list(rows)
 
         def _save(s: Session) -> list[tuple[int, bool]]:

@@ -9,7 +9,6 @@ of its alerts fires. Every change appends a timeline entry, which the Slack mess
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -59,9 +58,6 @@ def _merge(old: list[Any], new: list[Any]) -> list[Any]:
 
 
 class IncidentRecords(Gateway):
-    write: Callable[..., Any]
-    read: Callable[..., Any]
-
     def record_sighting(self, s: Sighting) -> tuple[IncidentRow, bool]:
         """Open an incident for the sighting, or join the open one of its class; (row, opened)."""
         key = f"{s.cluster}/{s.incident}"
@@ -276,7 +272,7 @@ class IncidentRecords(Gateway):
                 IncidentRow.id == incident_id, IncidentRow.slack_ts.is_(None), free,
             ).values(slack_state="posting", slack_claimed_at=at, slack_claimed_by=claimer,
                      slack_attempts=IncidentRow.slack_attempts + 1))
-            return res.rowcount == 1  # type: ignore[attr-defined]
+            return bool(res.rowcount == 1)  # type: ignore[attr-defined]
 
         return self.write(_go, "claim incident message")
 

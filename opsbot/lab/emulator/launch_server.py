@@ -292,8 +292,8 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
                 app.wait_unstalled(3600)  # round-trips to the scheduler, no timeout: hangs when it is wedged
                 return self._send(200, app.server_info())
             if path == "/v1/loads":
-                code, body, ctype = app.loads(urlparse(self.path).query)
-                return self._send(code, body, ctype)
+                code, loads, ctype = app.loads(urlparse(self.path).query)
+                return self._send(code, loads, ctype)
             if path == "/v1/models":
                 return self._send(200, {"object": "list", "data": [{
                     "id": app.args.served_model_name, "object": "model", "created": int(app.started),
