@@ -10,7 +10,7 @@ DEB_PACKAGES := openssh-server openssh-client procps systemd-container debootstr
 STAMP_DEB := $(VENV)/.deb-installed
 STAMP_PY := $(VENV)/.py-installed
 
-.PHONY: setup deps-deb deps-py run test test-fast test-patch lab-down bench clean
+.PHONY: setup deps-deb deps-py run test lint test-fast test-patch lab-down bench clean
 
 setup: deps-deb deps-py
 
@@ -41,8 +41,14 @@ run: setup
 	@echo "==> opsbot serve: status page http://127.0.0.1:8080/, API docs /docs (Ctrl-C stops it)"
 	@$(BIN)/opsbot serve
 
-test: setup
+test: setup lint
 	@$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# ruff on every tree, mypy on opsbot/ (strict on the contracts, the flow, act, the lifecycles and the store:
+# pyproject.toml says which); both fail `make test`.
+lint: deps-py
+	@$(BIN)/ruff check opsbot serving kernels bench tests
+	@$(BIN)/mypy
 
 test-fast: deps-py
 	@$(BIN)/python -m pytest -q -m "not lab and not integration" $(PYTEST_ARGS)
