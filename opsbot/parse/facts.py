@@ -26,6 +26,7 @@ from opsbot.parse.logs import LogEntry, Pattern, parse_log_lines
 from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
 from opsbot.parse.patch import PatchSeen, seen_in, window_start
+from opsbot.parse.ranks import RANK_FACTS, rank_facts
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
 
@@ -109,7 +110,7 @@ APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 ROLE_ROOTS = frozenset(
     "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing"
     " patch".split()
-)
+) | {"ranks"}  # DP attention: per-rank facts (opsbot/parse/ranks.py)
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors", "recall", "canary"}  # the last two: probe-wide
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
@@ -148,6 +149,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "metrics": GAUGES | set(METRIC_ALIASES.values()),
         "recall": RECALL_FACTS,
         "canary": CANARY_FACTS,
+        "ranks": RANK_FACTS,
     }.get(root)
     if known is not None:
         return None if leaf in known else f"{path}: {leaf!r} is not a {root} fact (see runbooks/README.md)"
@@ -690,6 +692,7 @@ def role_facts(
         ),
         "routing": _routing(gauges, deltas),
         "patch": patch_seen(bundle, ev, started, read.entries).facts(),
+        "ranks": rank_facts(ev),
     }
     if facts["exception"] and unit.get("active_state") == "active" and started is not None:
         looping = _looping(read.raised, table, started, _line_time(bundle.started_at))
