@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     log_lines_cap: int = Field(400, ge=10)
     log_since: str = Field("-15min", description="journalctl --since for log axes")
     canary_deadline_s: float = Field(10.0, gt=0, description="the canary completion through the router must finish by then")
+    rank_canary_deadline_s: float = Field(
+        4.0, gt=0, description="DP attention: each rank's pinned canary (routed_dp_rank) must answer by then"
+    )
 
     # the long-context recall probe (opsbot recall, after deploy apply, OPSBOT_RECALL_SCHEDULE)
     recall_schedule: str | None = Field(

@@ -29,7 +29,7 @@ KV_FULL = 0.95
 def canary_timed_out(canary: Canary) -> bool:
     """No answer within the deadline (as opposed to an answer that was an error)."""
     err = (canary.error or "").lower()
-    return canary.status is None and ("timed out" in err or "timeout" in err or "deadline" in err)
+    return canary.status is None and any(w in err for w in ("no answer within", "timed out", "timeout", "deadline"))
 
 
 def _metric_ranks(ev: RoleEvidence) -> tuple[list[RankMetrics], float | None]:
