@@ -70,3 +70,24 @@ def test_the_dp_and_tp_prefix_is_kept_as_fields(dp: int, tp: int, message: str) 
     entry = parse_log_line(line)
     assert (entry.dp_rank, entry.tp_rank) == (dp, tp)
     assert entry.message == (message.strip() or "x")
+
+
+def test_the_probe_table_and_figures_show_each_rank_with_its_canary() -> None:
+    from rich.console import Console
+
+    from opsbot.bundle import Bundle, Canary, MetricsEvidence, RankEvidence, RoleEvidence
+    from opsbot.cli.probe_view import ranks_table
+    from opsbot.parse.figures import role_figures
+
+    role = RoleEvidence(role="decode", metrics=MetricsEvidence(ok=True, samples=_samples(
+        [(4, 0, 0.1, 1000), (4, 0, 0.1, 900)], [(4, 0, 0.12, 1480), (5, 1, 0.3, 900)])), ranks=[
+        RankEvidence(dp_rank=0, canary=Canary(ok=True, status=200, total_ms=210.0)),
+        RankEvidence(dp_rank=1, canary=Canary(ok=False, error="POST x: no answer within 4 s"))])
+    bundle = Bundle(roles=[role])
+    fig = role_figures(bundle, role)
+    assert [(k.dp_rank, k.running_reqs, k.tokens_per_s, k.canary) for k in fig.ranks] == [
+        (0, 4, 160.0, "ok (210 ms)"), (1, 5, 0.0, "failed: POST x: no answer within 4 s")]
+    console = Console(width=200, record=True)
+    console.print(ranks_table(bundle))
+    assert "no answer within 4 s" in console.export_text()
+    assert ranks_table(Bundle(roles=[RoleEvidence(role="decode")])) is None
