@@ -191,6 +191,7 @@ class FidelityCase(_Open):
     logprobs: list[float] | None = None
     first_divergence: int | None = None
     logprob_distance: float | None = None
+    diverged: bool | None = Field(None, description="beyond the baseline's tolerance; None: not judged")
     error: str | None = None
 
 
@@ -198,6 +199,7 @@ class Fidelity(_Open):
     baseline: FidelityBaseline | None = None
     cases: list[FidelityCase] = Field(default_factory=list)
     refused: str | None = Field(None, description="why the run was not compared (a baseline of another model)")
+    after_deploy: str | None = Field(None, description="the deploy recorded since the baseline, in a line")
 
 
 class Bundle(_Open):

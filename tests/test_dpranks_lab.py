@@ -1,0 +1,40 @@
+"""On the lab (its decode runs DP attention with two ranks): one rank wedged is named dp-rank-wedged by the
+first probe after the break, from the rank's own series and its pinned canary, while /health stays green;
+decode output corrupted after the KV transfer is named output-corruption by the first fidelity run."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from opsbot.collect.probe import probe
+from opsbot.diagnose import default_runbooks, diagnose
+from opsbot.settings import Settings
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(data_dir=tmp_path, ssh_connect_timeout_s=3.0, metrics_window_s=3.0, probe_deadline_s=15,
+                    canary_deadline_s=5.0)
+
+
+async def test_one_rank_wedged_is_named_by_the_first_probe(lab, settings):
+    lab.reset()
+    try:
+        lab.break_class("dp-rank-wedged")
+        time.sleep(1.0)  # the emulator reads its control file every tick
+        bundle = await probe(lab.inventory, settings=settings)
+        decode = bundle.role("decode")
+        assert decode is not None and decode.health.status == 200  # /health reaches DP rank 0 only
+        canaries = {r.dp_rank: r.canary for r in decode.ranks or []}
+        assert canaries[0].ok and not canaries[1].ok and canaries[1].status is None, canaries
+        findings = diagnose(bundle, default_runbooks()).findings
+        assert findings and findings[0].incident == "dp-rank-wedged", [(f.incident, f.summary) for f in findings]
+        assert "decode-wedged" not in {f.incident for f in findings}
+        restart = next(r for r in findings[0].remedies if r.kind == "restart")
+        assert "1 of them healthy" in restart.text
+    finally:
+        lab.reset()
