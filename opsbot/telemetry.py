@@ -28,3 +28,9 @@ class Telemetry:
         self.alerts_waiting = Gauge("opsbot_alerts_waiting", "Accepted alerts whose probe has not finished", registry=r)
         self.clock_skew = Gauge("opsbot_clock_skew_seconds", "This host's clock minus the database server's", registry=r)
         self.actions = Counter("opsbot_actions", "Restart actions, by outcome", ["outcome"], registry=r)
+        self.fidelity = Gauge(
+            "opsbot_fidelity_result", "Last output-fidelity run: 1 every answer matched the baseline, 0 some diverged, "
+            "-1 not judged (no or refused baseline, every request failed)", ["cluster"], registry=r)
+        self.fidelity_diverged = Gauge(
+            "opsbot_fidelity_diverged_answers", "Answers of the last output-fidelity run beyond the baseline's tolerance",
+            ["cluster"], registry=r)

@@ -38,3 +38,35 @@ async def test_one_rank_wedged_is_named_by_the_first_probe(lab, settings):
         assert "1 of them healthy" in restart.text
     finally:
         lab.reset()
+
+
+async def test_output_corruption_is_named_by_the_first_fidelity_run_after_the_break(lab, tmp_path):
+    from opsbot.bundle import Trigger
+    from opsbot.flow import Flow
+    from opsbot.store import Store
+
+    s = lab.settings.model_copy(update={"data_dir": tmp_path, "database_url": f"sqlite:///{tmp_path}/opsbot.db",
+                                        "metrics_window_s": 3.0, "canary_deadline_s": 8.0,
+                                        "inventory": lab.inventory_path})
+    flow = Flow(settings=s, store=Store(s.db_url()))
+    lab.reset()
+    try:
+        baseline, _path = await flow.record_fidelity(None, repeats=2)
+        assert baseline.answers == 4  # 2 repeats x the decode's 2 ranks
+        healthy = await flow.run_fidelity(None, Trigger(kind="cli", text="fidelity"))
+        assert healthy.bundle.fidelity is not None and healthy.bundle.fidelity.refused is None
+        assert not any(c.diverged for c in healthy.bundle.fidelity.cases)
+        assert "output-corruption" not in {f.incident for f in healthy.diagnosis.findings}
+        assert flow.telemetry.fidelity.labels(healthy.bundle.cluster)._value.get() == 1.0
+        lab.break_class("output-corruption")
+        time.sleep(1.0)
+        broken = await flow.run_fidelity(None, Trigger(kind="cli", text="fidelity"))
+        findings = [f.incident for f in broken.diagnosis.findings]
+        assert findings and findings[0] == "output-corruption", findings
+        cases = broken.bundle.fidelity.cases
+        assert {c.dp_rank for c in cases if c.diverged} == {0, 1} and all(c.first_divergence == 3 for c in cases if c.diverged)
+        remedies = {(r.kind, r.role) for r in broken.diagnosis.findings[0].remedies}
+        assert ("restart", "decode") in remedies and ("restart", "prefill") in remedies  # no deploy since the baseline
+        assert flow.telemetry.fidelity.labels(broken.bundle.cluster)._value.get() == 0.0
+    finally:
+        lab.reset()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from opsbot import __version__
-from opsbot.cli import db, deploy, diagnose, evaluate, history, incidents, inventory, lab, report, restart, serve, tokens
+from opsbot.cli import db, deploy, diagnose, evaluate, fidelity, history, incidents, inventory, lab, report, restart, serve, tokens
 from opsbot.cli.probe import probe_command
 from opsbot.cli.recall import recall_command
 
@@ -37,6 +37,7 @@ app.add_typer(lab.app, name="lab")
 app.add_typer(deploy.app, name="deploy")
 app.add_typer(db.app, name="db")
 app.add_typer(tokens.app, name="tokens")
+app.add_typer(fidelity.app, name="fidelity")
 
 
 @app.command()

@@ -27,6 +27,7 @@ from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIM
 from opsbot.parse.metrics import parse_samples
 from opsbot.parse.patch import PatchSeen, seen_in, window_start
 from opsbot.parse.ranks import RANK_FACTS, rank_facts
+from opsbot.parse.fidelity import FIDELITY_FACTS, fidelity_facts
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
 
@@ -112,6 +113,7 @@ ROLE_ROOTS = frozenset(
     " patch".split()
 ) | {"ranks"}  # DP attention: per-rank facts (opsbot/parse/ranks.py)
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors", "recall", "canary"}  # the last two: probe-wide
+TOP_ROOTS = TOP_ROOTS | {"fidelity"}  # probe-wide: the output-fidelity run (opsbot/parse/fidelity.py)
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
 
@@ -150,6 +152,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "recall": RECALL_FACTS,
         "canary": CANARY_FACTS,
         "ranks": RANK_FACTS,
+        "fidelity": FIDELITY_FACTS,
     }.get(root)
     if known is not None:
         return None if leaf in known else f"{path}: {leaf!r} is not a {root} fact (see runbooks/README.md)"
@@ -799,6 +802,7 @@ def bundle_facts(
     if (no_worker := _canary_no_worker(bundle.canary, patterns)) is not None:
         canary["no_worker"] = no_worker
     probe_wide = {"recall": recall_facts(bundle.recall), "canary": canary}
+    probe_wide["fidelity"] = fidelity_facts(bundle.fidelity)
     wanted = metrics or {}
     own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role), table) for ev in bundle.roles}
     if previous is not None:

@@ -144,6 +144,12 @@ def compare(baseline: Baseline, answers: Sequence[Answer]) -> list[FidelityCase]
     return cases
 
 
+def unjudged(answers: Sequence[Answer]) -> list[FidelityCase]:
+    """The answers kept as evidence without a judgement (no baseline they may be compared with)."""
+    return [FidelityCase(prompt_id=a.prompt_id, instance=a.instance, dp_rank=a.dp_rank, tokens=list(a.tokens),
+                         error=a.error) for a in answers]
+
+
 FIDELITY_FACTS = frozenset(
     "ran refused compared diverged errors instances diverged_instances diverged_cases first_divergence"
     " max_logprob_distance baseline baseline_model after_deploy".split()
