@@ -9,6 +9,8 @@ from pathlib import Path
 NAMES_FILE = Path(__file__).parent / "metric_names.txt"
 # Series Prometheus itself makes, and the exporter's families (serving/exporter.py; counters gain _total).
 PROMETHEUS_NAMES = {"up"}
+# opsbot's own /metrics (opsbot/telemetry.py) that alert rules read: the output-fidelity result
+OPSBOT_NAMES = {"opsbot_fidelity_result", "opsbot_fidelity_diverged_answers"}
 EXPORTER_NAMES = {
     "opsbot_gpu_count", "opsbot_gpu_utilization_percent", "opsbot_gpu_memory_used_bytes",
     "opsbot_gpu_memory_total_bytes", "opsbot_gpu_temperature_celsius", "opsbot_gpu_power_watts",
@@ -28,7 +30,7 @@ _IDENT = re.compile(r"(?<![A-Za-z0-9_:.])[A-Za-z_:][A-Za-z0-9_:]*")
 def known_metric_names() -> frozenset[str]:
     """Names from reference/sglang.md (checked in as metric_names.txt), the exporter's, and ``up``."""
     listed = {ln.strip() for ln in NAMES_FILE.read_text().splitlines() if ln and not ln.startswith("#")}
-    return frozenset(listed | EXPORTER_NAMES | PROMETHEUS_NAMES)
+    return frozenset(listed | EXPORTER_NAMES | PROMETHEUS_NAMES | OPSBOT_NAMES)
 
 
 def promql_metrics(expr: str) -> set[str]:
