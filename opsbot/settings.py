@@ -34,6 +34,11 @@ class Settings(BaseSettings):
         4.0, gt=0, description="DP attention: each rank's pinned canary (routed_dp_rank) must answer by then"
     )
 
+    # the output-fidelity probe (opsbot fidelity check, OPSBOT_FIDELITY_SCHEDULE)
+    fidelity_schedule: str | None = Field(
+        None, pattern=r"^\s*\S+(\s+\S+){4}\s*$",
+        description="crontab line (report time zone): run `opsbot fidelity check` on it and export the result",
+    )
     # the long-context recall probe (opsbot recall, after deploy apply, OPSBOT_RECALL_SCHEDULE)
     recall_schedule: str | None = Field(
         None, pattern=r"^\s*\S+(\s+\S+){4}\s*$",
