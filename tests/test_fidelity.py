@@ -84,3 +84,12 @@ def test_old_bundles_without_the_new_sections_stay_valid_and_a_bad_ranks_list_is
                        ' "fidelity": {"cases": "x"}}')
     assert bad.roles and bad.roles[0].ranks is None and bad.fidelity is None
     assert any("ranks" in p for p in bad.problems) and any(p.startswith("fidelity") for p in bad.problems)
+
+
+def test_the_schedule_takes_a_crontab_line_and_refuses_a_bad_one() -> None:
+    from opsbot.service.fidelity_schedule import fidelity_trigger
+    from opsbot.settings import Settings
+
+    assert "minute='*/30'" in str(fidelity_trigger(Settings(fidelity_schedule="*/30 * * * *")))
+    with pytest.raises(ValueError, match="OPSBOT_FIDELITY_SCHEDULE='0 \\*/6 \\* \\* mon-xyz'"):
+        fidelity_trigger(Settings(fidelity_schedule="0 */6 * * mon-xyz"))
