@@ -93,3 +93,29 @@ def test_the_schedule_takes_a_crontab_line_and_refuses_a_bad_one() -> None:
     assert "minute='*/30'" in str(fidelity_trigger(Settings(fidelity_schedule="*/30 * * * *")))
     with pytest.raises(ValueError, match="OPSBOT_FIDELITY_SCHEDULE='0 \\*/6 \\* \\* mon-xyz'"):
         fidelity_trigger(Settings(fidelity_schedule="0 */6 * * mon-xyz"))
+
+
+def test_stored_runs_are_counted_per_day_and_charted_for_the_weekly_report(tmp_path) -> None:
+    from datetime import date, timedelta
+    from zoneinfo import ZoneInfo
+
+    from opsbot.bundle import Bundle, FidelityCase
+    from opsbot.diagnose import diagnose
+    from opsbot.parse.fidelity import fidelity_record
+    from opsbot.report.fidelity import fidelity_chart, fidelity_counts
+    from opsbot.report.week import week_of
+    from opsbot.store import Store
+
+    week = week_of(date(2026, 11, 30), ZoneInfo("UTC"))
+    store = Store(f"sqlite:///{tmp_path}/o.db")
+    matched = Fidelity(baseline=FidelityBaseline(id="b"), cases=[FidelityCase(prompt_id="capital", diverged=False)])
+    diverged = Fidelity(baseline=FidelityBaseline(id="b"), cases=[FidelityCase(prompt_id="capital", diverged=True)])
+    assert fidelity_record(diverged) == {"result": 0.0, "compared": 1, "diverged": 1, "errors": 0, "refused": False}
+    for day, hour, f in ((0, 1, matched), (0, 2, diverged), (2, 1, Fidelity(refused="another model"))):
+        b = Bundle(cluster="c", started_at=(week.start + timedelta(days=day, hours=hour)).isoformat(), fidelity=f)
+        store.save_probe(b, diagnose(b))
+    runs = store.fidelity_runs(cluster="c")
+    assert [r.record["result"] for r in runs] == [1.0, 0.0, -1.0]
+    counts = fidelity_counts(runs, week)
+    assert counts[0] == (1, 1, 0) and counts[2] == (0, 0, 1) and sum(map(sum, counts)) == 3
+    assert fidelity_chart(runs, week) is not None and fidelity_chart([], week) is None

@@ -194,6 +194,13 @@ def fidelity_facts(f: Fidelity | None) -> dict[str, Any]:
     return facts
 
 
+def fidelity_record(f: Fidelity) -> dict[str, Any]:
+    """What the store keeps of a run for trends (the weekly report's chart): verdict and counts."""
+    facts = fidelity_facts(f)
+    return {"result": verdict(f), "compared": facts.get("compared", 0), "diverged": facts.get("diverged", 0),
+            "errors": facts.get("errors", 0), "refused": bool(f.refused)}
+
+
 def verdict(f: Fidelity | None) -> float:
     """The exported result: 1 every compared answer matched, 0 some diverged, -1 nothing could be judged
     (refused, every request failed): never read as a pass."""
