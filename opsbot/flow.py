@@ -284,7 +284,8 @@ class Flow:
                             good if good is not None and worse(record, good.record) else None)
 
     # -- the output-fidelity probe: by hand, after a deploy, on a schedule -----------------------------
-    async def run_fidelity(self, cluster: str | None, trigger: Trigger, *, baseline: Path | None = None) -> ProbeResult:
+    async def run_fidelity(self, cluster: str | None, trigger: Trigger, *, baseline: Path | None = None,
+                           alert_ids: list[int] | None = None) -> ProbeResult:
         """Fixed greedy prompts of every decode instance and rank, compared with the cluster's baseline (or
         ``baseline``), with a probe of every role: diagnosed, recorded, remedies planned, the result exported."""
         from opsbot.collect.fidelity import baseline_path, fidelity_bundle, load_baseline
@@ -296,7 +297,8 @@ class Flow:
         since = datetime.fromisoformat(base.recorded_at.replace("Z", "+00:00")) if base is not None else None
         deploy = await self.db(self._deploy_since, name, since) if since is not None else None
         result = await self._recorded(trigger, lambda: fidelity_bundle(
-            inventory, cluster=name, settings=self.settings, trigger=trigger, baseline=base, after_deploy=deploy))
+            inventory, cluster=name, settings=self.settings, trigger=trigger, baseline=base, after_deploy=deploy),
+            alert_ids)
         self.telemetry.fidelity.labels(name).set(verdict(result.bundle.fidelity))
         self.telemetry.fidelity_diverged.labels(name).set(fidelity_facts(result.bundle.fidelity).get("diverged", 0))
         await self._plan_remedies(result, actor=_actor(trigger))
