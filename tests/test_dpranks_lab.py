@@ -4,7 +4,7 @@ decode output corrupted after the KV transfer is named output-corruption by the 
 
 from __future__ import annotations
 
-import time
+import asyncio
 
 import pytest
 
@@ -25,7 +25,7 @@ async def test_one_rank_wedged_is_named_by_the_first_probe(lab, settings):
     lab.reset()
     try:
         lab.break_class("dp-rank-wedged")
-        time.sleep(1.0)  # the emulator reads its control file every tick
+        await asyncio.sleep(1.0)  # the emulator reads its control file every tick
         bundle = await probe(lab.inventory, settings=settings)
         decode = bundle.role("decode")
         assert decode is not None and decode.health.status == 200  # /health reaches DP rank 0 only
@@ -59,7 +59,7 @@ async def test_output_corruption_is_named_by_the_first_fidelity_run_after_the_br
         assert "output-corruption" not in {f.incident for f in healthy.diagnosis.findings}
         assert flow.telemetry.fidelity.labels(healthy.bundle.cluster)._value.get() == 1.0
         lab.break_class("output-corruption")
-        time.sleep(1.0)
+        await asyncio.sleep(1.0)
         broken = await flow.run_fidelity(None, Trigger(kind="cli", text="fidelity"))
         findings = [f.incident for f in broken.diagnosis.findings]
         assert findings and findings[0] == "output-corruption", findings

@@ -70,12 +70,12 @@ def test_each_rank_writes_its_series_with_the_dp_rank_label_and_its_log_prefix(t
     text = ranks[0].reg.render()
     # metrics_collector.py:1381-1392: the base labels, dp_rank last added; tp_rank the rank's attention-TP-0 rank
     assert re.search(r'^sglang:num_running_reqs\{dp_rank="1",engine_type="decode",model_name="m",moe_ep_rank="0",'
-                     r'pp_rank="0",tp_rank="2"\} ', text, re.M), text[:400]
+                     r'pp_rank="0",tp_rank="2"\} ', text, re.MULTILINE), text[:400]
     tokens = _series(ranks, "sglang:realtime_tokens_total", "decode")
     assert set(tokens) == {"0", "1"} and all(v > 0 for v in tokens.values())
     out = capsys.readouterr().out
-    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d DP0 TP0\] Decode batch, ", out, re.M)
-    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d DP1 TP2\] Decode batch, ", out, re.M)
+    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d DP0 TP0\] Decode batch, ", out, re.MULTILINE)
+    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d DP1 TP2\] Decode batch, ", out, re.MULTILINE)
 
 
 def test_rank_wedged_stops_one_rank_while_its_sibling_serves(tmp_path, capsys) -> None:

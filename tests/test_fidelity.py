@@ -8,7 +8,15 @@ from hypothesis import strategies as st
 
 from opsbot.bundle import Fidelity, FidelityBaseline, parse_bundle
 from opsbot.parse.fidelity import (
-    LOGPROB_FLOOR, PROMPTS, Answer, build_baseline, compare, fidelity_facts, first_divergence, refusal, verdict,
+    LOGPROB_FLOOR,
+    PROMPTS,
+    Answer,
+    build_baseline,
+    compare,
+    fidelity_facts,
+    first_divergence,
+    refusal,
+    verdict,
 )
 
 

@@ -75,7 +75,13 @@ def test_the_dp_and_tp_prefix_is_kept_as_fields(dp: int, tp: int, message: str) 
 def test_the_probe_table_and_figures_show_each_rank_with_its_canary() -> None:
     from rich.console import Console
 
-    from opsbot.bundle import Bundle, Canary, MetricsEvidence, RankEvidence, RoleEvidence
+    from opsbot.bundle import (
+        Bundle,
+        Canary,
+        MetricsEvidence,
+        RankEvidence,
+        RoleEvidence,
+    )
     from opsbot.cli.probe_view import ranks_table
     from opsbot.parse.figures import role_figures
 

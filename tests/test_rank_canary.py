@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from opsbot.bundle import RoleEvidence
 from opsbot.collect.rankcanary import rank_canaries
 from opsbot.collect.transport import LocalTransport
 from opsbot.inventory import Node, Role
@@ -20,7 +21,6 @@ from opsbot.lab.emulator.control import Control, write_control
 from opsbot.lab.emulator.flags import parse_server
 from opsbot.lab.emulator.launch_server import App, QuietHTTPServer, make_handler
 from opsbot.lab.emulator.scheduler import Scheduler
-from opsbot.bundle import RoleEvidence
 from opsbot.parse.ranks import rank_facts
 from opsbot.settings import Settings
 

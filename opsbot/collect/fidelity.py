@@ -21,7 +21,15 @@ from opsbot.collect.probe import probe
 from opsbot.collect.transport import Transport, TransportPool
 from opsbot.inventory import Cluster, Inventory, Role
 from opsbot.parse.fidelity import (
-    MAX_NEW_TOKENS, PROMPTS, SEED, Answer, Baseline, build_baseline, compare, refusal, unjudged,
+    MAX_NEW_TOKENS,
+    PROMPTS,
+    SEED,
+    Answer,
+    Baseline,
+    build_baseline,
+    compare,
+    refusal,
+    unjudged,
 )
 from opsbot.settings import Settings
 
@@ -76,16 +84,16 @@ async def ask(decode: Role, prefill: Role, rank: int | None, prompt_id: str, pro
                      direct=not prefill.http_via_ssh),
         dd.http_post(f"{decode.api_base}/generate", json.dumps(decode_body).encode(), timeout_s, 1 << 18,
                      direct=not decode.http_via_ssh))
-    where = {"prompt_id": prompt_id, "instance": decode.key, "dp_rank": rank}
     if d.error or d.status != 200:
-        return Answer(**where, error=d.error or f"HTTP {d.status}: {d.body.strip()[:160]}")
+        return Answer(prompt_id, decode.key, rank, error=d.error or f"HTTP {d.status}: {d.body.strip()[:160]}")
     if p.error or p.status != 200:
-        return Answer(**where, error=f"prefill {prefill.key}: {p.error or f'HTTP {p.status}: {p.body.strip()[:120]}'}")
+        why = p.error or f"HTTP {p.status}: {p.body.strip()[:120]}"
+        return Answer(prompt_id, decode.key, rank, error=f"prefill {prefill.key}: {why}")
     try:
         tokens, logprobs = read_answer(d.body)
     except ValueError as exc:
-        return Answer(**where, error=str(exc))
-    return Answer(**where, tokens=tokens, logprobs=logprobs)
+        return Answer(prompt_id, decode.key, rank, error=str(exc))
+    return Answer(prompt_id, decode.key, rank, tokens=tokens, logprobs=logprobs)
 
 
 async def served_model(decode: Role, transport: Transport, timeout_s: float) -> tuple[str, str]:
@@ -105,7 +113,7 @@ async def served_model(decode: Role, transport: Transport, timeout_s: float) -> 
 async def ask_all(cl: Cluster, pool: TransportPool, settings: Settings, repeats: int = 1) -> tuple[list[Answer], str, str]:
     """Every prompt of every decode instance and rank, ``repeats`` times; and the served model and tokenizer."""
     targets = pairs(cl)
-    transports = {n: await pool.get(cl.node(n)) for n in {r.node for d, p, _ in targets for r in (d, p)}}
+    transports: dict[str, Transport] = {n: await pool.get(cl.node(n)) for n in {r.node for d, p, _ in targets for r in (d, p)}}
     first = targets[0][0]
     model, tokenizer = await served_model(first, transports[first.node], settings.http_timeout_s)
     prefill = targets[0][1]
@@ -148,7 +156,7 @@ async def judge(inventory: Inventory, *, cluster: str | None, settings: Settings
     why = refusal(baseline, model, tokenizer)
     if why:
         return Fidelity(baseline=head, cases=unjudged(answers), refused=why, after_deploy=after_deploy)
-    return Fidelity(baseline=head, cases=compare(baseline, answers), after_deploy=after_deploy)
+    return Fidelity(baseline=head, cases=compare(baseline, answers), refused=None, after_deploy=after_deploy)
 
 
 async def fidelity_bundle(inventory: Inventory, *, cluster: str | None, settings: Settings, trigger: Trigger,

@@ -151,8 +151,7 @@ def unjudged(answers: Sequence[Answer]) -> list[FidelityCase]:
 
 
 FIDELITY_FACTS = frozenset(
-    "ran refused compared diverged errors instances diverged_instances diverged_cases first_divergence"
-    " max_logprob_distance baseline baseline_model after_deploy".split()
+    ["ran", "refused", "compared", "diverged", "errors", "instances", "diverged_instances", "diverged_cases", "first_divergence", "max_logprob_distance", "baseline", "baseline_model", "after_deploy"]
 )
 
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from opsbot.bundle import Canary, RoleEvidence
-from opsbot.parse.metrics import RankMetrics, parse_samples
 from opsbot.parse.metricnames import REALTIME_TOKENS
+from opsbot.parse.metrics import RankMetrics, parse_samples
 
 RANK_FACTS = frozenset(
-    "count stalled progressing wedged serving healthy canary_timed_out canary_answered canary_failed canary_skipped"
-    " full running usage".split()
+    ["count", "stalled", "progressing", "wedged", "serving", "healthy", "canary_timed_out", "canary_answered", "canary_failed", "canary_skipped", "full", "running", "usage"]
 )
 # the metric facts the per-rank figures come from (parsing only their families)
 RANK_METRICS = frozenset({"num_running_reqs", "num_queue_reqs", "token_usage", REALTIME_TOKENS})

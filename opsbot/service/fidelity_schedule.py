@@ -8,7 +8,7 @@ database run each slot once (``Store.claim_period``).
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -27,7 +27,7 @@ log = logging.getLogger("opsbot.fidelity")
 
 async def run_scheduled(flow: Flow, *, now: datetime | None = None) -> str | None:
     """One scheduled run, unless another instance claimed this slot; returns the probe id."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     slot = now.strftime("%Y-%m-%dT%H:%M")
     if not await flow.db(flow.store.claim_period, JOB, slot, flow.instance):
         log.info("fidelity %s: already claimed by another instance", slot)
