@@ -97,3 +97,16 @@ def test_the_probe_table_and_figures_show_each_rank_with_its_canary() -> None:
     console.print(ranks_table(bundle))
     assert "no answer within 4 s" in console.export_text()
     assert ranks_table(Bundle(roles=[RoleEvidence(role="decode")])) is None
+
+
+def test_rank_facts_from_the_series_alone_name_the_stalled_rank_and_need_a_window() -> None:
+    from opsbot.bundle import MetricsEvidence, RoleEvidence
+    from opsbot.parse.ranks import rank_facts
+
+    samples = _samples([(4, 0, 0.1, 1000), (4, 0, 0.96, 900)], [(4, 0, 0.12, 1480), (5, 1, 0.97, 900)])
+    facts = rank_facts(RoleEvidence(role="decode", metrics=MetricsEvidence(ok=True, samples=samples)))
+    assert (facts["count"], facts["stalled"], facts["wedged"], facts["serving"], facts["healthy"], facts["full"]) == (
+        2, [1], [1], [0], 1, [1])
+    short = [samples[0], samples[1].model_copy(update={"at": "2026-12-03T07:00:01+00:00"})]
+    assert rank_facts(RoleEvidence(role="decode", metrics=MetricsEvidence(ok=True, samples=short)))["stalled"] == []
+    assert rank_facts(RoleEvidence(role="decode")) == {}
