@@ -77,8 +77,11 @@ CAPTURES: dict[str, Capture] = {
     "recall-edges": Capture("decode", "recall-edges", "healthy", 1.0, recall=RecallPlan(lengths=(1024, 2048, 4096)),
                             must_not=("long-context-recall-regression",),
                             note="lost only at depths 0 and 1: positional, not this class"),
-    "dp-rank-wedged": Capture("decode", "rank-wedged", "dp-rank-wedged", 2.0, must_not=("decode-wedged",),
-                              note="decode runs two DP-attention ranks; the last holds its requests, the other serves"),
+    "dp-rank-wedged": Capture("decode", "rank-wedged", "dp-rank-wedged", 2.0, also=("kv-transfer-failure",),
+                              must_not=("decode-wedged",),
+                              note="decode runs two DP-attention ranks; the last holds its requests, the other serves; "
+                                   "the router's canary went to the stuck rank and timed out, which kv-transfer-failure "
+                                   "also reads"),
     "dp-ranks-healthy": Capture("decode", "healthy", "healthy", 2.0, must_not=("dp-rank-wedged",),
                                 note="decode runs two DP-attention ranks, both serving; each pinned canary answers"),
     "output-corruption": Capture("decode", "output-corruption", "output-corruption", 2.0, fidelity=True,
