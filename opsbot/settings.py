@@ -31,7 +31,8 @@ class Settings(BaseSettings):
     log_since: str = Field("-15min", description="journalctl --since for log axes")
     canary_deadline_s: float = Field(10.0, gt=0, description="the canary completion through the router must finish by then")
     rank_canary_deadline_s: float = Field(
-        4.0, gt=0, description="DP attention: each rank's pinned canary (routed_dp_rank) must answer by then"
+        3.0, gt=0, description="DP attention: each rank's pinned canary (routed_dp_rank) must answer by then; as long "
+        "as the metrics window, so a stuck rank's canary does not hold the probe past it"
     )
 
     # the output-fidelity probe (opsbot fidelity check, OPSBOT_FIDELITY_SCHEDULE)
