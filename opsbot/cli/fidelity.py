@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from opsbot.bundle import Fidelity
+    from opsbot.flow import Flow
 
 app = typer.Typer(help="Output fidelity: fixed greedy prompts compared with the baseline of the last good deploy.",
                   no_args_is_help=True)
@@ -22,7 +23,7 @@ InventoryOpt = typer.Option(None, "--inventory", "-i", help="inventory YAML (def
 BaselineOpt = typer.Option(None, "--baseline", help="baseline file (default: DATA_DIR/fidelity/CLUSTER.json)")
 
 
-def _flow(inventory: Path | None, cluster: str | None):
+def _flow(inventory: Path | None, cluster: str | None) -> tuple[Flow, str]:
     from opsbot.cli.flowroot import cli_flow
     from opsbot.flow import InventoryUnavailable
     from opsbot.inventory import UnknownRole

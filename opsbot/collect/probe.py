@@ -16,7 +16,7 @@ from opsbot.bundle import (
 from opsbot.collect import axes
 from opsbot.collect.canary import send_canary
 from opsbot.collect.rankcanary import rank_canaries
-from opsbot.collect.transport import TransportPool
+from opsbot.collect.transport import Transport, TransportPool
 from opsbot.inventory import Inventory, Node, Role
 from opsbot.settings import Settings
 
@@ -162,7 +162,7 @@ def ranked(role: Role) -> bool:
     return role.role == "decode" and role.dp_size > 1 and role.api_base is not None
 
 
-async def _ranks(role: Role, transport, s: Settings, report: Progress) -> list[RankEvidence] | None:
+async def _ranks(role: Role, transport: Transport, s: Settings, report: Progress) -> list[RankEvidence] | None:
     """One canary pinned to each rank of a DP-attention decode (opsbot/collect/rankcanary.py); never raises."""
     if not ranked(role):
         return None
