@@ -97,6 +97,30 @@ class LogsEvidence(Envelope):
 _NOT_COLLECTED = {"ok": False, "error": "not in the bundle"}
 
 
+class Canary(Envelope):
+    """One short completion through the router: the only check that moves KV from prefill to decode."""
+
+    endpoint: str = ""
+    model: str | None = None
+    status: int | None = None
+    ttft_ms: float | None = None
+    total_ms: float | None = None
+    tokens: int | None = None
+    body: str | None = None
+    # why the probe stopped waiting for it: the other axes had already named a class (not evidence either way)
+    not_awaited: str | None = None
+    # why it was not sent at all (e.g. the server refuses ``routed_dp_rank``): not evidence either way
+    skipped: str | None = None
+
+
+class RankEvidence(_Open):
+    """One DP-attention rank of a role: its pinned canary (``routed_dp_rank``). Its metric series stay in the
+    role's ``/metrics`` samples (label ``dp_rank``) and are read from there."""
+
+    dp_rank: int = Field(ge=0)
+    canary: Canary | None = None
+
+
 class RoleEvidence(_Open):
     role: Literal["prefill", "decode", "router"]
     node: str = "unknown"
@@ -107,6 +131,7 @@ class RoleEvidence(_Open):
     metrics: MetricsEvidence = Field(default_factory=lambda: MetricsEvidence(**_NOT_COLLECTED))
     health: HealthEvidence = Field(default_factory=lambda: HealthEvidence(**_NOT_COLLECTED))
     logs: LogsEvidence = Field(default_factory=lambda: LogsEvidence(**_NOT_COLLECTED))
+    ranks: list[RankEvidence] | None = Field(None, description="DP attention: one entry per rank; absent without it")
 
     @property
     def key(self) -> str:
@@ -126,20 +151,6 @@ class NodeEvidence(_Open):
     node: str
     gpu: GpuEvidence = Field(default_factory=lambda: GpuEvidence(**_NOT_COLLECTED))
     kernel_log: KernelLogEvidence | None = None
-
-
-class Canary(Envelope):
-    """One short completion through the router: the only check that moves KV from prefill to decode."""
-
-    endpoint: str = ""
-    model: str | None = None
-    status: int | None = None
-    ttft_ms: float | None = None
-    total_ms: float | None = None
-    tokens: int | None = None
-    body: str | None = None
-    # why the probe stopped waiting for it: the other axes had already named a class (not evidence either way)
-    not_awaited: str | None = None
 
 
 class RecallCase(_Open):
@@ -163,6 +174,34 @@ class Recall(_Open):
     notes: list[str] = Field(default_factory=list, description="lengths skipped and other things said about the run")
 
 
+class FidelityBaseline(_Open):
+    id: str = ""
+    recorded_at: str | None = None
+    model: str | None = None
+    tokenizer: str | None = None
+
+
+class FidelityCase(_Open):
+    """One fixed greedy prompt asked of one decode instance (and rank), compared with the baseline."""
+
+    prompt_id: str
+    instance: str = ""
+    dp_rank: int | None = None
+    tokens: list[int] = Field(default_factory=list)
+    logprobs: list[float] | None = None
+    first_divergence: int | None = None
+    logprob_distance: float | None = None
+    diverged: bool | None = Field(None, description="beyond the baseline's tolerance; None: not judged")
+    error: str | None = None
+
+
+class Fidelity(_Open):
+    baseline: FidelityBaseline | None = None
+    cases: list[FidelityCase] = Field(default_factory=list)
+    refused: str | None = Field(None, description="why the run was not compared (a baseline of another model)")
+    after_deploy: str | None = Field(None, description="the deploy recorded since the baseline, in a line")
+
+
 class Bundle(_Open):
     schema_: Literal["opsbot/probe-bundle@1"] = Field(SCHEMA, alias="schema")
     id: str = Field(default_factory=lambda: uuid.uuid4().hex[:16])
@@ -174,6 +213,7 @@ class Bundle(_Open):
     nodes: list[NodeEvidence] = Field(default_factory=list)
     canary: Canary | None = None
     recall: Recall | None = None
+    fidelity: Fidelity | None = None
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
     _problems: list[str] = PrivateAttr(default_factory=list)
@@ -198,9 +238,10 @@ class BundleError(ValueError):
 
 
 # Where a validation error is contained: a role's or node's evidence section, then the entry itself.
-_SECTIONS = {("roles", "systemd"), ("roles", "metrics"), ("roles", "health"), ("roles", "logs"),
+_SECTIONS = {("roles", "systemd"), ("roles", "metrics"), ("roles", "health"), ("roles", "logs"), ("roles", "ranks"),
              ("nodes", "gpu"), ("nodes", "kernel_log")}
-_TOP_OPTIONAL = ("trigger", "recall", "canary", "id", "cluster", "started_at", "finished_at")
+_LIST_SECTIONS = {("roles", "ranks")}  # optional lists: a malformed one is left out, not read as an envelope
+_TOP_OPTIONAL = ("trigger", "recall", "canary", "fidelity", "id", "cluster", "started_at", "finished_at")
 
 
 def _contain(data: dict, loc: tuple, msg: str) -> str | None:
@@ -208,6 +249,9 @@ def _contain(data: dict, loc: tuple, msg: str) -> str | None:
     head = loc[0] if loc else None
     if head in ("roles", "nodes") and len(loc) >= 2 and isinstance(loc[1], int):
         entries, i = data[head], loc[1]
+        if len(loc) >= 3 and (head, loc[2]) in _LIST_SECTIONS and isinstance(entries[i], dict):
+            entries[i][loc[2]] = None
+            return f"{head}[{i}].{loc[2]}: {msg}; left out"
         if len(loc) >= 3 and (head, loc[2]) in _SECTIONS and isinstance(entries[i], dict):
             entries[i][loc[2]] = {"ok": False, "error": f"malformed in the bundle: {msg}"}
             return f"{head}[{i}].{loc[2]}: {msg}; read as not collected"

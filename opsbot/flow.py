@@ -34,6 +34,7 @@ from opsbot.yamlsource import ConfigError
 
 if TYPE_CHECKING:
     from opsbot.act import ActionOutcome, RestartPlan, RunContext
+    from opsbot.parse.fidelity import Baseline
     from opsbot.store.models import Action
 
 R = TypeVar("R")
@@ -357,6 +358,38 @@ class Flow:
         record = run_record(done.bundle.recall) if done.bundle.recall is not None else {}
         return RecallResult(done.probe_id, done.bundle, done.diagnosis,
                             good if good is not None and worse(record, good.record) else None)
+
+    # -- the output-fidelity probe: by hand, after a deploy, on a schedule -----------------------------
+    async def run_fidelity(self, cluster: str | None, trigger: Trigger, *, baseline: Path | None = None,
+                           alert_ids: list[int] | None = None) -> ProbeResult:
+        """Fixed greedy prompts of every decode instance and rank, compared with the cluster's baseline (or
+        ``baseline``), with a probe of every role: diagnosed, recorded, remedies planned, the result exported."""
+        from opsbot.collect.fidelity import baseline_path, fidelity_bundle, load_baseline
+        from opsbot.parse.fidelity import fidelity_facts, verdict
+
+        inventory = self.inventory()
+        name = self.cluster_name(cluster)
+        base = await to_thread.run_sync(load_baseline, baseline or baseline_path(self.settings, name))
+        since = datetime.fromisoformat(base.recorded_at.replace("Z", "+00:00")) if base is not None else None
+        deploy = await self.db(self._deploy_since, name, since) if since is not None else None
+        result = await self._recorded(trigger, lambda: fidelity_bundle(
+            inventory, cluster=name, settings=self.settings, trigger=trigger, baseline=base, after_deploy=deploy),
+            alert_ids)
+        self.telemetry.fidelity.labels(name).set(verdict(result.bundle.fidelity))
+        self.telemetry.fidelity_diverged.labels(name).set(fidelity_facts(result.bundle.fidelity).get("diverged", 0))
+        await self._plan_remedies(result, actor=_actor(trigger))
+        return result
+
+    async def record_fidelity(self, cluster: str | None, *, repeats: int = 3,
+                              path: Path | None = None) -> tuple[Baseline, Path]:
+        """Record the cluster's fidelity baseline (after a deploy that passed its checks): the baseline and its file."""
+        from opsbot.collect.fidelity import baseline_path, record, save_baseline
+
+        name = self.cluster_name(cluster)
+        baseline = await record(self.inventory(), cluster=name, settings=self.settings, repeats=repeats)
+        target = path or baseline_path(self.settings, name)
+        await to_thread.run_sync(save_baseline, target, baseline)
+        return baseline, target
 
     def _deploy_since(self, cluster: str, since: datetime | None) -> str | None:
         """The latest deploy of ``cluster`` recorded after ``since``, in a line; None when there was none."""

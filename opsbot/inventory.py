@@ -79,6 +79,10 @@ class Role(_Strict):
     http_via_ssh: bool = Field(True, description="reach the URLs through an SSH port forward from the node")
     gpus: list[int] = Field(default_factory=list)
     numa_node: int | None = None
+    dp_size: int = Field(1, ge=1, le=256, description="DP-attention ranks (--enable-dp-attention --dp-size N); "
+                         "above 1 the probe sends a canary pinned to each rank")
+    bootstrap_port: int | None = Field(None, ge=1, le=65535, description="prefill: its --disaggregation-bootstrap-port "
+                                       "(the fidelity probe pairs it with each decode)")
 
     @property
     def key(self) -> str:

@@ -132,7 +132,16 @@ class Settings(BaseSettings):
     log_lines_cap: int = Field(400, ge=10)
     log_since: str = Field("-15min", description="journalctl --since for log axes")
     canary_deadline_s: float = Field(10.0, gt=0, description="the canary completion through the router must finish by then")
+    rank_canary_deadline_s: float = Field(
+        3.0, gt=0, description="DP attention: each rank's pinned canary (routed_dp_rank) must answer by then; as long "
+        "as the metrics window, so a stuck rank's canary does not hold the probe past it"
+    )
 
+    # the output-fidelity probe (opsbot fidelity check, OPSBOT_FIDELITY_SCHEDULE)
+    fidelity_schedule: str | None = Field(
+        None, pattern=r"^\s*\S+(\s+\S+){4}\s*$",
+        description="crontab line (report time zone): run `opsbot fidelity check` on it and export the result",
+    )
     # the long-context recall probe (opsbot recall, after deploy apply, OPSBOT_RECALL_SCHEDULE)
     recall_schedule: str | None = Field(
         None, pattern=r"^\s*\S+(\s+\S+){4}\s*$",

@@ -32,3 +32,9 @@ class Telemetry:
             "opsbot_slack_messages_failing",
             "Incident messages Slack did not take in the last hour (the status page's Slack row); set per scrape",
             registry=r)
+        self.fidelity = Gauge(
+            "opsbot_fidelity_result", "Last output-fidelity run: 1 every answer matched the baseline, 0 some diverged, "
+            "-1 not judged (no or refused baseline, every request failed)", ["cluster"], registry=r)
+        self.fidelity_diverged = Gauge(
+            "opsbot_fidelity_diverged_answers", "Answers of the last output-fidelity run beyond the baseline's tolerance",
+            ["cluster"], registry=r)

@@ -142,6 +142,28 @@ def alert_rules(spec: DeploymentSpec) -> dict[str, Any]:
             "its last value when the scheduler stops logging.",
         ),
         _rule(
+            "SGLangDPRankNoProgress",
+            # under DP attention each rank's scheduler writes its own series, label dp_rank (sglang 0.5.23
+            # observability/metrics_collector.py:1391-1392): one rank stuck while its siblings move the role's sum
+            f'max by (cluster, role, node, instance, dp_rank) (sglang:num_running_reqs{{{d},dp_rank!=""}}) > 0 '
+            f"unless on (instance, dp_rank) sum by (instance, dp_rank) "
+            f'(increase(sglang:realtime_tokens_total{{{d},mode="decode",dp_rank!=""}}[{w2}])) > 0',
+            "1m", "dp-rank-wedged", "critical",
+            "DP rank {{ $labels.dp_rank }} of decode {{ $labels.instance }} holds requests but decoded no token "
+            "for 2 minutes",
+            "{{ $value }} running requests on that rank and no increase of its own "
+            "sglang:realtime_tokens_total{mode=\"decode\"}; /health (DP rank 0 only) and the role's summed "
+            "counter can look fine. SGLang cannot restart one rank: restart the role.",
+        ),
+        _rule(
+            "OpsbotOutputFidelityDiverged",
+            "min by (cluster) (opsbot_fidelity_result) == 0",
+            "0s", "output-corruption", "critical",
+            "Greedy answers of {{ $labels.cluster }} diverge from the fidelity baseline",
+            "opsbot's last fidelity run (opsbot fidelity check, or its schedule) found answers beyond the "
+            "baseline's tolerance: wrong output with nothing crashed. Roll back the last deploy, else restart the pair.",
+        ),
+        _rule(
             "SGLangPrefillNoProgress",
             f"max by (cluster, role, node, instance) (sglang:num_running_reqs{{{p}}}) > 0 unless on (instance) "
             f'sum by (instance) (increase(sglang:realtime_tokens_total{{{p},mode="prefill_compute"}}[{w2}])) > 0',

@@ -9,6 +9,7 @@ from pathlib import Path
 NAMES_FILE = Path(__file__).parent / "metric_names.txt"
 # Series Prometheus itself makes, and the exporter's families (serving/exporter.py; counters gain _total).
 PROMETHEUS_NAMES = {"up"}
+# opsbot's own /metrics (opsbot/telemetry.py) that alert rules read: the output-fidelity result
 EXPORTER_NAMES = {
     "opsbot_gpu_count", "opsbot_gpu_utilization_percent", "opsbot_gpu_memory_used_bytes",
     "opsbot_gpu_memory_total_bytes", "opsbot_gpu_temperature_celsius", "opsbot_gpu_power_watts",

@@ -106,7 +106,9 @@ def test_unknown_host_key_is_refused_by_the_ssh_client(lab: Lab, tmp_path) -> No
 
 
 def test_metrics_parse_with_exact_sglang_names_and_labels(lab: Lab) -> None:
-    for role, engine in (("prefill", "prefill"), ("decode", "decode")):
+    # the lab's decode runs DP attention with two ranks: each rank's series adds dp_rank (sglang 0.5.23
+    # observability/metrics_collector.py:1391-1392), with its own attention-TP-0 tp_rank
+    for role, engine, extra in (("prefill", "prefill", set()), ("decode", "decode", {"dp_rank"})):
         status, body = get(lab.url(role, "/metrics"))
         assert status == 200
         fams = {f.name: f for f in text_string_to_metric_families(body)}
@@ -119,7 +121,10 @@ def test_metrics_parse_with_exact_sglang_names_and_labels(lab: Lab) -> None:
             assert fams[name].type == "counter", name
         assert fams["sglang:kv_transfer_latency_ms"].type == "histogram"
         running = fams["sglang:num_running_reqs"].samples[0]
-        assert set(running.labels) == SCHEDULER_LABELS and running.labels["engine_type"] == engine
+        assert set(running.labels) == SCHEDULER_LABELS | extra and running.labels["engine_type"] == engine
+        if extra:
+            ranks = {(s.labels["dp_rank"], s.labels["tp_rank"]) for s in fams["sglang:num_running_reqs"].samples}
+            assert ranks == {("0", "0"), ("1", "2")}  # tp 4, dp 2: ranks 0 and 1 on TP 0 and TP 2
         assert "pid" in fams["sglang:num_retracted_reqs"].samples[0].labels
         modes = {s.labels["mode"] for s in fams["sglang:realtime_tokens"].samples}
         assert modes == {"prefill_compute", "prefill_cache", "decode"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from opsbot import __version__
-from opsbot.cli import db, deploy, diagnose, evaluate, history, incidents, inventory, lab, report, restart, serve, tokens
+from opsbot.cli import db, deploy, diagnose, evaluate, fidelity, history, incidents, inventory, lab, report, restart, serve, tokens
 from opsbot.cli import config as config_cli
 from opsbot.cli import slack as slack_cli
 from opsbot.cli import service as service_cli
@@ -41,6 +41,7 @@ app.add_typer(lab.app, name="lab")
 app.add_typer(deploy.app, name="deploy")
 app.add_typer(db.app, name="db")
 app.add_typer(tokens.app, name="tokens")
+app.add_typer(fidelity.app, name="fidelity")
 app.add_typer(config_cli.app, name="config")
 app.add_typer(slack_cli.app, name="slack")
 app.add_typer(service_cli.app, name="service")

@@ -52,7 +52,7 @@ def probe_command(
     import getpass
 
     from opsbot.bundle import Trigger
-    from opsbot.cli.probe_view import canary_line, failures_table, nodes_table, roles_table
+    from opsbot.cli.probe_view import canary_line, failures_table, nodes_table, ranks_table, roles_table
     from opsbot.collect.probe import scope
     from opsbot.inventory import UnknownRole
     from opsbot.settings import get_settings
@@ -74,6 +74,8 @@ def probe_command(
         return
     out = Console()
     out.print(roles_table(bundle))
+    if (ranks := ranks_table(bundle)) is not None:
+        out.print(ranks)
     out.print(nodes_table(bundle))
     if bundle.canary is not None:
         out.print(canary_line(bundle.canary), markup=False, highlight=False)

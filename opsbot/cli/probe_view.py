@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from opsbot.bundle import Bundle, Canary
@@ -41,6 +42,19 @@ def roles_table(bundle: Bundle) -> Table:
             "[red]" + "; ".join(x.split(":")[0] for x in failed) + "[/]" if failed else "-",
         )
     return t
+
+
+def ranks_table(bundle: Bundle) -> Table | None:
+    """The DP-attention ranks of every role that shows several: each rank's series and its pinned canary."""
+    t = Table(title="DP-attention ranks", title_justify="left")
+    for col in ("role", "dp rank", "running", "queued", "token usage", "tokens/s", "pinned canary"):
+        t.add_column(col, overflow="fold")
+    for r in bundle.roles:
+        for k in role_figures(bundle, r).ranks:
+            style = "green" if k.canary.startswith("ok") else "red" if k.canary.startswith("failed") else "yellow"
+            t.add_row(r.key, str(k.dp_rank), _num(k.running_reqs), _num(k.queued_reqs), _num(k.token_usage, "{:.0%}"),
+                      _num(k.tokens_per_s, "{:.1f}"), f"[{style}]{escape(k.canary)}[/]")
+    return t if t.row_count else None
 
 
 def nodes_table(bundle: Bundle) -> Table:

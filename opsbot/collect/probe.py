@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, TypeVar
 
 from opsbot.bundle import (
     Bundle, Canary, Envelope, GpuEvidence, HealthEvidence, KernelLogEvidence, LogsEvidence, MetricsEvidence, NodeEvidence,
-    RoleEvidence, SystemdEvidence, Trigger, utcnow,
+    RankEvidence, RoleEvidence, SystemdEvidence, Trigger, utcnow,
 )
 from opsbot.collect import axes
 from opsbot.collect.canary import send_canary
-from opsbot.collect.transport import TransportPool
+from opsbot.collect.rankcanary import rank_canaries
+from opsbot.collect.transport import Transport, TransportPool
 from opsbot.inventory import Inventory, Node, Role
 from opsbot.settings import Settings
 
@@ -118,10 +119,12 @@ async def probe(
             )
             for n in nodes
         ]
+        rank_tasks = [_ranks(r, transports[r.node], s, report) for r in selected]
         canary_task = asyncio.ensure_future(_canary(inventory, cluster_name, pool, s, report))
         canary_sent = _loop_time()
         try:
-            role_results, node_results = await asyncio.gather(asyncio.gather(*role_tasks), asyncio.gather(*node_tasks))
+            role_results, node_results, rank_results = await asyncio.gather(
+                asyncio.gather(*role_tasks), asyncio.gather(*node_tasks), asyncio.gather(*rank_tasks))
         except BaseException:
             canary_task.cancel()
             raise
@@ -132,8 +135,8 @@ async def probe(
             finished_at=utcnow(),
             roles=[
                 RoleEvidence(role=r.role, node=r.node, unit=r.unit, name=r.name, gpus=list(r.gpus), systemd=sd, metrics=m,
-                             health=h, logs=lg)
-                for r, (sd, m, h, lg) in zip(selected, role_results)
+                             health=h, logs=lg, ranks=ranks)
+                for r, (sd, m, h, lg), ranks in zip(selected, role_results, rank_results)
             ],
             nodes=[NodeEvidence(node=n.name, gpu=g, kernel_log=k) for n, (g, k) in zip(nodes, node_results)],
         )
@@ -154,6 +157,27 @@ async def probe(
     return bundle
 
 
+def ranked(role: Role) -> bool:
+    """Whether the probe sends this role a canary per DP rank: a decode the inventory says runs DP attention."""
+    return role.role == "decode" and role.dp_size > 1 and role.api_base is not None
+
+
+async def _ranks(role: Role, transport: Transport, s: Settings, report: Progress) -> list[RankEvidence] | None:
+    """One canary pinned to each rank of a DP-attention decode (opsbot/collect/rankcanary.py); never raises."""
+    if not ranked(role):
+        return None
+    report(f"{role.key}/ranks", "running")
+    try:
+        ranks = await rank_canaries(role, transport, s.rank_canary_deadline_s)
+    except Exception as exc:  # a bug here must not sink the probe: the ranks read as not collected
+        report(f"{role.key}/ranks", f"failed: {type(exc).__name__}: {exc}")
+        return [RankEvidence(dp_rank=i, canary=Canary(ok=False, error=f"{type(exc).__name__}: {exc}"))
+                for i in range(role.dp_size)]
+    answered = sum(1 for r in ranks if r.canary is not None and r.canary.ok)
+    report(f"{role.key}/ranks", "ok" if answered == len(ranks) else f"{answered} of {len(ranks)} ranks answered")
+    return ranks
+
+
 def _loop_time() -> float:
     return asyncio.get_running_loop().time()
 
@@ -172,6 +196,7 @@ async def _canary(inventory: Inventory, cluster: str, pool: TransportPool, s: Se
 def planned_axes(roles: list[Role], nodes: list[Node]) -> list[str]:
     """The ``role/axis`` and ``node/axis`` names a probe of this scope reports progress for."""
     names = [f"{r.key}/{a}" for r in roles for a in ("systemd", "metrics", "health", "logs")]
+    names += [f"{r.key}/ranks" for r in roles if ranked(r)]
     return names + [f"{n.name}/{a}" for n in nodes for a in ("gpu", "kernel")]
 
 

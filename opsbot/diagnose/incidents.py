@@ -20,6 +20,8 @@ INCIDENTS: dict[str, str] = {
     "gpu-fault": "A GPU misbehaves (Xid, ECC, missing)",
     "router-no-healthy-workers": "The router has no healthy workers",
     "long-context-recall-regression": "Answers lose facts from long prompts",
+    "dp-rank-wedged": "One DP-attention rank is stuck while its siblings serve",
+    "output-corruption": "Answers are wrong: greedy outputs diverge from the baseline",
     "healthy": "Nothing abnormal",
 }
 

@@ -44,6 +44,10 @@ _ALL: dict[str, Break] = {
                                        "the router marks every worker unhealthy; clients get 503"),
     "long-context-recall-regression": Break("decode", "recall-loss",
                                             "answers lose needles beyond a context length (recall probe)"),
+    "dp-rank-wedged": Break("decode", "rank-wedged", "one of decode's DP-attention ranks holds its requests and makes "
+                            "no tokens; its siblings serve and /health answers", until_restart=True),
+    "output-corruption": Break("decode", "output-corruption", "decode's answers to some requests come from a "
+                               "corrupted KV transfer: wrong tokens, nothing crashes", until_restart=True),
 }
 
 # the classes whose emulator state exists in this emulator (recall-loss comes with the recall probe)

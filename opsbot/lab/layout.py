@@ -38,6 +38,7 @@ class RoleSpec:
     bootstrap_port: int | None = None
     prometheus_port: int | None = None
     argv: tuple[str, ...] = ()
+    dp_size: int = 1  # DP-attention ranks (--enable-dp-attention --dp-size N)
 
     @property
     def unit(self) -> str:
@@ -87,8 +88,9 @@ class LabPlan:
         raise KeyError(f"no node {name!r} in this lab; it has: {', '.join(n.name for n in self.nodes)}")
 
 
-def server_argv(kind: str, port: int, bootstrap_port: int, tp: int) -> tuple[str, ...]:
-    """``sglang.launch_server`` flags for a PD role, as a production unit would pass them."""
+def server_argv(kind: str, port: int, bootstrap_port: int, tp: int, dp: int = 1) -> tuple[str, ...]:
+    """``sglang.launch_server`` flags for a PD role, as a production unit would pass them; ``dp`` > 1: DP
+    attention with that many ranks (``--enable-dp-attention --dp-size``, read by 0.5.12 and 0.5.23 alike)."""
     argv = [
         "--model-path", MODEL_PATH, "--served-model-name", SERVED_MODEL, "--trust-remote-code",
         "--tp", str(tp), "--host", "127.0.0.1", "--port", str(port),
@@ -98,6 +100,8 @@ def server_argv(kind: str, port: int, bootstrap_port: int, tp: int) -> tuple[str
     ]
     if kind == "prefill":
         argv += ["--chunked-prefill-size", "4096", "--enable-hierarchical-cache", "--hicache-ratio", "2.0"]
+    if dp > 1:
+        argv += ["--enable-dp-attention", "--dp-size", str(dp)]
     return tuple(argv)
 
 
@@ -133,11 +137,13 @@ def plan_lab(settings: LabSettings, nodes: int = 2) -> LabPlan:
     gpus = tuple(range(settings.lab_gpus_per_node))
     names = [f"node{i}" for i in range(1, nodes + 1)]
     prefill = RoleSpec("prefill", "prefill", names[0], base, gpus, bootstrap_port=base + 4)
-    decodes = [RoleSpec("decode", "decode", names[min(1, nodes - 1)], base + 1, gpus, bootstrap_port=base + 4)]
+    dp = settings.lab_decode_dp_size
+    decodes = [RoleSpec("decode", "decode", names[min(1, nodes - 1)], base + 1, gpus, bootstrap_port=base + 4, dp_size=dp)]
     if nodes == 1:  # one node: decode shares the node; give it the upper half of the GPUs
         half = max(1, len(gpus) // 2)
         prefill = RoleSpec("prefill", "prefill", names[0], base, gpus[:half], bootstrap_port=base + 4)
-        decodes = [RoleSpec("decode", "decode", names[0], base + 1, gpus[half:] or gpus, bootstrap_port=base + 4)]
+        decodes = [RoleSpec("decode", "decode", names[0], base + 1, gpus[half:] or gpus, bootstrap_port=base + 4,
+                            dp_size=dp)]
     groups: list[tuple[list[RoleSpec], list[RoleSpec]]] = [([prefill], decodes)]
     extra = list(enumerate(names[2:], start=2))
     pairs = list(zip(extra[0::2], extra[1::2])) if nodes >= 4 else []
@@ -153,7 +159,7 @@ def plan_lab(settings: LabSettings, nodes: int = 2) -> LabPlan:
     roles: list[RoleSpec] = []
     for g, (prefills, decs) in enumerate(groups):
         prefills = [_with_argv(p, server_argv("prefill", p.port, p.bootstrap_port or 0, len(p.gpus))) for p in prefills]
-        decs = [_with_argv(d, server_argv("decode", d.port, d.bootstrap_port or 0, len(d.gpus))) for d in decs]
+        decs = [_with_argv(d, server_argv("decode", d.port, d.bootstrap_port or 0, len(d.gpus), d.dp_size)) for d in decs]
         port, prom = (base + 2, base + 3) if g == 0 else (base + o for o in EXTRA_ROUTER_OFFSETS[g - 1])
         router = RoleSpec("router" if g == 0 else f"router-{g + 1}", "router", prefills[0].node, port,
                           prometheus_port=prom, argv=router_argv(prefills, decs, port, prom))
@@ -167,7 +173,8 @@ def plan_lab(settings: LabSettings, nodes: int = 2) -> LabPlan:
 
 
 def _with_argv(role: RoleSpec, argv: tuple[str, ...]) -> RoleSpec:
-    return RoleSpec(role.key, role.kind, role.node, role.port, role.gpus, role.bootstrap_port, role.prometheus_port, argv)
+    return RoleSpec(role.key, role.kind, role.node, role.port, role.gpus, role.bootstrap_port, role.prometheus_port, argv,
+                    role.dp_size)
 
 
 def unit_text(role: RoleSpec, health_check_timeout: int = 20, version: str = "0.5.23") -> str:
@@ -269,5 +276,9 @@ def inventory_data(plan: LabPlan, host_keys: dict[str, str], key_file: Path) -> 
         if r.gpus:
             entry["gpus"] = list(r.gpus)
             entry["numa_node"] = 0
+        if r.dp_size > 1:
+            entry["dp_size"] = r.dp_size
+        if r.kind == "prefill" and r.bootstrap_port:
+            entry["bootstrap_port"] = r.bootstrap_port
         roles.append(entry)
     return {"clusters": {CLUSTER: {"nodes": nodes, "roles": roles}}}

@@ -27,6 +27,9 @@ class LabSettings(Settings):
     lab_sglang_version: str = Field(
         "0.5.23", pattern=r"^0\.5\.(23|12)$", description="SGLang version the lab's emulator imitates (0.5.23, 0.5.12)"
     )
+    lab_decode_dp_size: int = Field(
+        2, ge=1, le=8, description="DP-attention ranks of the lab's first decode (--enable-dp-attention --dp-size); 1: none"
+    )
     lab_health_check_timeout_s: int = Field(
         20, ge=1, description="SGLANG_HEALTH_CHECK_TIMEOUT in the lab units: a wedged role's /health 503s after it"
     )

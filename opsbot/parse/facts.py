@@ -27,6 +27,8 @@ from opsbot.parse.logs import LogEntry, Pattern, parse_log_lines
 from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
 from opsbot.parse.patch import PatchSeen, seen_in, window_start
+from opsbot.parse.ranks import RANK_FACTS, rank_facts
+from opsbot.parse.fidelity import FIDELITY_FACTS, fidelity_facts
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
 
@@ -110,8 +112,9 @@ APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 ROLE_ROOTS = frozenset(
     "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing"
     " patch".split()
-)
+) | {"ranks"}  # DP attention: per-rank facts (opsbot/parse/ranks.py)
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors", "recall", "canary"}  # the last two: probe-wide
+TOP_ROOTS = TOP_ROOTS | {"fidelity"}  # probe-wide: the output-fidelity run (opsbot/parse/fidelity.py)
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
 
 
@@ -149,6 +152,8 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "metrics": GAUGES | set(METRIC_ALIASES.values()),
         "recall": RECALL_FACTS,
         "canary": CANARY_FACTS,
+        "ranks": RANK_FACTS,
+        "fidelity": FIDELITY_FACTS,
     }.get(root)
     if known is not None:
         return None if leaf in known else f"{path}: {leaf!r} is not a {root} fact (see runbooks/README.md)"
@@ -691,6 +696,7 @@ def role_facts(
         ),
         "routing": _routing(gauges, deltas),
         "patch": patch_seen(bundle, ev, started, read.entries).facts(),
+        "ranks": rank_facts(ev),
     }
     if facts["exception"] and unit.get("active_state") == "active" and started is not None:
         looping = _looping(read.raised, table, started, _line_time(bundle.started_at))
@@ -797,6 +803,7 @@ def bundle_facts(
     if (no_worker := _canary_no_worker(bundle.canary, patterns)) is not None:
         canary["no_worker"] = no_worker
     probe_wide = {"recall": recall_facts(bundle.recall), "canary": canary}
+    probe_wide["fidelity"] = fidelity_facts(bundle.fidelity)
     wanted = metrics or {}
     own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role), table) for ev in bundle.roles}
     if previous is not None:

@@ -8,17 +8,37 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from opsbot.bundle import Bundle, RoleEvidence
+from opsbot.bundle import Bundle, Canary, RoleEvidence
 from opsbot.parse.errors import ParseError
 from opsbot.parse.facts import patch_seen, run_started
 from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.logs import count_kinds, parse_log_lines
 from opsbot.parse.metricnames import QUEUE_REQS, ROUTER_REQUESTS, RUNNING_REQS, TOKEN_USAGE
 from opsbot.parse.metrics import parse_samples, tokens_delta
+from opsbot.parse.ranks import PROGRESS_MODE
 from opsbot.parse.unit import parse_unit
 
 AXES = ("systemd", "metrics", "health", "logs")
 # The counter that moves while a role does its work (reference/sglang.md: realtime tokens).
+
+
+class RankFigures(BaseModel):
+    """One DP-attention rank of a role: its own series and its pinned canary (opsbot/parse/ranks.py)."""
+
+    dp_rank: int
+    running_reqs: float | None = None
+    queued_reqs: float | None = None
+    token_usage: float | None = None
+    tokens_per_s: float | None = None
+    canary: str = Field("-", description="'ok (230 ms)', 'no answer: ...', 'skipped: ...' or '-' (not sent)")
+
+
+def _rank_canary(c: Canary | None) -> str:
+    if c is None:
+        return "-"
+    if c.skipped:
+        return f"skipped: {c.skipped}"
+    return f"ok ({c.total_ms or c.elapsed_ms or 0:.0f} ms)" if c.ok else f"failed: {c.error}"
 
 
 class RoleFigures(BaseModel):
@@ -44,6 +64,7 @@ class RoleFigures(BaseModel):
     failed_axes: list[str] = Field(default_factory=list, description="'axis: error' for evidence not collected")
     problems: list[str] = Field(default_factory=list, description="evidence that was collected but unreadable")
     index_keys: str | None = Field(None, description="servers: the index keys the current run shows (the patch's line)")
+    ranks: list[RankFigures] = Field(default_factory=list, description="DP attention: one entry per rank (2 or more)")
 
 
 def _health(role: RoleEvidence) -> str:
@@ -95,6 +116,19 @@ def _metrics(fig: RoleFigures, role: RoleEvidence) -> None:
     if role.role == "router" and ROUTER_REQUESTS in m.rates:
         fig.requests_per_s = m.rates[ROUTER_REQUESTS]
     fig.problems.extend(f"metrics: {p}" for p in m.problems if "only one" not in p)
+    mode = PROGRESS_MODE.get(role.role, "decode")
+    fig.ranks = [RankFigures(dp_rank=r.dp_rank, running_reqs=r.running, queued_reqs=r.queued, token_usage=r.token_usage,
+                             tokens_per_s=r.tokens[mode] / m.window_s if mode in r.tokens and m.window_s else None)
+                 for r in m.ranks]
+
+
+def _rank_canaries(fig: RoleFigures, role: RoleEvidence) -> None:
+    """The pinned canaries beside the ranks' series (a rank the metrics did not show gets a row of its own)."""
+    by_rank = {r.dp_rank: r for r in fig.ranks}
+    for ev in role.ranks or []:
+        row = by_rank.setdefault(ev.dp_rank, RankFigures(dp_rank=ev.dp_rank))
+        row.canary = _rank_canary(ev.canary)
+    fig.ranks = [by_rank[k] for k in sorted(by_rank)] if len(by_rank) >= 2 else []
 
 
 def role_figures(bundle: Bundle, role: RoleEvidence, gpus: list[int] | None = None) -> RoleFigures:
@@ -105,6 +139,7 @@ def role_figures(bundle: Bundle, role: RoleEvidence, gpus: list[int] | None = No
         _unit(fig, role)
     if role.metrics.ok and role.metrics.samples:
         _metrics(fig, role)
+    _rank_canaries(fig, role)
     if role.logs.ok:
         fig.errors = count_kinds(parse_log_lines(role.logs.raw))
     if role.role != "router":

@@ -58,6 +58,17 @@ _LABEL_NAME = linear(r"[{,]([a-zA-Z_][a-zA-Z0-9_]*)=")  # not a backreference: q
 _FAMILY_SUFFIXES = ("_total", "_count", "_sum", "_bucket", "_created")
 
 
+class RankMetrics(BaseModel):
+    """One DP-attention rank's own series (label ``dp_rank``, sglang 0.5.23 observability/metrics_collector.py:
+    1391-1392): its last running/queued/KV-usage gauges and its token counter's movement per mode."""
+
+    dp_rank: int
+    running: float | None = None
+    queued: float | None = None
+    token_usage: float | None = None
+    tokens: dict[str, float] = Field(default_factory=dict, description="realtime_tokens_total delta per mode")
+
+
 class RoleMetrics(BaseModel):
     """What one role's ``/metrics`` samples say: last gauges, counter movement over the window."""
 
@@ -66,6 +77,7 @@ class RoleMetrics(BaseModel):
     rates: dict[str, float] = Field(default_factory=dict)
     window_s: float | None = None
     problems: list[str] = Field(default_factory=list)
+    ranks: list[RankMetrics] = Field(default_factory=list, description="per DP rank, when the role has several")
 
 
 def fact_name(metric: str) -> str:
@@ -315,7 +327,46 @@ def _parse_samples(samples: list[MetricSample], wanted: frozenset[str] | None) -
         problems.append("only one readable /metrics sample: no counter deltas")
 
     rates = {k: v / window_s for k, v in deltas.items()} if window_s and window_s > 0 else {}
-    return RoleMetrics(gauges=gauges, deltas=deltas, rates=rates, window_s=window_s, problems=problems)
+    ranks = rank_metrics([body for _sample, body in parsed])
+    return RoleMetrics(gauges=gauges, deltas=deltas, rates=rates, window_s=window_s, problems=problems, ranks=ranks)
+
+
+# the per-rank figures: gauge fact -> RankMetrics field
+RANK_GAUGES = {"num_running_reqs": "running", "num_queue_reqs": "queued", "token_usage": "token_usage"}
+
+
+def _rank_of(labels: frozenset[tuple[str, str]]) -> int | None:
+    value = dict(labels).get("dp_rank")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def rank_metrics(bodies: list[_Parsed]) -> list[RankMetrics]:
+    """Each DP rank's series, when the scheduler gauges name two ranks or more (radix-cache series carry
+    ``dp_rank="0"`` without DP attention too, metrics_collector.py:2424-2432, so ranks are read from the
+    scheduler's ``num_running_reqs`` only). TP ranks of one rank and pids are collapsed (max)."""
+    if not bodies:
+        return []
+    last = bodies[-1].gauges
+    ranks = sorted({r for (name, labels) in last if name == "num_running_reqs" and (r := _rank_of(labels)) is not None})
+    if len(ranks) < 2:
+        return []
+    out = {r: RankMetrics(dp_rank=r) for r in ranks}
+    for (name, labels), value in last.items():
+        rank = _rank_of(labels)
+        if name in RANK_GAUGES and rank in out and dict(labels).get("priority", "") == "":
+            current = getattr(out[rank], RANK_GAUGES[name])
+            setattr(out[rank], RANK_GAUGES[name], value if current is None else max(current, value))
+    history: dict[Series, list[float]] = defaultdict(list)
+    for body in bodies:
+        for key, value in body.counters.items():
+            if key[0] == REALTIME_TOKENS and _rank_of(key[1]) in out:
+                history[key].append(value)
+    for (_name, labels), values in history.items():
+        if len(values) >= 2:
+            tokens = out[_rank_of(labels)].tokens  # type: ignore[index]
+            mode = dict(labels).get("mode", "")
+            tokens[mode] = max(tokens.get(mode, 0.0), _increase(values))  # TP ranks of one rank: the same count
+    return [out[r] for r in ranks]
 
 
 def tokens_delta(metrics: RoleMetrics, kind: str) -> float | None:

@@ -19,6 +19,7 @@ from opsbot.contracts import ActionState
 from opsbot.report.charts import weekly_charts
 from opsbot.report.model import Durations, Figure, IncidentRecord, WeeklyReport
 from opsbot.report.prom import FIGURES, WeekData, fetch_week
+from opsbot.report.fidelity import fidelity_chart
 from opsbot.report.recall import recall_chart, recall_days, recall_failures
 from opsbot.report.status import (
     OPEN_ITEMS_WINDOW,
@@ -114,7 +115,8 @@ def missing_lines(this: WeekData) -> list[str]:
 
 
 def compose_weekly(*, week: Week, now: datetime, history: History, this: WeekData, prev: WeekData,
-                   status_parts: dict[str, Any], recall_runs: Sequence[RecallRun] = ()) -> WeeklyReport:
+                   status_parts: dict[str, Any], recall_runs: Sequence[RecallRun] = (),
+                   fidelity_runs: Sequence[RecallRun] = ()) -> WeeklyReport:
     """The weekly report from a history spanning the week before and this one (pure)."""
     before = week.previous()
     eps = episodes(history)
@@ -129,12 +131,14 @@ def compose_weekly(*, week: Week, now: datetime, history: History, this: WeekDat
     base_data = base.model_dump(exclude={"kind", "title", "until"})
     days = recall_days(recall_runs, week)
     recall = recall_chart(days)
+    fidelity = fidelity_chart(fidelity_runs, week)
     return WeeklyReport(
         **base_data,
         title=f"Weekly report {week.label}" + (f": {base.current.cluster}" if base.current.cluster else ""),
         until=week.end, week=week.label, previous_week=before.label,
         figures=figures(this, prev), missing=missing_lines(this),
-        charts=weekly_charts(week, this, prev, by_class, by_class_prev) + ([recall] if recall else []),
+        charts=weekly_charts(week, this, prev, by_class, by_class_prev) + ([recall] if recall else [])
+        + ([fidelity] if fidelity else []),
         recall_days=days, recall_failed=recall_failures(recall_runs, week),
         by_class=by_class, by_class_previous=by_class_prev,
         time_to_diagnosis=time_to_diagnosis(history, week),
@@ -197,6 +201,7 @@ async def build_weekly(store: Store, prom_url: str | None, week: Week | str | No
     current = await asyncio.to_thread(current_state, store, bundle, now, settings.cluster, context=context)
     context = with_observed_index_keys(context, current)
     runs = await asyncio.to_thread(store.recall_runs, cluster=settings.cluster, since=week.start, until=week.end)
+    checks = await asyncio.to_thread(store.fidelity_runs, cluster=settings.cluster, since=week.start, until=week.end)
     parts = {"current": current, "context": context, "goal": settings.goal}
     return compose_weekly(week=week, now=now, history=history, this=this, prev=prev, status_parts=parts,
-                          recall_runs=runs)
+                          recall_runs=runs, fidelity_runs=checks)

@@ -93,6 +93,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
         await lease.start()
         app.state.scheduler = _start_reports(flow, slack)
         app.state.recall_scheduler = _start_recall(flow, slack)
+        app.state.fidelity_scheduler = _start_fidelity(flow)
         app.state.chainwatch.start()
         socket = await slack.start_socket_mode() if slack else None
         try:
@@ -100,7 +101,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
         finally:
             if socket is not None:
                 await socket.close_async()
-            for scheduler in (app.state.scheduler, app.state.recall_scheduler):
+            for scheduler in (app.state.scheduler, app.state.recall_scheduler, app.state.fidelity_scheduler):
                 if scheduler is not None:
                     scheduler.shutdown(wait=False)
             await app.state.chainwatch.stop()
@@ -119,6 +120,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
     app.state.slack = None
     app.state.scheduler = None
     app.state.recall_scheduler = None
+    app.state.fidelity_scheduler = None
     app.state.chainwatch = ChainWatch(flow)  # probes by itself while Prometheus or Alertmanager is down
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, timeout_s=settings.body_read_timeout_s)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
@@ -168,3 +170,12 @@ def _start_recall(flow: Flow, slack: Any) -> Any:
     schedule_recall(scheduler, flow, slack_poster(flow.settings, slack.client if slack is not None else None))
     scheduler.start()
     return scheduler
+
+
+def _start_fidelity(flow: Flow) -> Any:
+    """The output-fidelity probe on ``OPSBOT_FIDELITY_SCHEDULE`` (one instance per slot)."""
+    if not flow.settings.fidelity_schedule:
+        return None
+    from opsbot.service.fidelity_schedule import start_fidelity_scheduler
+
+    return start_fidelity_scheduler(flow)

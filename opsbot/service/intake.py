@@ -147,7 +147,11 @@ class AlertIntake:
         error: str | None = None
         try:
             roles = None if role == ALL_ROLES else self.flow.alert_roles(role, cluster)
-            result = await self.flow.run_probe(cluster, roles, trigger, alert_ids=[a.id for a in alerts])
+            if any(a.labels.get("incident") == "output-corruption" and a.status == "firing" for a in alerts):
+                # only the fidelity run shows it: ask the greedy prompts again beside the probe
+                result = await self.flow.run_fidelity(cluster, trigger, alert_ids=[a.id for a in alerts])
+            else:
+                result = await self.flow.run_probe(cluster, roles, trigger, alert_ids=[a.id for a in alerts])
         except Exception as exc:  # bad labels (unknown role/cluster) are final: say so, do not retry forever
             if unavailable(exc):
                 raise  # not the probe's fault: ``_handle`` tries again once the database is back

@@ -13,6 +13,8 @@ from sqlalchemy.orm import Session
 from opsbot.bundle import Bundle, parse_bundle
 from opsbot.contracts import Diagnosis
 from opsbot.parse.figures import RoleFigures, role_figures
+
+from opsbot.parse.fidelity import fidelity_record
 from opsbot.parse.recall import run_record
 from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
@@ -51,6 +53,8 @@ def ok_axes(bundle: Bundle) -> dict[str, dict[str, Any]]:
         out["canary"] = {"ok": bundle.canary.ok}
     if bundle.recall is not None:
         out["recall"] = run_record(bundle.recall)
+    if bundle.fidelity is not None:
+        out["fidelity"] = fidelity_record(bundle.fidelity)
     return out
 
 
@@ -122,6 +126,22 @@ class ProbeRecords(Gateway):
         """Each role's figures as computed when the probe was saved; None for a probe saved before they were kept."""
         stored = self.read(lambda s: s.execute(select(Probe.figures).where(Probe.id == probe_id)).scalar_one_or_none())
         return [RoleFigures.model_validate(f) for f in stored] if isinstance(stored, list) else None
+
+    def fidelity_runs(self, *, cluster: str | None = None, since: datetime | None = None,
+                      until: datetime | None = None, limit: int = 10_000) -> list[RecallRun]:
+        """Probes that carried a fidelity run, oldest first, with its record (``fidelity_record``)."""
+        q = select(Probe.id, Probe.cluster, Probe.started_at, Probe.trigger_kind, Probe.ok_axes).order_by(
+            Probe.started_at.desc()).limit(limit)
+        if cluster:
+            q = q.where(Probe.cluster == cluster)
+        if since:
+            q = q.where(Probe.started_at >= since)
+        if until:
+            q = q.where(Probe.started_at < until)
+        rows = self.read(lambda s: s.execute(q).all())
+        runs = [RecallRun(pid, cl, at, kind, axes["fidelity"]) for pid, cl, at, kind, axes in rows
+                if isinstance(axes, dict) and isinstance(axes.get("fidelity"), dict)]
+        return runs[::-1]
 
     def load_bundle(self, probe_id: str) -> Bundle:
         row = self.read(lambda s: s.get(Probe, probe_id))

@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 
 from opsbot.bundle import Trigger
+from opsbot.collect import fidelity
 from opsbot.collect.probe import probe
 from opsbot.collect.recall import RecallPlan, recall_bundle
 from opsbot.diagnose import diagnose
@@ -43,6 +44,7 @@ class Capture:
     note: str = ""
     recall: RecallPlan | None = None  # also run the recall grid (opsbot recall) before the probe
     beyond: int | None = None
+    fidelity: bool = False  # record the fidelity baseline while healthy, then run `opsbot fidelity check`
 
 
 CAPTURES: dict[str, Capture] = {
@@ -75,18 +77,35 @@ CAPTURES: dict[str, Capture] = {
     "recall-edges": Capture("decode", "recall-edges", "healthy", 1.0, recall=RecallPlan(lengths=(1024, 2048, 4096)),
                             must_not=("long-context-recall-regression",),
                             note="lost only at depths 0 and 1: positional, not this class"),
+    "dp-rank-wedged": Capture("decode", "rank-wedged", "dp-rank-wedged", 2.0, also=("kv-transfer-failure",),
+                              must_not=("decode-wedged",),
+                              note="decode runs two DP-attention ranks; the last holds its requests, the other serves; "
+                                   "the router's canary went to the stuck rank and timed out, which kv-transfer-failure "
+                                   "also reads"),
+    "dp-ranks-healthy": Capture("decode", "healthy", "healthy", 2.0, must_not=("dp-rank-wedged",),
+                                note="decode runs two DP-attention ranks, both serving; each pinned canary answers"),
+    "output-corruption": Capture("decode", "output-corruption", "output-corruption", 2.0, fidelity=True,
+                                 must_not=("long-context-recall-regression",),
+                                 note="greedy answers of one prompt in three change from token 3 on, on both ranks"),
+    "fidelity-healthy": Capture("decode", "healthy", "healthy", 2.0, fidelity=True, must_not=("output-corruption",),
+                                note="the fidelity run against the baseline recorded a moment before: batch wobble only"),
 }
 
 
 def capture(lab: Lab, name: str, c: Capture, version: str) -> Path:
     lab.reset()
+    baseline = asyncio.run(fidelity.record(lab.inventory, cluster=None, settings=lab.settings, repeats=2)) \
+        if c.fidelity else None
     since = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     lab.inject(c.role, c.state, c.message, beyond=c.beyond)
     time.sleep(c.settle_s)
     trigger = Trigger(kind="cli", text=f"lab capture: {c.role} {c.state}", user="capture")
     # only the journal since the injection: earlier captures' lines must not leak into this one
     settings = lab.settings.model_copy(update={"log_since": since})
-    if c.recall is not None:
+    if c.fidelity:
+        bundle = asyncio.run(fidelity.fidelity_bundle(lab.inventory, cluster=None, settings=settings, trigger=trigger,
+                                                      baseline=baseline))
+    elif c.recall is not None:
         bundle = asyncio.run(recall_bundle(lab.inventory, cluster=None, plan=c.recall, settings=settings,
                                            trigger=trigger))
     else:
@@ -99,7 +118,8 @@ def capture(lab: Lab, name: str, c: Capture, version: str) -> Path:
         "expected": c.expected, "also": list(c.also), "must_not": list(c.must_not),
         "source": f"opsbot lab (emulating SGLang {version}): `opsbot lab inject {c.role} {c.state}`"
         + (f" --message {c.message!r}" if c.message else "") + (f" --beyond {c.beyond}" if c.beyond else "")
-        + (", then `opsbot recall`" if c.recall else ""),
+        + (", then `opsbot recall`" if c.recall else "")
+        + (" after `opsbot fidelity record`, then `opsbot fidelity check`" if c.fidelity else ""),
         "note": c.note,
     }
     OUT.mkdir(parents=True, exist_ok=True)

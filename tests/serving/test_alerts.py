@@ -20,7 +20,7 @@ HERE = Path(__file__).parent
 INCIDENTS = {
     "decode-wedged", "prefill-wedged", "prefill-queue-saturation", "kv-transfer-failure", "config-crashloop",
     "role-down", "cuda-oom", "kv-cache-exhausted", "scheduler-watchdog", "nccl-failure", "gpu-fault",
-    "router-no-healthy-workers", "long-context-recall-regression", "healthy",
+    "router-no-healthy-workers", "long-context-recall-regression", "dp-rank-wedged", "output-corruption", "healthy",
 }
 
 

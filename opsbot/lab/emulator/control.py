@@ -28,6 +28,10 @@ STATES: dict[str, tuple[tuple[str, ...], str]] = {
     "recall-blind": (("decode",), "every needle is answered wrongly at every length (a broken prompt or tokenizer)"),
     "garbage": (("router",), "answers completions with 200 and a body that is not a completion"),
     "slow": (("router",), "holds completions without answering (clients hit their deadlines)"),
+    "rank-wedged": (("prefill", "decode"), "under DP attention one rank (--rank, default the last) holds its requests "
+                                           "and makes no tokens while its siblings serve; /health (rank 0) answers"),
+    "output-corruption": (("decode",), "after the KV transfer some requests decode wrong tokens (a corrupted cache); "
+                                       "nothing crashes, every counter moves"),
 }
 
 # states that also put the peer role into the same state (the other half of the incident)
@@ -50,6 +54,7 @@ class Control:
     until_restart: bool = False  # the state clears at the next start of the role, as a restart would fix it
     held_by: str | None = None  # the process that took up an ``until_restart`` state
     beyond: int | None = None  # recall-loss: prompts longer than this many tokens lose their needles
+    rank: int | None = None  # rank-wedged: the DP rank that stops (None: the last)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -73,7 +78,8 @@ def read_control(path: str | os.PathLike[str] | None) -> Control:
     return Control(state=state, message=data.get("message"), load=bool(data.get("load", True)),
                    until_restart=bool(data.get("until_restart", False)), held_by=data.get("held_by"),
 
-                   beyond=data.get("beyond") if isinstance(data.get("beyond"), int) else None)
+                   beyond=data.get("beyond") if isinstance(data.get("beyond"), int) else None,
+                   rank=data.get("rank") if isinstance(data.get("rank"), int) else None)
 
 
 def take_up_control(path: str | os.PathLike[str] | None, *, starting: bool = False,

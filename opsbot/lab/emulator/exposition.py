@@ -71,6 +71,13 @@ class Registry:
         self._families: dict[str, Family] = {}
         self._lock = threading.Lock()
 
+    def view(self, base: dict[str, str]) -> Registry:
+        """The same families under other base labels: one DP rank's scheduler writing into the server's
+        one exposition, as SGLang's multiprocess registry merges every rank's series."""
+        other = Registry(base)
+        other._families, other._lock = self._families, self._lock
+        return other
+
     def family(self, name: str, kind: str, help: str, buckets: tuple[float, ...] = ()) -> Family:
         key = name.removesuffix("_total") if kind == "counter" else name
         with self._lock:

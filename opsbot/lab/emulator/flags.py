@@ -26,6 +26,8 @@ def server_parser() -> argparse.ArgumentParser:
     p.add_argument("--dp-size", "--data-parallel-size", dest="dp_size", type=int, default=1)
     p.add_argument("--ep-size", "--expert-parallel-size", "--ep", dest="ep_size", type=int, default=1)
     p.add_argument("--pp-size", "--pipeline-parallel-size", dest="pp_size", type=int, default=1)
+    # 0.5.23 server_args.py: deprecated in favour of --attn-dp-size, still accepted (reference/sglang.md §3)
+    _bool(p, "--enable-dp-attention")
     p.add_argument("--attn-dp-size", "--attention-data-parallel-size", dest="attn_dp_size", type=int, default=1)
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--node-rank", type=int, default=0)
@@ -127,6 +129,14 @@ def parse_server(argv: list[str]) -> argparse.Namespace:
     if args.served_model_name is None:
         args.served_model_name = args.model_path
     return args
+
+
+def dp_attention_ranks(args: argparse.Namespace) -> int:
+    """How many DP-attention scheduler ranks the server runs: ``--attn-dp-size N`` (0.5.23), or the older
+    ``--enable-dp-attention --dp-size N``; 1 without DP attention."""
+    if args.attn_dp_size > 1:
+        return args.attn_dp_size
+    return args.dp_size if args.enable_dp_attention and args.dp_size > 1 else 1
 
 
 def parse_router(argv: list[str], smg: bool = False) -> argparse.Namespace:

@@ -15,9 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-from . import gpu, logfmt, recall
+from . import greedy, gpu, logfmt, recall
 from .control import DEFAULT_CRASH_MESSAGE, control_path, take_up_control
-from .flags import parse_server
+from .flags import dp_attention_ranks, parse_server
 from .gpu import TOTAL_MIB
 from .scheduler import CONTEXT_LEN, MAX_RUNNING, MAX_TOTAL_TOKENS, STALLED, TICK_S, VERSION, VERSIONS, Scheduler
 
@@ -92,11 +92,11 @@ def die_running(sched: Scheduler, role: str) -> None:
     """The runtime deaths: log what SGLang logs, then the process tree is killed (SIGKILL)."""
     state = sched.state
     if state == "oom":
-        logfmt.tp0("Scheduler hit an exception: " + crash_text(OOM_MESSAGE, RUNTIME_FRAME))
+        logfmt.log("Scheduler hit an exception: " + crash_text(OOM_MESSAGE, RUNTIME_FRAME), sched.prefix)
     elif state == "watchdog":
-        logfmt.tp0(f"Scheduler debug info:\n#running-req: {len(sched.running)}, #queue-req: {len(sched.queue)}")
-        logfmt.tp0("No sglang scheduler processes found for py-spy dump.")
-        logfmt.tp0("Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
+        logfmt.log(f"Scheduler debug info:\n#running-req: {len(sched.running)}, #queue-req: {len(sched.queue)}", sched.prefix)
+        logfmt.log("No sglang scheduler processes found for py-spy dump.", sched.prefix)
+        logfmt.log("Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", sched.prefix)
     elif state == "nccl-timeout":
         print(NCCL_MESSAGE, flush=True)
         logfmt.log(f"Subprocess scheduler_TP0 (pid={os.getpid() + 1}) crashed with exit code -6. "
@@ -108,6 +108,10 @@ def die_running(sched: Scheduler, role: str) -> None:
 
 
 PREFILL_TOKENS_PER_S = float(os.getenv("SGLANG_EMULATOR_PREFILL_TOKENS_PER_S", 20_000))
+# "0": emulate an SGLang that predates the field, refusing it as a pydantic model with extra="forbid"
+# refuses an unknown field (FastAPI's 422). 0.5.12 and 0.5.23 both take it (io_struct.py: 0.5.12 line 212,
+# 0.5.23 line 298, with the deprecated alias data_parallel_rank at 303).
+ROUTED_DP_RANK = os.getenv("SGLANG_EMULATOR_ROUTED_DP_RANK", "1") != "0"
 
 
 def _prompt(body: dict) -> str:
@@ -120,9 +124,11 @@ def _prompt(body: dict) -> str:
 class App:
     """The HTTP surface of ``sglang.srt.entrypoints.http_server``, backed by the emulated scheduler."""
 
-    def __init__(self, args, sched: Scheduler):
+    def __init__(self, args, sched: Scheduler, ranks: list[Scheduler] | None = None):
         self.args = args
-        self.sched = sched
+        self.sched = sched  # DP rank 0: /health and /server_info go through it
+        self.ranks = ranks or [sched]
+        self.next_rank = 0
         self.status = "Starting"
         self.started = time.time()
         self.health_timeout = int(os.getenv("SGLANG_HEALTH_CHECK_TIMEOUT", 20))
@@ -187,11 +193,38 @@ class App:
         self.status = "UnHealthy"
         return 503, ""
 
-    def wait_unstalled(self, limit: float) -> bool:
+    def wait_unstalled(self, limit: float, sched: Scheduler | None = None) -> bool:
+        sched = sched or self.sched
         end = time.monotonic() + limit
-        while self.sched.stalled and time.monotonic() < end:
+        while sched.stalled and time.monotonic() < end:
             time.sleep(0.5)
-        return not self.sched.stalled
+        return not sched.stalled
+
+    def route(self, body: dict) -> tuple[Scheduler, tuple[int, dict] | None]:
+        """The rank a request runs on, or the refusal. ``routed_dp_rank`` (or its deprecated alias
+        ``data_parallel_rank``, sglang 0.5.23 managers/io_struct.py:298-303, 419-429) pins it; the range check
+        is tokenizer_manager.py:915-924 (rank 0 of a server without DP is ignored), its ValueError answered
+        400 ``{"error": {"message": ...}}`` by http_server.py:988-990 and 2246-2250. Else the DP controller's
+        round robin."""
+        field = "routed_dp_rank" if "routed_dp_rank" in body else "data_parallel_rank"
+        rank = body.get(field)
+        if rank is None:
+            self.next_rank = (self.next_rank + 1) % len(self.ranks)
+            return self.ranks[self.next_rank], None
+        if not ROUTED_DP_RANK:
+            return self.sched, (422, {"detail": [{"type": "extra_forbidden", "loc": ["body", field],
+                                                  "msg": "Extra inputs are not permitted", "input": rank}]})
+        if not isinstance(rank, int) or isinstance(rank, bool):
+            return self.sched, (422, {"detail": [{"type": "int_type", "loc": ["body", field],
+                                                  "msg": "Input should be a valid integer", "input": rank}]})
+        n = len(self.ranks)
+        if n <= 1 and rank == 0:
+            return self.sched, None
+        if not 0 <= rank < n:
+            message = f"routed_dp_rank={rank} out of range [0, {n})"
+            logfmt.log(f"[http_server] Error: {message}")
+            return self.sched, (400, {"error": {"message": message}})
+        return self.ranks[rank], None
 
     def loads(self, query: str) -> tuple[int, str | dict, str]:
         """``/v1/loads``: the shared-memory snapshot, answered without the scheduler (§1.5)."""
@@ -199,42 +232,52 @@ class App:
         include = set(",".join(q.get("include", ["core"])).split(","))
         if not include <= {"core", "memory", "spec", "lora", "disagg", "queues", "all"}:
             return 400, {"error": f"invalid include: {','.join(sorted(include))}"}, "application/json"
-        rank = self.sched.load_snapshot()
-        if not include & {"disagg", "all"}:
-            rank.pop("disaggregation")
+        ranks = [r.load_snapshot() for r in self.ranks]
+        if "dp_rank" in q:
+            ranks = [r for r in ranks if str(r["dp_rank"]) in q["dp_rank"]]
+        for rank in ranks:
+            if not include & {"disagg", "all"}:
+                rank.pop("disaggregation")
         if q.get("format", ["json"])[0] == "prometheus":
             lines = []
-            for key, val in rank.items():
-                items = val.items() if isinstance(val, dict) else [("", val)]
-                for sub, v in items:
-                    if isinstance(v, (int, float)):
-                        name = f"sglang_disagg_{sub}" if sub else f"sglang_{key}"
-                        lines.append(f'{name}{{dp_rank="0"}} {float(v)}')
+            for rank in ranks:
+                for key, val in rank.items():
+                    items = val.items() if isinstance(val, dict) else [("", val)]
+                    for sub, v in items:
+                        if isinstance(v, (int, float)) and key != "dp_rank":
+                            name = f"sglang_disagg_{sub}" if sub else f"sglang_{key}"
+                            lines.append(f'{name}{{dp_rank="{rank["dp_rank"]}"}} {float(v)}')
             return 200, "\n".join(lines) + "\n", "text/plain; version=0.0.4; charset=utf-8"
-        body = {"timestamp": rank["timestamp"], "version": self.sched.version, "accelerator": "cuda",
-                "num_accelerators": self.args.tp_size, "loads": [rank]}
+        body = {"timestamp": ranks[0]["timestamp"] if ranks else None, "version": self.sched.version,
+                "accelerator": "cuda", "num_accelerators": self.args.tp_size, "loads": ranks}
         return 200, body, "application/json"
 
     def generate(self, body: dict, path: str) -> tuple[int, dict]:
-        max_new = int(body.get("max_tokens") or body.get("sampling_params", {}).get("max_new_tokens") or 16)
+        sched, refused = self.route(body)
+        if refused is not None:
+            return refused
+        params = body.get("sampling_params") if isinstance(body.get("sampling_params"), dict) else {}
+        max_new = int(body.get("max_tokens") or params.get("max_new_tokens") or 16)
         prompt = _prompt(body)
         tokens = recall.count(prompt) if isinstance(body.get("prompt"), str) else max(1, len(prompt) // 4)
         if tokens + max_new > CONTEXT_LEN:
             return 400, {"object": "error", "message": f"The input ({tokens} tokens) is longer than the model's "
                          f"context length ({CONTEXT_LEN} tokens).", "type": "BadRequestError", "code": 400}
-        if not self.wait_unstalled(3600):
+        if not self.wait_unstalled(3600, sched):
             return 503, {"object": "error", "message": "Request running timeout reached.", "type": "503", "code": 503}
-        edges = self.sched.control.state == "recall-edges"
-        content = recall.answer(prompt, tokens, self.recall_window(), edges) if self.sched.mode == "decode" else ""
+        edges = sched.control.state == "recall-edges"
+        content = recall.answer(prompt, tokens, self.recall_window(), edges) if sched.mode == "decode" else ""
         out_len = min(max_new, max(1, recall.count(content, False))) if content else max_new
-        if self.sched.mode == "prefill":
+        if path == "/generate":
+            out_len = max_new
+        if sched.mode == "prefill":
             self.prefill(tokens)
-            req = self.sched.finished_prefill(tokens)
+            req = sched.finished_prefill(tokens)
         else:
-            req = self.sched.submit(tokens, out_len)
-            while req in self.sched.running or req in self.sched.queue:
-                if self.sched.stalled:
-                    self.wait_unstalled(3600)
+            req = sched.submit(tokens, out_len)
+            while req in sched.running or req in sched.queue:
+                if sched.stalled:
+                    self.wait_unstalled(3600, sched)
                 time.sleep(0.01)
         content = content or recall.EMULATOR_ANSWER
         usage = {"prompt_tokens": req.input_len, "completion_tokens": req.output_len,
@@ -248,9 +291,21 @@ class App:
                          "model": self.args.served_model_name, "usage": usage, "choices": [{
                              "index": 0, "finish_reason": "length",
                              "message": {"role": "assistant", "content": content}}]}
-        return 200, {"text": content, "meta_info": {"id": req.rid, "prompt_tokens": req.input_len,
-                                                    "completion_tokens": req.output_len, "finish_reason": {
-                                                        "type": "length", "length": req.output_len}}}
+        return 200, self.native_answer(body, params, prompt, content, req, sched)
+
+    def native_answer(self, body: dict, params: dict, prompt: str, content: str, req, sched: Scheduler) -> dict:
+        """``/generate``'s answer: text, ``output_ids`` and meta_info, with ``output_token_logprobs`` as
+        ``[logprob, token_id, None]`` when ``return_logprob`` (tokenizer_manager.py:2647-2668 and 3098-3110).
+        Decode's tokens are greedy's; ``output-corruption`` changes them for the requests it hits."""
+        seed = params.get("sampling_seed") if isinstance(params.get("sampling_seed"), int) else 0
+        ids, logprobs = greedy.greedy(prompt, req.output_len, seed)
+        if sched.mode == "decode" and sched.state == "output-corruption" and greedy.hit_by_corruption(prompt):
+            ids, logprobs = greedy.corrupted(ids, logprobs)
+        meta = {"id": req.rid, "prompt_tokens": req.input_len, "completion_tokens": req.output_len,
+                "finish_reason": {"type": "length", "length": req.output_len}}
+        if body.get("return_logprob"):
+            meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(logprobs, ids)]
+        return {"text": content, "output_ids": ids, "meta_info": meta}
 
 
 def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
@@ -407,19 +462,24 @@ def main(argv: list[str] | None = None) -> None:
     version = os.environ.get("SGLANG_EMULATOR_VERSION", VERSION)
     if version not in VERSIONS:
         sys.exit(f"SGLANG_EMULATOR_VERSION={version!r}: the emulator speaks {', '.join(VERSIONS)}")
-    sched = Scheduler(
-        args.disaggregation_mode, args.served_model_name, control_file, args.tp_size,
-        f"127.0.0.1:{args.disaggregation_bootstrap_port}", args.decode_log_interval, version=version,
-    )
+    n_ranks = dp_attention_ranks(args)
+    ranks: list[Scheduler] = []
+    for dp_rank in range(n_ranks):
+        ranks.append(Scheduler(
+            args.disaggregation_mode, args.served_model_name, control_file, args.tp_size,
+            f"127.0.0.1:{args.disaggregation_bootstrap_port}", args.decode_log_interval, version=version,
+            dp_rank=dp_rank if n_ranks > 1 else None, dp_size=n_ranks, registry=ranks[0].reg if ranks else None,
+        ))
+    sched = ranks[0]
     gpus = gpu.visible_gpus(args.tp_size)
     mib = int(TOTAL_MIB * (args.mem_fraction_static or 0.9)) + 1741
     gpu.hold(role, gpus, mib, busy=True)
-    logfmt.tp0(
+    logfmt.log(
         f"max_total_num_tokens={MAX_TOTAL_TOKENS}, chunked_prefill_size={args.chunked_prefill_size or 8192}, "
         f"max_prefill_tokens=16384, max_running_requests={args.max_running_requests or MAX_RUNNING}, "
-        f"context_len={CONTEXT_LEN}, available_gpu_mem=17.21 GB"
+        f"context_len={CONTEXT_LEN}, available_gpu_mem=17.21 GB", sched.prefix,
     )
-    app = App(args, sched)
+    app = App(args, sched, ranks)
 
     def on_term(signum, frame) -> None:
         logfmt.log(f"SIGTERM received. {signum=} {frame=}. Draining requests and shutting down...")
@@ -448,14 +508,15 @@ def main(argv: list[str] | None = None) -> None:
     logfmt.log("The server is fired up and ready to roll!")
     last = time.monotonic()
     while True:
-        if not sched.stalled:  # a stalled tick waits in forward_batch_generation instead
+        if sched.state not in STALLED:  # a stalled server's ticks wait in forward_batch_generation instead
             time.sleep(TICK_S)
         now = time.monotonic()
-        sched.tick(now - last)
+        for rank in ranks:
+            rank.tick(now - last)
         last = now
         if sched.fatal_due():
             die_running(sched, role)
-        busy = sched.stalled or bool(sched.running) or bool(sched.queue)
+        busy = any(r.stalled or r.running or r.queue for r in ranks)
         if int(now * 10) % 20 == 0:
             gpu.hold(role, gpus, mib, busy=busy or sched.state in STALLED)
 

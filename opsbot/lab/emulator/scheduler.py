@@ -34,6 +34,7 @@ RETRACT_WAITING = 46
 RETRACT_SLOWDOWN = 2.2  # 2 requests x 18 steps/s = 36 tokens/s; a log interval (40 steps) every 2.2 s
 STALLED = {"wedged", "gpu-fault", "watchdog", "nccl-timeout"}
 STUCK_WAIT_S = TICK_S  # a stalled tick spends its whole tick here (the main loop then does not sleep)
+RANK_STALLED = "rank-wedged"  # only the control's rank stalls; its siblings serve
 FATAL_AFTER_S = {"oom": 4.0, "watchdog": 6.0, "nccl-timeout": 6.0}
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
@@ -125,10 +126,26 @@ class Req:
     arrived: float = 0.0
 
 
+def scheduler_labels(model_name: str, engine_type: str, tp_rank: int = 0, dp_rank: int | None = None) -> dict[str, str]:
+    """The scheduler collector's labels: sglang 0.5.23 observability/metrics_collector.py:1381-1392 (model_name,
+    engine_type, tp_rank, pp_rank, moe_ep_rank; ``dp_rank`` only when the scheduler has one, i.e. under DP
+    attention, where each DP rank's attention-TP-0 scheduler reports with its global tp_rank)."""
+    labels = {"model_name": model_name, "engine_type": engine_type, "tp_rank": str(tp_rank), "pp_rank": "0",
+              "moe_ep_rank": "0"}
+    if dp_rank is not None:
+        labels["dp_rank"] = str(dp_rank)
+    return labels
+
+
+def rank_prefix(dp_rank: int | None, tp_rank: int) -> str:
+    """The scheduler's log prefix: sglang 0.5.23 managers/scheduler.py:6279-6290 (`` DP{dp}`` when the
+    scheduler has a DP rank, then `` TP{tp}``), e.g. ``[2026-12-03 07:00:00 DP1 TP2] Decode batch, ...``."""
+    return (f" DP{dp_rank}" if dp_rank is not None else "") + f" TP{tp_rank}"
+
+
 def new_registry(model_name: str, engine_type: str, version: str = VERSION) -> Registry:
     """Every family this server exports, with SGLang's names, help texts and label sets."""
-    reg = Registry({"model_name": model_name, "engine_type": engine_type, "tp_rank": "0", "pp_rank": "0",
-                    "moe_ep_rank": "0"})
+    reg = Registry(scheduler_labels(model_name, engine_type))
     for name, help in (GAUGES | PID_GAUGES).items():
         if version == "0.5.12" and name in NEW_IN_0_5_23:
             continue
@@ -147,15 +164,21 @@ class Scheduler:
 
     def __init__(self, mode: str, model_name: str, control_file: str, tp_size: int = 1,
                  bootstrap_addr: str = "127.0.0.1:8998", decode_log_interval: int = 40,
-                 clock: Callable[[], float] = time.monotonic, version: str = VERSION):
+                 clock: Callable[[], float] = time.monotonic, version: str = VERSION,
+                 dp_rank: int | None = None, dp_size: int = 1, registry: Registry | None = None):
         self.clock = clock  # injectable, so tests run minutes of simulation in milliseconds
+        self.dp_rank = dp_rank  # None without DP attention
+        self.dp_size = dp_size
+        tp_rank = (dp_rank or 0) * max(tp_size // max(dp_size, 1), 1)  # the rank's attention-TP-0 scheduler
+        self.prefix = rank_prefix(dp_rank, tp_rank)
         self.version = version
         self.mode = mode  # prefill | decode | null
         self.engine_type = mode if mode in ("prefill", "decode") else "unified"
         self.tp_size = tp_size
         self.bootstrap_addr = bootstrap_addr
         self.decode_log_interval = decode_log_interval
-        self.reg = new_registry(model_name, self.engine_type, version)
+        shared = registry or new_registry(model_name, self.engine_type, version)
+        self.reg = shared.view(scheduler_labels(model_name, self.engine_type, tp_rank, dp_rank))
         self.tok_labels = {"model_name": model_name, "engine_type": self.engine_type}
         self.control_file = control_file
         self.control = read_control(control_file)
@@ -183,7 +206,7 @@ class Scheduler:
         self.peer_gone = False  # decode: the prefill bootstrap server stopped answering since last seen
         self.heartbeat_failures = 0
         self.prefill_lost = False
-        self.pid = str(os.getpid())
+        self.pid = str(os.getpid() + (dp_rank or 0))  # one scheduler process per rank
         self.http_waiting = 0  # requests over HTTP waiting for the prefill forward (the GPU)
         self.prefill_busy_us = 0  # /v1/loads total_prefill_busy_us: what prefill spent on requests
         self.prefill_uncached = 0
@@ -214,7 +237,20 @@ class Scheduler:
 
     @property
     def stalled(self) -> bool:
-        return self.state in STALLED
+        return self.state in STALLED or (self.state == RANK_STALLED and self.dp_rank == self.wedged_rank)
+
+    @property
+    def wedged_rank(self) -> int:
+        """The rank a ``rank-wedged`` control stops: its ``rank``, else the last (rank 0 answers /health)."""
+        rank = self.control.rank
+        return rank if rank is not None and 0 <= rank < self.dp_size else self.dp_size - 1
+
+    def _log(self, message: str) -> None:
+        logfmt.log(message, self.prefix)
+
+    def _share(self, requests: int) -> int:
+        """This rank's share of the server's load (the DP controller spreads requests over the ranks)."""
+        return requests if requests == 0 else max(1, round(requests / self.dp_size))
 
     def fatal_due(self) -> bool:
         after = FATAL_AFTER_S.get(self.state)
@@ -266,10 +302,15 @@ class Scheduler:
         self.poll_control()
         with self.lock:
             stalled = self.stalled
-            if stalled and len(self.running) < 12 and self.mode == "decode":
-                self.running += [self._new_req() for _ in range(12 - len(self.running))]
+            if stalled:
+                held = self._share(12)
+                if len(self.running) < held and self.mode == "decode":
+                    self.running += [self._new_req() for _ in range(held - len(self.running))]
+                if self.state == RANK_STALLED:  # what the rank held when it stopped, as last published
+                    self._gauge("num_running_reqs", len(self.running))
         if stalled:
-            self.forward_batch_generation()
+            if self.state in STALLED:  # the whole server hangs in its forward pass (one rank's wedge must not
+                self.forward_batch_generation()  # hold its siblings, which share this thread in the emulator)
             return
         with self.lock:
             if self.mode == "prefill":
@@ -287,7 +328,7 @@ class Scheduler:
     def _prefill_tick(self, dt: float) -> None:
         now = self.clock()
         state = self.state
-        rate = {"prefill-saturated": 6.0, "pd-desync": 1.0}.get(state, 1.5) if self.control.load else 0.0
+        rate = {"prefill-saturated": 6.0, "pd-desync": 1.0}.get(state, 1.5) / self.dp_size if self.control.load else 0.0
         arrivals = 1 if random.random() < rate * dt else 0
         self.queue += [self._new_req() for _ in range(arrivals)]
         if state == "prefill-saturated":
@@ -333,7 +374,7 @@ class Scheduler:
         usage = self._publish_prefill_gauges(len(batch), hit_rate)
         pending = sum(r.input_len for r in self.queue)
         self.inflight_q = len(batch)
-        logfmt.tp0(
+        self._log(
             f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: {cached}, "
             f"full token usage: {usage:.2f}, swa token usage: {usage:.2f}, #running-req: {len(batch)}, "
             f"#queue-req: {len(self.queue)}, #pending-token: {pending}, #bootstrap-req: {self.bootstrap_q}, "
@@ -373,7 +414,7 @@ class Scheduler:
         )
         for _ in range(random.randint(1, 3)):
             req = self._new_req()
-            logfmt.tp0(
+            self._log(
                 f"Prefill bootstrap failed for request rank=0 req.rid={req.rid!r} req.bootstrap_room={req.room} "
                 f"with exception KVTransferError(bootstrap_room={req.room}): "
                 f"Request {req.room} timed out after 300.0s in KVPoll.Bootstrapping"
@@ -409,13 +450,13 @@ class Scheduler:
             if not self.connected or self.prefill_lost:
                 return
             self.heartbeat_failures += 1
-            logfmt.tp0(f"Attempting to reconnect to {self.bootstrap_addr}...")
+            self._log(f"Attempting to reconnect to {self.bootstrap_addr}...")
             if self.heartbeat_failures < max_failures:
                 return
             self.prefill_lost = True
             affected = self.running[: max(1, len(self.running) // 2)]
             lost = "Losing" if self.version == "0.5.12" else "Lost"  # 0.5.12's mooncake wording
-            logfmt.tp0(f"{lost} connection with prefill instance (bootstrap_addr: {self.bootstrap_addr}), "
+            self._log(f"{lost} connection with prefill instance (bootstrap_addr: {self.bootstrap_addr}), "
                        f"{len(affected)} requests affected")
             self._transfer_failures(len(affected), f"Lost connection with prefill instance (bootstrap_addr: "
                                                    f"{self.bootstrap_addr})")
@@ -425,6 +466,7 @@ class Scheduler:
         now = self.clock()
         state = self.state
         target = {"retract-storm": RETRACT_DECODING, "prefill-saturated": 2, "kv-transfer-fail": 1, "pd-desync": 0}.get(state, 8)
+        target = self._share(target)
         if not self.control.load or self.prefill_lost:
             target = 0
         while len(self.running) < target:
@@ -469,7 +511,7 @@ class Scheduler:
         elif state == "pd-desync":
             for _ in range(random.randint(1, 3)):
                 req = self._new_req()
-                logfmt.tp0(
+                self._log(
                     f"Decode handshake failed for request rank=0 decode_req.req.rid={req.rid!r} "
                     f"decode_req.req.bootstrap_room={req.room} with exception KVTransferError("
                     f"bootstrap_room={req.room}): Could not fetch prefill parallel info from bootstrap_addr: "
@@ -481,7 +523,7 @@ class Scheduler:
             n = random.randint(2, 6)
             gained = sum(random.randint(2000, 9000) for _ in range(n))
             old, self.new_token_ratio = self.new_token_ratio, max(0.1, self.new_token_ratio - 0.05)
-            logfmt.tp0(
+            self._log(
                 f"KV cache pool is full. Retract requests. #retracted_reqs: {n}, #new_tokens_gained: {gained}, "
                 f"#new_token_ratio: {old:.4f} -> {self.new_token_ratio:.4f}"
             )
@@ -494,7 +536,7 @@ class Scheduler:
     def _transfer_failures(self, n: int, reason: str, aborted: bool = False) -> None:
         for _ in range(n):
             req = self._new_req()
-            logfmt.tp0(
+            self._log(
                 f"Decode transfer failed for request rank=0 decode_req.req.rid={req.rid!r} "
                 f"decode_req.req.bootstrap_room={req.room} with exception "
                 f"KVTransferError(bootstrap_room={req.room}): {reason.format(room=req.room)}"
@@ -530,7 +572,7 @@ class Scheduler:
         if self.state != "retract-storm":
             self.retracted_now = 0
             self.reg.set("sglang:num_retracted_reqs", 0, {"pid": self.pid})
-        logfmt.tp0(
+        self._log(
             f"Decode batch, #running-req: {len(self.running)}, #full token: {used}, full token usage: {usage:.2f}, "
             f"#swa token: {swa}, swa token usage: {swa / MAX_SWA_TOKENS:.2f}, pre-allocated usage: {prealloc:.2f}, "
             f"#prealloc-req: {self.prealloc_q}, #transfer-req: {self.transfer_q}, "
@@ -545,7 +587,8 @@ class Scheduler:
         g = self.reg.get
         used = int(g("sglang:num_used_tokens"))
         return {
-            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.published)) + "Z", "dp_rank": 0,
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.published)) + "Z",
+            "dp_rank": self.dp_rank or 0,
             "num_running_reqs": int(g("sglang:num_running_reqs")), "num_waiting_reqs": int(g("sglang:num_queue_reqs")),
             "num_used_tokens": used, "num_total_tokens": MAX_TOTAL_TOKENS, "max_total_num_tokens": MAX_TOTAL_TOKENS,
             "max_running_requests": MAX_RUNNING, "token_usage": g("sglang:token_usage"),
@@ -616,4 +659,4 @@ class Scheduler:
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self.warned:
             self.warned.add(key)
-            logfmt.tp0(message)
+            self._log(message)
