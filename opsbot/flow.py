@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from anyio import to_thread
 
 from opsbot.bundle import TriggerKind
-from opsbot.contracts import Bundle, Diagnosis, Trigger
+from opsbot.contracts import Bundle, Diagnosis, RestartCost, Trigger
 from opsbot.incidents import Incidents
 from opsbot.inventory import Inventory, load_inventory
 from opsbot.settings import Settings
@@ -66,6 +66,7 @@ class ProbeResult:
     diagnosis: Diagnosis
     plans: dict[str, str] = field(default_factory=dict)  # role -> planned action id, waiting for approval
     refused: list[str] = field(default_factory=list)  # remedies the guardrails would not plan, and why
+    costs: dict[str, RestartCost] = field(default_factory=dict)  # role -> what its plan costs (ladder)
 
     def as_json(self) -> dict[str, Any]:
         """The public diagnosis JSON contract, plus which probe row holds the evidence."""
@@ -198,6 +199,7 @@ class Flow:
                                 cluster=result.bundle.cluster, actor=actor, surface=_surface(actor),
                                 settings=self.settings)
         result.plans, result.refused = planned.plans, planned.refused
+        result.costs = planned.costs  # ladder
 
     # -- guarded restarts: request → approve → execute, or dismiss; all of it in opsbot.act ----------
     async def request_restart(self, roles: list[str], cluster: str | None, *, actor: str, surface: str,

@@ -79,6 +79,11 @@ class Role(_Strict):
     http_via_ssh: bool = Field(True, description="reach the URLs through an SSH port forward from the node")
     gpus: list[int] = Field(default_factory=list)
     numa_node: int | None = None
+    # ladder: the router's admission limits, as its unit passes them (sglang_router 0.3.2 router_args.py:67-69,
+    # smg 1.13.0 smg/router_args.py:144-146: max_concurrent_requests -1 = off, queue_size 100); a restart's cost
+    # weighs the load it moves against them
+    max_concurrent_requests: int | None = Field(None, description="router: its --max-concurrent-requests (-1: off)")
+    queue_size: int | None = Field(None, ge=0, description="router: its --queue-size")
 
     @property
     def key(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from opsbot.act.restart import expire_lapsed, request_restart
-from opsbot.contracts import Diagnosis
+from opsbot.contracts import Diagnosis, RestartCost, RestartPlan
 from opsbot.inventory import Inventory
 from opsbot.settings import Settings
 from opsbot.store import Store
@@ -21,6 +21,7 @@ from opsbot.store import Store
 class PlannedRemedies:
     plans: dict[str, str] = field(default_factory=dict)  # role -> action id
     refused: list[str] = field(default_factory=list)  # "restart ROLE: why", for a plan the guardrails refuse
+    costs: dict[str, RestartCost] = field(default_factory=dict)  # role -> what its plan costs (ladder)
 
 
 def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, probe_id: str, *, cluster: str,
@@ -35,6 +36,7 @@ def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, prob
             live = _live_plan(store, cluster, remedy.role, waiting, actor=actor, surface=surface)
             if live is not None:
                 out.plans[remedy.role] = live
+                _keep_cost(out, remedy.role, store.action(live).plan)
                 continue
             try:
                 action, _ = request_restart(store, inventory, [remedy.role], actor=actor, surface=surface,
@@ -45,7 +47,15 @@ def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, prob
                 out.refused.append(f"restart {remedy.role}: {exc}")
                 continue
             out.plans[remedy.role] = action.id
+            _keep_cost(out, remedy.role, action.plan)
     return out
+
+
+def _keep_cost(out: PlannedRemedies, role: str, plan: dict[str, object]) -> None:
+    """The cost stored with the plan (ladder), for the message that offers it."""
+    cost = RestartPlan.model_validate(plan).cost
+    if cost is not None:
+        out.costs[role] = cost
 
 
 def _live_plan(store: Store, cluster: str, role: str, waiting: str, *, actor: str, surface: str) -> str | None:

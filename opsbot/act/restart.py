@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from opsbot.act.cost import with_cost
 from opsbot.act.guards import budget_until, cooldown_until, when
 from opsbot.act.plan import RestartPlan, plan_restart
 from opsbot.act.steps import StepResult, run_command, wait_gpu_release
@@ -96,6 +97,7 @@ def request_restart(store: Store, inventory: Inventory, roles: list[str], *, act
     With ``plan_key`` (or ``waiting_key``: one plan waiting per key), an action already under that key is
     returned instead of a second one."""
     plan = plan_restart(inventory, roles, cluster=cluster, pair=pair, reason=reason, settings=settings)
+    plan = with_cost(store, inventory, plan)  # ladder: what it costs, stored with the plan for every surface
     action = store.create_action(kind="restart", cluster=plan.cluster, role=",".join(plan.roles),
                                  plan=plan.model_dump(mode="json"), reason=reason, requested_by=actor,
                                  surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s), plan_key=plan_key,

@@ -22,6 +22,24 @@ class Step(BaseModel):
     note: str = ""
 
 
+class RestartCost(BaseModel):
+    """What a restart costs, said before it is approved (ladder: opsbot/act/cost.py computes it where the plan is made).
+
+    ``lines`` is the one text every approval surface shows (Slack, CLI, REST), so they never differ."""
+
+    probe_id: str | None = Field(None, description="the probe the figures come from (the cluster's latest)")
+    probe_at: str | None = Field(None, description="when that probe started (ISO 8601, UTC)")
+    lost_requests: float | None = Field(None, description="running + queued on the restarted roles; None: unknown")
+    recoveries_s: list[float] = Field(default_factory=list,
+                                      description="time to verified healthy after the role's last restarts, newest first")
+    lines: list[str] = Field(default_factory=list, description="the cost, said in full, one line each")
+    warnings: list[str] = Field(default_factory=list, description="capacity the restart would push past a limit")
+
+    def said(self) -> list[str]:
+        """The lines every surface shows, warnings first."""
+        return [f"warning: {w}" for w in self.warnings] + self.lines
+
+
 class RestartPlan(BaseModel):
     """What ``--dry-run`` shows and what ``execute`` runs, step by step, nothing else."""
 
@@ -33,3 +51,4 @@ class RestartPlan(BaseModel):
     steps: list[Step]
     checks: list[str] = Field(default_factory=list, description="pre-checks run before the first step")
     verify: list[str] = Field(default_factory=list, description="what verification requires, within the deadline")
+    cost: RestartCost | None = Field(None, description="ladder: what it costs (lost requests, recovery time, capacity)")

@@ -12,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from opsbot.bundle import Trigger
+from opsbot.contracts import RestartCost
 from opsbot.inventory import NAME_RE, UnknownRole
 from opsbot.service.alertmanager import Webhook
 from opsbot.service.auth import Caller, require, require_alert_sender
@@ -211,6 +212,7 @@ class ActionView(BaseModel):
     expires_at: Any = None
     outcome: str | None = None
     steps: list[list[str]] = Field(default_factory=list)
+    cost: RestartCost | None = Field(None, description="ladder: what the restart costs, as the approval says it")
     message: str | None = None
 
 
@@ -219,6 +221,7 @@ def action_view(row: Any, message: str | None = None) -> ActionView:
         id=row.id, state=row.state, cluster=row.cluster, role=row.role, requested_by=row.requested_by,
         approved_by=row.approved_by, expires_at=row.expires_at, outcome=row.outcome,
         steps=[s.get("argv", []) for s in (row.plan or {}).get("steps", [])], message=message,
+        cost=(row.plan or {}).get("cost"),
     )
 
 

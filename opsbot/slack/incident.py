@@ -18,7 +18,8 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from opsbot.slack.blocks import context, escape, restart_buttons, section
+from opsbot.contracts import RestartPlan
+from opsbot.slack.blocks import context, cost_blocks, escape, restart_buttons, section
 from opsbot.store.incidents import duration_text
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,8 @@ def incident_blocks(incident: Any, actions: list[Any], finding: Any | None, evid
         blocks.append(section("*What to do*\n" + "\n".join(f"• {escape(r.get('text'))}" for r in remedies if r.get("text"))))
     blocks.append(section(stage(incident, actions, any(r.get("kind") == "restart" for r in remedies))))
     waiting = [a for a in actions if a.state == "planned"] if incident.state == "open" else []
-    blocks += [restart_buttons(a.role, a.id) for a in waiting[:1]]
+    for a in waiting[:1]:  # ladder: what the restart costs, above its button
+        blocks += [*cost_blocks(a.role, RestartPlan.model_validate(a.plan).cost), restart_buttons(a.role, a.id)]
     blocks.append(context(f"<{evidence_url}|evidence: probe {incident.probes[-1]}> · incident `{incident.id}` · "
                           "timeline in the thread"))
     return blocks
