@@ -219,18 +219,38 @@ class Flow:
 
     async def approve_and_execute(self, action_id: str, *, approver: str, surface: str) -> Any:
         """Approve, then run it behind its guards; the incident it belongs to (if any) follows each step."""
+        from opsbot.act.ladder import said
+
+        kind = (await self.db(self.store.action, action_id)).kind  # ladder: a restart or a re-registration
         await self.approve(action_id, approver=approver, surface=surface)
-        await self.incidents.action_moved(action_id, f"restart approved by {approver} via {surface}; running")
+        await self.incidents.action_moved(action_id, f"{kind} approved by {approver} via {surface}; running")
         outcome = await self.execute(action_id, actor=approver, surface=surface)
-        await self.incidents.action_moved(action_id, f"restart {outcome.state}: {outcome.message}",
+        await self.incidents.action_moved(action_id, f"{kind} {outcome.state}: {outcome.message}",
                                           outcome.after_probe_id)
+        if outcome.state == "failed" and kind != "restart" and outcome.after_probe_id:  # ladder: the next step
+            await self._next_step(action_id, outcome.after_probe_id, said)
         return outcome
 
-    async def execute(self, action_id: str, *, actor: str, surface: str) -> Any:
-        """Run an approved restart behind its guards (``opsbot.act.execute``) and count its outcome."""
-        from opsbot.act import execute
+    async def _next_step(self, action_id: str, probe_id: str, said: Callable[[str, str], str]) -> None:
+        """After a ladder step failed: plan the remedies of its after-probe (the failed step is passed over),
+        and put the step now offered on the incident's timeline."""
+        bundle = await self.db(self.store.load_bundle, probe_id)
+        result = ProbeResult(probe_id, bundle, await to_thread.run_sync(self.diagnose, bundle))
+        await self._plan_remedies(result, actor="ladder")
+        for role, planned in result.plans.items():
+            kind = (await self.db(self.store.action, planned)).kind
+            await self.incidents.next_step(action_id, planned, f"ladder: next step offered: {said(kind, role)} "
+                                                              f"(plan {planned})")
 
-        outcome = await execute(self.run_context(actor, surface), action_id)
+    async def execute(self, action_id: str, *, actor: str, surface: str) -> Any:
+        """Run an approved action behind its guards (``opsbot.act.execute``; a re-registration,
+        ``opsbot.act.reregister``) and count its outcome."""
+        from opsbot.act import execute
+        from opsbot.act.reregister import KIND, execute_reregister
+
+        ctx = self.run_context(actor, surface)
+        action = await self.db(self.store.action, action_id)
+        outcome = await (execute_reregister(ctx, action_id) if action.kind == KIND else execute(ctx, action_id))
         self.telemetry.actions.labels(outcome.state).inc()
         return outcome
 

@@ -6,7 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-StepKind = Literal["stop", "wait-gpu-release", "reset-failed", "start", "verify"]
+StepKind = Literal["stop", "wait-gpu-release", "reset-failed", "start", "verify",
+                   # ladder: re-registering a router's workers through its worker API (act/reregister.py)
+                   "list-workers", "check-engine", "remove-worker", "add-worker"]
 
 
 class GuardRefused(RuntimeError):
