@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from datetime import timedelta
 from typing import Any
@@ -45,6 +46,26 @@ from opsbot.store.models import Action, now
 KIND = "reregister"
 API_TIMEOUT_S = 10.0
 QUEUE_WAIT_S = 15.0  # the router's job queue applies a removal within this, or the step fails
+
+
+# smg_worker_cb_state{worker="URL"} 0 closed, 1 open, 2 half-open (smg-project/smg f8daa88 model_gateway/src/
+# observability/metrics.rs:383-386 and set_worker_cb_state; the same family in the smg 1.13.0 and sglang-router
+# 0.3.2 wheels); -1 for a removed worker (remove_worker_metrics)
+CB_STATE = re.compile(r"^smg_worker_cb_state\{([^}\n]*)\}[ \t]+(\S+)", re.M)
+WORKER_LABEL = re.compile(r'(?:^|,)\s*worker="([^"]*)"')
+
+
+def open_breakers(exposition: str) -> set[str]:
+    """The workers whose circuit breaker the router holds open or half-open, from its /metrics (pure)."""
+    out = set()
+    for m in CB_STATE.finditer(exposition):
+        worker = WORKER_LABEL.search(m.group(1))
+        try:
+            if worker and float(m.group(2)) > 0:
+                out.add(worker.group(1))
+        except ValueError:
+            continue
+    return out
 
 
 class StepFailed(RuntimeError):
@@ -202,9 +223,13 @@ async def _reregister(transport: Transport, router: Role, settings: Settings, st
     base = router.api_base or ""
     res = await transport.http_get(f"{base}/workers", API_TIMEOUT_S)
     workers = _listing(res, f"{base}/workers")
-    down = [w for w in workers if not w.get("is_healthy")]
+    breakers: set[str] = set()
+    if router.metrics_url:  # a breaker open leaves is_healthy true in the listing: the router's metrics say it
+        metrics = await transport.http_get(router.metrics_url, API_TIMEOUT_S)
+        breakers = open_breakers(metrics.body) if metrics.ok else set()
+    down = [w for w in workers if not w.get("is_healthy") or w["url"] in breakers]
     _done(steps, "list-workers", router, ["GET", f"{base}/workers"], res,
-          f"{len(workers)} listed, marked down: {', '.join(w['url'] for w in down) or 'none'}")
+          f"{len(workers)} listed, marked down or breaker open: {', '.join(w['url'] for w in down) or 'none'}")
     if not down:
         raise StepFailed("the router lists every worker healthy: re-registering has nothing to fix")
     alive = []
@@ -257,6 +282,9 @@ async def _verify(transport: Transport, router: Role, base: str, urls: list[str]
     while True:
         attempts += 1
         listed = {w["url"]: bool(w.get("is_healthy")) for w in await _list(transport, base)}
+        if router.metrics_url:
+            metrics = await transport.http_get(router.metrics_url, API_TIMEOUT_S)
+            listed = {u: ok and (not metrics.ok or u not in open_breakers(metrics.body)) for u, ok in listed.items()}
         missing = [u for u in urls if not listed.get(u)]
         elapsed = round(time.monotonic() - started, 1)
         if not missing or elapsed >= settings.verify_deadline_s:
