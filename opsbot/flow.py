@@ -67,6 +67,7 @@ class ProbeResult:
     plans: dict[str, str] = field(default_factory=dict)  # role -> planned action id, waiting for approval
     refused: list[str] = field(default_factory=list)  # remedies the guardrails would not plan, and why
     costs: dict[str, RestartCost] = field(default_factory=dict)  # role -> what its plan costs (ladder)
+    kinds: dict[str, str] = field(default_factory=dict)  # role -> its planned action's kind: restart, reregister
 
     def as_json(self) -> dict[str, Any]:
         """The public diagnosis JSON contract, plus which probe row holds the evidence."""
@@ -199,7 +200,7 @@ class Flow:
                                 cluster=result.bundle.cluster, actor=actor, surface=_surface(actor),
                                 settings=self.settings)
         result.plans, result.refused = planned.plans, planned.refused
-        result.costs = planned.costs  # ladder
+        result.costs, result.kinds = planned.costs, planned.kinds  # ladder
 
     # -- guarded restarts: request → approve → execute, or dismiss; all of it in opsbot.act ----------
     async def request_restart(self, roles: list[str], cluster: str | None, *, actor: str, surface: str,

@@ -14,7 +14,7 @@ from opsbot.act import ladder
 from opsbot.act.reregister import request_reregister
 from opsbot.act.restart import expire_lapsed, request_restart
 from opsbot.contracts import Diagnosis, RestartCost, RestartPlan
-from opsbot.store.models import now
+from opsbot.store.models import Action, now
 from opsbot.inventory import Inventory
 from opsbot.settings import Settings
 from opsbot.store import Store
@@ -25,6 +25,7 @@ class PlannedRemedies:
     plans: dict[str, str] = field(default_factory=dict)  # role -> action id
     refused: list[str] = field(default_factory=list)  # "restart ROLE: why", for a plan the guardrails refuse
     costs: dict[str, RestartCost] = field(default_factory=dict)  # role -> what its plan costs (ladder)
+    kinds: dict[str, str] = field(default_factory=dict)  # role -> the planned action's kind (ladder)
 
 
 def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, probe_id: str, *, cluster: str,
@@ -41,7 +42,7 @@ def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, prob
             live = _live_plan(store, cluster, remedy.role, waiting, actor=actor, surface=surface)
             if live is not None:
                 out.plans[remedy.role] = live
-                _keep_cost(out, remedy.role, store.action(live).plan)
+                _keep(out, remedy.role, store.action(live))
                 continue
             reason = f"{finding.incident} (probe {probe_id})"
             try:
@@ -57,13 +58,14 @@ def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, prob
                 out.refused.append(f"{remedy.kind} {remedy.role}: {exc}")
                 continue
             out.plans[remedy.role] = action.id
-            _keep_cost(out, remedy.role, action.plan)
+            _keep(out, remedy.role, action)
     return out
 
 
-def _keep_cost(out: PlannedRemedies, role: str, plan: dict[str, object]) -> None:
-    """The cost stored with the plan (ladder), for the message that offers it."""
-    cost = RestartPlan.model_validate(plan).cost
+def _keep(out: PlannedRemedies, role: str, action: Action) -> None:
+    """The kind and the cost stored with the plan (ladder), for the message that offers it."""
+    out.kinds[role] = action.kind
+    cost = RestartPlan.model_validate(action.plan).cost
     if cost is not None:
         out.costs[role] = cost
 

@@ -38,8 +38,17 @@ def help_blocks(command: str) -> list[Block]:
     return [section(f"*opsbot*: incident response for the SGLang PD deployment\n{lines}")]
 
 
-def restart_buttons(role: str, plan_id: str) -> Block:
-    """Restart (with a confirm dialog: it is destructive) and Dismiss, both bound to the plan."""
+# ladder: the button of a re-registration says so (its label is also the line written when it is clicked)
+LABELS = {"restart": ("Restart {role}", "Restart {role}?", "Runs behind cooldown, budget and lock, then verified.", "Restart"),
+          "reregister": ("Re-register {role}'s workers", "Re-register the workers {role} marks down?",
+                         "Removes and re-adds them through its worker API (nothing restarts), then verified.",
+                         "Re-register")}
+
+
+def restart_buttons(role: str, plan_id: str, kind: str = "restart") -> Block:
+    """Restart (with a confirm dialog: it is destructive) and Dismiss, both bound to the plan; ``kind``: the
+    action's kind (a ``reregister`` of the ladder is labelled as one)."""
+    label, title, text, confirm = (s.format(role=role) for s in LABELS.get(kind, LABELS["restart"]))
     return {
         "type": "actions",
         "block_id": f"plan:{plan_id}"[:255],
@@ -47,13 +56,13 @@ def restart_buttons(role: str, plan_id: str) -> Block:
             {
                 "type": "button",
                 "action_id": "restart_approve",
-                "text": {"type": "plain_text", "text": f"Restart {role}"},
+                "text": {"type": "plain_text", "text": label[:75]},
                 "style": "danger",
                 "value": plan_id,
                 "confirm": {
-                    "title": {"type": "plain_text", "text": f"Restart {role}?"},
-                    "text": {"type": "mrkdwn", "text": "Runs behind cooldown, budget and lock, then verified."},
-                    "confirm": {"type": "plain_text", "text": "Restart"},
+                    "title": {"type": "plain_text", "text": title[:100]},
+                    "text": {"type": "mrkdwn", "text": text},
+                    "confirm": {"type": "plain_text", "text": confirm},
                     "deny": {"type": "plain_text", "text": "Cancel"},
                 },
             },
@@ -72,7 +81,7 @@ def cost_blocks(role: str, cost: RestartCost | None) -> list[Block]:
 
 
 def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans: dict[str, str],
-                   costs: dict[str, RestartCost] | None = None) -> list[Block]:
+                   costs: dict[str, RestartCost] | None = None, kinds: dict[str, str] | None = None) -> list[Block]:
     """One section per finding (title, summary, evidence, remedies) and buttons for ``plans`` (role → plan id),
     each after what it costs (``costs``: role → cost)."""
     if not findings:
@@ -95,7 +104,8 @@ def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans:
         if missing:
             blocks.append(context("could not collect: " + escape(", ".join(missing))))
     tail = [b for role, plan_id in plans.items()
-            for b in (*cost_blocks(role, (costs or {}).get(role)), restart_buttons(role, plan_id))]
+            for b in (*cost_blocks(role, (costs or {}).get(role)),
+                      restart_buttons(role, plan_id, (kinds or {}).get(role, "restart")))]
     tail.append(context(f"cluster `{escape(cluster)}` · probe `{escape(probe_ref)}`"))
     return _fit(blocks, room=BLOCKS_MAX - len(tail)) + tail
 
