@@ -111,6 +111,15 @@ def test_reregister_plans_only_a_router_reachable_through_its_api(inventory_path
         plan_reregister(inventory, "decode", settings=settings)
 
 
+def test_the_reregister_button_says_what_it_does():
+    from opsbot.slack.blocks import restart_buttons
+
+    button = restart_buttons("router", "a1", "reregister")["elements"][0]
+    assert button["text"]["text"] == "Re-register router's workers"
+    assert "nothing restarts" in button["confirm"]["text"]["text"]
+    assert restart_buttons("decode", "a2")["elements"][0]["text"]["text"] == "Restart decode"
+
+
 def test_runbook_refuses_a_reregister_without_approval_or_off_the_router():
     with pytest.raises(ValueError, match="a reregister always needs approval"):
         RemedySpec(kind="reregister", role="router", text="x")
