@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from opsbot.act import plan_remedies
 from opsbot.act.ladder import remaining
-from opsbot.act.reregister import open_breakers, plan_reregister
 from opsbot.act.plan import PlanRefused
+from opsbot.act.reregister import open_breakers, plan_reregister
 from opsbot.bundle import read_bundle
 from opsbot.diagnose import diagnose
 from opsbot.diagnose.runbook import RemedySpec

@@ -112,11 +112,11 @@ def _admission(cluster: Cluster, figures: dict[str, RoleFigures], restarting: se
     total = sum(n for n in loads if n is not None)
     queue = routers[0].queue_size if routers[0].queue_size is not None else 100
     if total > limit + queue:
-        return [f"{_n(total)} requests would come back to {routers[0].key}, past its admission "
-                f"(--max-concurrent-requests {limit} + --queue-size {queue}): the rest are refused there"]
+        return [(f"{_n(total)} requests would come back to {routers[0].key}, past its admission "
+                 f"(--max-concurrent-requests {limit} + --queue-size {queue}): the rest are refused there")]
     if total > limit:
-        return [f"{_n(total - limit)} of {_n(total)} requests would wait in {routers[0].key}'s queue "
-                f"(--max-concurrent-requests {limit})"]
+        return [(f"{_n(total - limit)} of {_n(total)} requests would wait in {routers[0].key}'s queue "
+                 f"(--max-concurrent-requests {limit})")]
     return []
 
 

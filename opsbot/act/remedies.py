@@ -14,10 +14,10 @@ from opsbot.act import ladder
 from opsbot.act.reregister import request_reregister
 from opsbot.act.restart import expire_lapsed, request_restart
 from opsbot.contracts import Diagnosis, RestartCost, RestartPlan
-from opsbot.store.models import Action, now
 from opsbot.inventory import Inventory
 from opsbot.settings import Settings
 from opsbot.store import Store
+from opsbot.store.models import Action, now
 
 
 @dataclass

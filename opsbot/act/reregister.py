@@ -51,7 +51,7 @@ QUEUE_WAIT_S = 15.0  # the router's job queue applies a removal within this, or 
 # smg_worker_cb_state{worker="URL"} 0 closed, 1 open, 2 half-open (smg-project/smg f8daa88 model_gateway/src/
 # observability/metrics.rs:383-386 and set_worker_cb_state; the same family in the smg 1.13.0 and sglang-router
 # 0.3.2 wheels); -1 for a removed worker (remove_worker_metrics)
-CB_STATE = re.compile(r"^smg_worker_cb_state\{([^}\n]*)\}[ \t]+(\S+)", re.M)
+CB_STATE = re.compile(r"^smg_worker_cb_state\{([^}\n]*)\}[ \t]+(\S+)", re.MULTILINE)
 WORKER_LABEL = re.compile(r'(?:^|,)\s*worker="([^"]*)"')
 
 
@@ -102,8 +102,8 @@ def plan_reregister(inventory: Inventory, role: str, *, cluster: str | None = No
     return RestartPlan(cluster=name, roles=[r.key], kinds=["router"], reason=reason, steps=steps, checks=checks,
                        verify=[f"GET {base}/workers lists every re-registered worker is_healthy"],
                        cost=RestartCost(lines=[
-                           "requests lost: none on the engines (they keep running); the router leaves each "
-                           "worker out of routing from its removal until it is healthy again",
+                           ("requests lost: none on the engines (they keep running); the router leaves each "
+                            "worker out of routing from its removal until it is healthy again"),
                            f"nothing is restarted; if it does not help, restarting {r.key} is offered next"]))
 
 
