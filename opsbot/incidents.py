@@ -67,7 +67,7 @@ class Incidents:
                            "not planned" if remedy.kind == "restart" else None)
                 if opened and why:
                     await self.db(self.store.incident_event, row.id, "action", f"{remedy.kind} not offered: {why}")
-            elif (await self.db(self.store.action, action_id)).kind != remedy.kind:
+            elif result.kinds.get(remedy.role, "restart") != remedy.kind:
                 continue  # ladder: another step is the one offered for this role
             elif not await self._restart_under_way(row, remedy.role):
                 await self.db(self.store.incident_event, row.id, "action",
