@@ -73,8 +73,7 @@ def _capacity(role: Role, cluster: Cluster, figures: dict[str, RoleFigures], los
     """The other instances of the role's kind after taking its share, against SMG's overload thresholds."""
     others = [r for r in cluster.roles if r.role == role.role and r.key not in restarting]
     if not others:
-        line = f"no other {role.role} instance: {role.role} traffic fails until {role.key} is back"
-        return [line], [line]
+        return [], [f"no other {role.role} instance: {role.role} traffic fails until {role.key} is back"]
     share = (lost or 0.0) / len(others)
     lines, warnings = [], []
     for o in others:
