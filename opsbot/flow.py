@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_args
 from anyio import to_thread
 
 from opsbot.bundle import TriggerKind
-from opsbot.contracts import Bundle, Diagnosis, Trigger
+from opsbot.contracts import Bundle, Diagnosis, RestartCost, Trigger
 from opsbot.contracts.captures import PartKind
 from opsbot.incidents import Incidents
 from opsbot.inventory import Inventory, load_inventory
@@ -75,6 +75,8 @@ class ProbeResult:
     diagnosis: Diagnosis
     plans: dict[str, str] = field(default_factory=dict)  # role -> planned action id, waiting for approval
     refused: list[str] = field(default_factory=list)  # remedies the guardrails would not plan, and why
+    costs: dict[str, RestartCost] = field(default_factory=dict)  # role -> what its plan costs (ladder)
+    kinds: dict[str, str] = field(default_factory=dict)  # role -> its planned action's kind: restart, reregister
 
     def as_json(self) -> dict[str, Any]:
         """The public diagnosis JSON contract, plus which probe row holds the evidence."""
@@ -222,6 +224,7 @@ class Flow:
                                 cluster=result.bundle.cluster, actor=actor, surface=_surface(actor),
                                 settings=self.settings)
         result.plans, result.refused = planned.plans, planned.refused
+        result.costs, result.kinds = planned.costs, planned.kinds  # ladder
         if self.pool is not None:  # a service: capture while the approval is awaited (the CLI captures at execute)
             for action_id in result.plans.values():
                 self._capture_ahead(action_id)
@@ -292,21 +295,44 @@ class Flow:
         return action
 
     async def approve_and_execute(self, action_id: str, *, approver: str, surface: str) -> ActionOutcome:
-        """Approve, then run it behind its guards: what a click or ``POST /actions/ID/approve`` does."""
-        await self.approve(action_id, approver=approver, surface=surface)
-        return await self.execute(action_id, actor=approver, surface=surface)
-
-    async def execute(self, action_id: str, *, actor: str, surface: str) -> ActionOutcome:
-        """Run an approved restart behind its guards (``opsbot.act.execute``), count its outcome, and tell the
-        incidents: whichever surface ran it, a verified restart ends the incidents that waited for it."""
-        from opsbot.act import execute
+        """Approve, then run it behind its guards: what a click or ``POST /actions/ID/approve`` does; a ladder
+        step that failed offers the next one."""
+        from opsbot.act.ladder import said
         from opsbot.contracts import ActionState
 
-        outcome = await execute(self.run_context(actor, surface), action_id)
+        await self.approve(action_id, approver=approver, surface=surface)
+        outcome = await self.execute(action_id, actor=approver, surface=surface)
+        if outcome.state == ActionState.failed and outcome.after_probe_id:
+            if (await self.db(self.store.action, action_id)).kind != "restart":  # ladder: the next step
+                await self._next_step(action_id, outcome.after_probe_id, said)
+        return outcome
+
+    async def _next_step(self, action_id: str, probe_id: str, said: Callable[[str, str], str]) -> None:
+        """After a ladder step failed: plan the remedies of its after-probe (the failed step is passed over),
+        and put the step now offered on the incident's timeline."""
+        bundle = await self.db(self.store.load_bundle, probe_id)
+        result = ProbeResult(probe_id, bundle, await to_thread.run_sync(self.diagnose, bundle))
+        await self._plan_remedies(result, actor="ladder")
+        for role, planned in result.plans.items():
+            kind = (await self.db(self.store.action, planned)).kind
+            await self.incidents.next_step(action_id, planned, f"ladder: next step offered: {said(kind, role)} "
+                                                              f"(plan {planned})")
+
+    async def execute(self, action_id: str, *, actor: str, surface: str) -> ActionOutcome:
+        """Run an approved action behind its guards (``opsbot.act.execute``; a re-registration,
+        ``opsbot.act.reregister``), count its outcome, and tell the incidents: whichever surface ran it, a
+        verified restart ends the incidents that waited for it."""
+        from opsbot.act import execute
+        from opsbot.act.reregister import KIND, execute_reregister
+        from opsbot.contracts import ActionState
+
+        ctx = self.run_context(actor, surface)
+        action = await self.db(self.store.action, action_id)
+        outcome = await (execute_reregister(ctx, action_id) if action.kind == KIND else execute(ctx, action_id))
         self.telemetry.actions.labels(outcome.state).inc()
         if outcome.state != ActionState.planned:
             action = await self.db(self.store.action, action_id)
-            await self.incidents.restart_ended(action, f"restart {outcome.state}: {outcome.message}",
+            await self.incidents.restart_ended(action, f"{action.kind} {outcome.state}: {outcome.message}",
                                                outcome.after_probe_id)
         return outcome
 

@@ -49,6 +49,7 @@ class Incidents:
         """A probe triggered by firing alerts (or by the watchdog, ``via`` saying why): open or join the
         incident its top finding names, and take the restart the flow planned for that finding (unless one
         of the incident's is under way). The incident id, or None."""
+        from opsbot.act.ladder import STEP_KINDS, said
         from opsbot.store import Sighting
 
         findings = result.diagnosis.findings
@@ -68,16 +69,20 @@ class Incidents:
             into=into, caused_by=caused_by, reopen=reopen)
         row, opened = await self.db(self.store.record_sighting, sighting)
         for remedy in [] if caused_by else f.remedies:
-            if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role:
+            if remedy.kind not in STEP_KINDS or remedy.approval != "required" or not remedy.role:
                 continue
             action_id = result.plans.get(remedy.role)
             if action_id is None:
-                why = next((r for r in result.refused if r.startswith(f"restart {remedy.role}:")), "not planned")
-                if opened:
-                    await self.db(self.store.incident_event, row.id, "action", f"restart not offered: {why}")
+                why = next((r for r in result.refused if r.startswith(f"{remedy.kind} {remedy.role}:")),
+                           "not planned" if remedy.kind == "restart" else None)
+                if opened and why:
+                    await self.db(self.store.incident_event, row.id, "action", f"{remedy.kind} not offered: {why}")
+            elif result.kinds.get(remedy.role, "restart") != remedy.kind:
+                continue  # ladder: another step is the one offered for this role
             elif not await self._restart_under_way(row, remedy.role):
                 await self.db(self.store.incident_event, row.id, "action",
-                              f"approval asked: restart {remedy.role} (plan {action_id})", action_id, action_id=action_id)
+                              f"approval asked: {said(remedy.kind, remedy.role)} (plan {action_id})", action_id,
+                              action_id=action_id)
         self._tell(row.id)
         return str(row.id)
 
@@ -156,6 +161,14 @@ class Incidents:
         """Open incidents of the cluster with an approved or running restart (runs in a worker thread)."""
         return [r.id for r in self.store.incidents(cluster=cluster, state=IncidentState.open)
                 if any(self.store.action(a).state in RUNNING_ACTIONS for a in r.actions)]
+
+    async def next_step(self, failed_id: str, planned_id: str, what: str) -> None:
+        """Ladder: the incident of a step that failed takes the next step offered (its button, its timeline entry)."""
+        row = await self.db(self.store.incident_for_action, failed_id)
+        if row is None or planned_id in row.actions:
+            return
+        await self.db(self.store.incident_event, row.id, "action", what, planned_id, action_id=planned_id)
+        self._tell(row.id)
 
     async def action_moved(self, action_id: str, what: str, probe_id: str | None = None) -> None:
         """An action of an incident moved (approved, running, verified, failed, dismissed); once it

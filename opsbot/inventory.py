@@ -83,6 +83,11 @@ class Role(_Strict):
                          "above 1 the probe sends a canary pinned to each rank")
     bootstrap_port: int | None = Field(None, ge=1, le=65535, description="prefill: its --disaggregation-bootstrap-port "
                                        "(the fidelity probe pairs it with each decode)")
+    # ladder: the router's admission limits, as its unit passes them (sglang_router 0.3.2 router_args.py:67-69,
+    # smg 1.13.0 smg/router_args.py:144-146: max_concurrent_requests -1 = off, queue_size 100); a restart's cost
+    # weighs the load it moves against them
+    max_concurrent_requests: int | None = Field(None, description="router: its --max-concurrent-requests (-1: off)")
+    queue_size: int | None = Field(None, ge=0, description="router: its --queue-size")
 
     @property
     def key(self) -> str:

@@ -10,44 +10,67 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from opsbot.act import ladder
 from opsbot.act.lifecycle import expire_lapsed
+from opsbot.act.reregister import request_reregister
 from opsbot.act.restart import request_restart
-from opsbot.contracts import ActionState, Diagnosis
+from opsbot.contracts import ActionState, Diagnosis, RestartCost, RestartPlan
 from opsbot.inventory import Inventory
 from opsbot.settings import Settings
 from opsbot.store import Store
+from opsbot.store.models import Action, now
 
 
 @dataclass
 class PlannedRemedies:
     plans: dict[str, str] = field(default_factory=dict)  # role -> action id
     refused: list[str] = field(default_factory=list)  # "restart ROLE: why", for a plan the guardrails refuse
+    costs: dict[str, RestartCost] = field(default_factory=dict)  # role -> what its plan costs (ladder)
+    kinds: dict[str, str] = field(default_factory=dict)  # role -> the planned action's kind (ladder)
 
 
 def plan_remedies(store: Store, inventory: Inventory, diagnosis: Diagnosis, probe_id: str, *, cluster: str,
                   actor: str, surface: str, settings: Settings) -> PlannedRemedies:
-    """A planned restart for each remedy that needs approval, most likely finding first; idempotent."""
+    """A planned action for each remedy that needs approval, most likely finding first, one step of the ladder
+    per role (opsbot/act/ladder.py: the cheapest not yet failed); idempotent."""
     out = PlannedRemedies()
+    recent = store.actions(cluster=cluster, since=now() - ladder.WINDOW, limit=200) if diagnosis.findings else []
     for finding in diagnosis.findings:
-        for remedy in finding.remedies:
-            if remedy.kind != "restart" or remedy.approval != "required" or not remedy.role or remedy.role in out.plans:
+        for remedy in ladder.remaining(finding, recent, now()):
+            if remedy.role is None or remedy.role in out.plans:
                 continue
             waiting = f"{cluster}/{remedy.role}/{finding.incident}"
             live = _live_plan(store, cluster, remedy.role, waiting, actor=actor, surface=surface)
             if live is not None:
                 out.plans[remedy.role] = live
+                _keep(out, remedy.role, store.action(live))
                 continue
+            reason = f"{finding.incident} (probe {probe_id})"
             try:
-                action, _ = request_restart(store, inventory, [remedy.role], actor=actor, surface=surface,
-                                            cluster=cluster, reason=f"{finding.incident} (probe {probe_id})",
-                                            settings=settings, plan_key=f"{probe_id}:{remedy.role}",
-                                            waiting_key=waiting, remedy_for=finding.incident,
-                                            finding_roles=finding.roles, capture=remedy.capture)
+                if remedy.kind == "reregister":  # ladder: its own plan key, beside a restart's of the same probe
+                    action, _ = request_reregister(store, inventory, remedy.role, actor=actor, surface=surface,
+                                                   cluster=cluster, reason=reason, settings=settings,
+                                                   plan_key=f"{probe_id}:{remedy.role}:reregister", waiting_key=waiting)
+                else:
+                    action, _ = request_restart(store, inventory, [remedy.role], actor=actor, surface=surface,
+                                                cluster=cluster, reason=reason, settings=settings,
+                                                plan_key=f"{probe_id}:{remedy.role}", waiting_key=waiting,
+                                                remedy_for=finding.incident, finding_roles=finding.roles,
+                                                capture=remedy.capture)
             except Exception as exc:  # noqa: BLE001 - a plan the guardrails refuse: said instead of a button
-                out.refused.append(f"restart {remedy.role}: {exc}")
+                out.refused.append(f"{remedy.kind} {remedy.role}: {exc}")
                 continue
             out.plans[remedy.role] = action.id
+            _keep(out, remedy.role, action)
     return out
+
+
+def _keep(out: PlannedRemedies, role: str, action: Action) -> None:
+    """The kind and the cost stored with the plan (ladder), for the message that offers it."""
+    out.kinds[role] = action.kind
+    cost = RestartPlan.model_validate(action.plan).cost
+    if cost is not None:
+        out.costs[role] = cost
 
 
 def _live_plan(store: Store, cluster: str, role: str, waiting: str, *, actor: str, surface: str) -> str | None:

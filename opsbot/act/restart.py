@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from opsbot.act.cost import with_cost
 from opsbot.act.guards import budget_until, cooldown_until, when
 from opsbot.act.plan import plan_restart
 from opsbot.contracts.plans import RestartPlan
@@ -104,6 +105,7 @@ def request_restart(store: Store, inventory: Inventory, roles: list[str], *, act
                         capture=capture)
     if remedy_for is not None:
         plan = plan.model_copy(update={"remedy_for": remedy_for, "finding_roles": sorted(finding_roles or [])})
+    plan = with_cost(store, inventory, plan)  # ladder: what it costs, stored with the plan for every surface
     action = store.create_action(kind="restart", cluster=plan.cluster, roles=plan.roles,
                                  plan=plan.model_dump(mode="json"), reason=reason, requested_by=actor,
                                  surface=surface, ttl=timedelta(seconds=settings.approval_ttl_s), plan_key=plan_key,

@@ -76,6 +76,31 @@ def show_plan(plan: RestartPlan) -> None:
     console.print(table)
     console.print("pre-checks:\n" + "\n".join(f"  - {c}" for c in plan.checks), markup=False)
     console.print("verify: " + "; ".join(plan.verify), markup=False)
+    if plan.cost is not None:  # ladder: what it costs, the same lines Slack and REST show
+        console.print("cost:\n" + "\n".join(f"  - {c}" for c in plan.cost.said()), markup=False)
+
+
+def _costed(settings: Settings, inventory: Inventory, plan: RestartPlan) -> RestartPlan:
+    """The plan with its cost (ladder), read from the store; a store that cannot be opened is said, and a dry
+    run never creates one."""
+    from sqlalchemy.engine import make_url
+
+    from opsbot.act.cost import with_cost
+    from opsbot.contracts import RestartCost
+    from opsbot.store import StoreError, open_store
+
+    url = make_url(settings.db_url())
+    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
+        return plan.model_copy(update={"cost": RestartCost(lines=[f"cost unknown: no store at {url.database} yet "
+                                                                  "(no probe or restart on record)"])})
+    try:
+        store = open_store(settings.db_url())
+    except StoreError as exc:
+        return plan.model_copy(update={"cost": RestartCost(lines=[f"cost unknown: {exc}"])})
+    try:
+        return with_cost(store, inventory, plan)
+    finally:
+        store.close()
 
 
 def _report(outcome: ActionOutcome) -> None:
@@ -137,7 +162,7 @@ def restart(
                             capture=capture)
     except (UnknownRole, PlanRefused, ConfigError) as exc:
         raise _fail(f"refused: {exc}") from exc
-    show_plan(plan)
+    show_plan(_costed(settings, inventory, plan))
     if dry_run:
         console.print("[cyan]dry run: nothing was changed[/cyan]")
         return

@@ -80,6 +80,8 @@ class Transport(Protocol):
         self, url: str, body: bytes, timeout: float, cap: int | None = None, *, direct: bool = False
     ) -> HttpResult: ...
 
+    async def http_delete(self, url: str, timeout: float, *, direct: bool = False) -> HttpResult: ...
+
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
 
 
@@ -117,13 +119,13 @@ def _timeout_error(argv: Sequence[str], timeout: float) -> str:
 
 async def _http_get(
     client: httpx.AsyncClient, url: str, timeout: float, cap: int, deadline: float | None = None,
-    body: bytes | None = None,
+    body: bytes | None = None, method: str | None = None,
 ) -> HttpResult:
-    """GET ``url`` (POST ``body`` as JSON when given) reading at most ``cap`` bytes of body; never raises.
-    ``deadline`` names the budget."""
+    """GET ``url`` (POST ``body`` as JSON when given; ``method`` another verb) reading at most ``cap`` bytes of
+    body; never raises. ``deadline`` names the budget."""
     t0 = time.monotonic()
     deadline = deadline or timeout
-    method = "GET" if body is None else "POST"
+    method = method or ("GET" if body is None else "POST")
     headers = {"content-type": "application/json"} if body is not None else None
     first: float | None = None
     try:
@@ -214,6 +216,10 @@ class LocalTransport:
     ) -> HttpResult:
         """POST a JSON ``body`` to ``url`` from here."""
         return await _http_get(self._client, url, timeout, cap or self.settings.output_cap_bytes, body=body)
+
+    async def http_delete(self, url: str, timeout: float, *, direct: bool = False) -> HttpResult:
+        """DELETE ``url`` from here (a router's worker API)."""
+        return await _http_get(self._client, url, timeout, self.settings.output_cap_bytes, method="DELETE")
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         target = Path(path)
@@ -404,10 +410,15 @@ class SshTransport:
         """POST a JSON ``body`` to ``url`` as the node sees it (through the same port forward)."""
         return await self._request(url, timeout, cap, direct, body)
 
-    async def _request(self, url: str, timeout: float, cap: int | None, direct: bool, body: bytes | None) -> HttpResult:
+    async def http_delete(self, url: str, timeout: float, *, direct: bool = False) -> HttpResult:
+        """DELETE ``url`` as the node sees it (a router's worker API), through the same port forward."""
+        return await self._request(url, timeout, None, direct, None, "DELETE")
+
+    async def _request(self, url: str, timeout: float, cap: int | None, direct: bool, body: bytes | None,
+                       method: str | None = None) -> HttpResult:
         cap = cap or self.settings.output_cap_bytes
         if direct:
-            return await _http_get(self._client, url, timeout, cap, body=body)
+            return await _http_get(self._client, url, timeout, cap, body=body, method=method)
         t0 = time.monotonic()
         parts = urlsplit(url)
         try:
@@ -420,7 +431,7 @@ class SshTransport:
         except (asyncssh.Error, OSError) as exc:
             return HttpResult(None, "", _ms(t0), error=f"GET {url}: port forward failed: {exc}")
         tunneled = urlunsplit((parts.scheme, f"127.0.0.1:{local}", parts.path, parts.query, ""))
-        result = await _http_get(self._client, tunneled, timeout - (time.monotonic() - t0), cap, timeout, body)
+        result = await _http_get(self._client, tunneled, timeout - (time.monotonic() - t0), cap, timeout, body, method)
         if result.error:
             result.error = result.error.replace(tunneled, f"{url} (via SSH to {self.node.name})")
         result.elapsed_ms = _ms(t0)
@@ -472,6 +483,10 @@ class PooledTransport:
     ) -> HttpResult:
         """Outside the fan-out limit: a long completion must not hold up the probe's commands."""
         return await self.inner.http_post(url, body, timeout, cap, direct=direct)
+
+    async def http_delete(self, url: str, timeout: float, *, direct: bool = False) -> HttpResult:
+        async with self.limit:
+            return await self.inner.http_delete(url, timeout, direct=direct)
 
     async def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         async with self.limit:

@@ -5,7 +5,7 @@ Pydantic only; nothing here imports a stage, so any stage (and any surface) can 
 
 from opsbot.bundle import Bundle, Trigger
 from opsbot.contracts.findings import Diagnosis, Finding, Remedy, Undetermined
-from opsbot.contracts.plans import GuardRefused, RestartPlan, Step, StepKind
+from opsbot.contracts.plans import GuardRefused, RestartCost, RestartPlan, Step, StepKind
 from opsbot.contracts.states import (
     SEVERITY_COLOUR,
     SEVERITY_EMOJI,
@@ -22,5 +22,5 @@ from opsbot.contracts.states import (
 __all__ = [
     "LIVE_ACTIONS", "RUNNING_ACTIONS", "SEVERITY_COLOUR", "SEVERITY_EMOJI", "UNKNOWN_EMOJI", "ActionState", "Bundle", "Diagnosis", "Finding", "GuardRefused", "IncidentState",
     "Remedy",
-    "RestartPlan", "Severity", "Step", "StepKind", "Trigger", "Undetermined", "allowed", "severity_rank",
+    "RestartCost", "RestartPlan", "Severity", "Step", "StepKind", "Trigger", "Undetermined", "allowed", "severity_rank",
 ]

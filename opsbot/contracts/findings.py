@@ -11,7 +11,7 @@ from opsbot.contracts.states import Severity
 
 
 class Remedy(BaseModel):
-    kind: Literal["restart", "config", "no-restart", "manual"]
+    kind: Literal["restart", "reregister", "config", "no-restart", "manual"]  # reregister: ladder (act/reregister.py)
     role: str | None = None
     approval: Literal["required", "none"] = "none"
     text: str

@@ -38,7 +38,9 @@ class _Strict(BaseModel):
 
 
 class RemedySpec(_Strict):
-    kind: Literal["restart", "config", "no-restart", "manual"]
+    # ladder: reregister = remove and re-add, through the router's worker API, the workers it marks down while
+    # their engines answer (opsbot/act/reregister.py); offered before a restart listed after it
+    kind: Literal["restart", "reregister", "config", "no-restart", "manual"]
     role: RoleKind | None = Field(None, description="the role it acts on; default: the role the runbook matched")
     approval: Literal["required", "none"] = "none"
     text: str
@@ -49,8 +51,10 @@ class RemedySpec(_Strict):
 
     @model_validator(mode="after")
     def _restart_needs_approval(self) -> RemedySpec:
-        if self.kind == "restart" and self.approval != "required":
-            raise ValueError("a restart always needs approval: write approval: required")
+        if self.kind in ("restart", "reregister") and self.approval != "required":
+            raise ValueError(f"a {self.kind} always needs approval: write approval: required")
+        if self.kind == "reregister" and self.role not in (None, "router"):
+            raise ValueError("reregister goes through the router's worker API: write role: router")
         if self.kind == "restart" and self.capture is None:
             raise ValueError("a restart says what it captures first: write capture: [stacks, server_info, requests, "
                              "journal] for a role that is alive, capture: [] for one that is not")

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from opsbot.contracts.captures import Capture
 from opsbot.bundle import Trigger
-from opsbot.contracts import ActionState
+from opsbot.contracts import ActionState, RestartCost
 from opsbot.inventory import NAME_RE, UnknownRole
 from opsbot.service.alertmanager import Webhook
 from opsbot.service.auth import Caller, require, require_alert_sender
@@ -218,6 +218,7 @@ class ActionView(BaseModel):
     expires_at: Any = None
     outcome: str | None = None
     steps: list[list[str]] = Field(default_factory=list)
+    cost: RestartCost | None = Field(None, description="ladder: what the restart costs, as the approval says it")
     message: str | None = None
 
 
@@ -226,6 +227,7 @@ def action_view(row: Any, message: str | None = None) -> ActionView:
         id=row.id, state=row.state, cluster=row.cluster, role=row.role, roles=row.roles, requested_by=row.requested_by,
         approved_by=row.approved_by, expires_at=row.expires_at, outcome=row.outcome,
         steps=plan_steps(row.plan), message=message,
+        cost=(row.plan or {}).get("cost"),
     )
 
 

@@ -133,7 +133,8 @@ class SlackSurface:
             action, plan = await flow.request_restart(cmd.args[:1], None, actor=f"slack:{user}", surface="slack",
                                                          reason=f"/opsbot restart by <@{user}>")
             commands = [" ".join(step.argv) + f"   # {step.node}" for step in plan.steps]
-            return plan_blocks(cmd.args[0], action.id, commands, f"{action.expires_at:%H:%M:%S} UTC"), f"restart {cmd.args[0]}?"
+            return (plan_blocks(cmd.args[0], action.id, commands, f"{action.expires_at:%H:%M:%S} UTC", plan.cost),
+                    f"restart {cmd.args[0]}?")
         intent = parse_intent(cmd.text) if cmd.verb == "ask" else None
         if intent is not None and intent.kind != "probe":
             return await self._intent_answer(intent, user)
@@ -180,7 +181,8 @@ class SlackSurface:
 
     def result_blocks(self, result: ProbeResult) -> list[dict[str, Any]]:
         """The findings, with the flow's planned restart (buttons) for each remedy that needs approval."""
-        blocks = finding_blocks(result.bundle.cluster, str(result.probe_id), result.diagnosis.findings, result.plans)
+        blocks = finding_blocks(result.bundle.cluster, str(result.probe_id), result.diagnosis.findings, result.plans,
+                                result.costs, result.kinds)
         return blocks + [section(f":no_entry: {escape(n)}") for n in result.refused]
 
     # -- buttons ------------------------------------------------------------------------------

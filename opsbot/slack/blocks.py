@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from opsbot.bundle import Recall
-from opsbot.contracts import SEVERITY_EMOJI, UNKNOWN_EMOJI, Finding
+from opsbot.contracts import SEVERITY_EMOJI, UNKNOWN_EMOJI, Finding, RestartCost
 from opsbot.parse.recall import grid, short_length, summarize
 from opsbot.report.render import slack as escape
 from opsbot.slack.commands import HELP
@@ -38,8 +38,17 @@ def help_blocks(command: str) -> list[Block]:
     return [section(f"*opsbot*: incident response for the SGLang PD deployment\n{lines}")]
 
 
-def restart_buttons(role: str, plan_id: str) -> Block:
-    """Restart (with a confirm dialog: it is destructive) and Dismiss, both bound to the plan."""
+# ladder: the button of a re-registration says so (its label is also the line written when it is clicked)
+LABELS = {"restart": ("Restart {role}", "Restart {role}?", "Runs behind cooldown, budget and lock, then verified.", "Restart"),
+          "reregister": ("Re-register {role}'s workers", "Re-register the workers {role} marks down?",
+                         "Removes and re-adds them through its worker API (nothing restarts), then verified.",
+                         "Re-register")}
+
+
+def restart_buttons(role: str, plan_id: str, kind: str = "restart") -> Block:
+    """Restart (with a confirm dialog: it is destructive) and Dismiss, both bound to the plan; ``kind``: the
+    action's kind (a ``reregister`` of the ladder is labelled as one)."""
+    label, title, text, confirm = (s.format(role=role) for s in LABELS.get(kind, LABELS["restart"]))
     return {
         "type": "actions",
         "block_id": f"plan:{plan_id}"[:255],
@@ -47,13 +56,13 @@ def restart_buttons(role: str, plan_id: str) -> Block:
             {
                 "type": "button",
                 "action_id": "restart_approve",
-                "text": {"type": "plain_text", "text": f"Restart {role}"},
+                "text": {"type": "plain_text", "text": label[:75]},
                 "style": "danger",
                 "value": plan_id,
                 "confirm": {
-                    "title": {"type": "plain_text", "text": f"Restart {role}?"},
-                    "text": {"type": "mrkdwn", "text": "Runs behind cooldown, budget and lock, then verified."},
-                    "confirm": {"type": "plain_text", "text": "Restart"},
+                    "title": {"type": "plain_text", "text": title[:100]},
+                    "text": {"type": "mrkdwn", "text": text},
+                    "confirm": {"type": "plain_text", "text": confirm},
                     "deny": {"type": "plain_text", "text": "Cancel"},
                 },
             },
@@ -63,8 +72,18 @@ def restart_buttons(role: str, plan_id: str) -> Block:
     }
 
 
-def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans: dict[str, str]) -> list[Block]:
-    """One section per finding (title, summary, evidence, remedies) and buttons for ``plans`` (role → plan id)."""
+def cost_blocks(role: str, cost: RestartCost | None) -> list[Block]:
+    """What restarting ``role`` costs (ladder: opsbot/act/cost.py), shown above its Restart button."""
+    if cost is None:
+        return []
+    icon = ":warning: " if cost.warnings else ""
+    return [section(f"{icon}*Cost of restarting {escape(role)}*\n" + "\n".join(f"• {escape(c)}" for c in cost.said()))]
+
+
+def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans: dict[str, str],
+                   costs: dict[str, RestartCost] | None = None, kinds: dict[str, str] | None = None) -> list[Block]:
+    """One section per finding (title, summary, evidence, remedies) and buttons for ``plans`` (role → plan id),
+    each after what it costs (``costs``: role → cost)."""
     if not findings:
         return [section(f":white_check_mark: *{escape(cluster)}*: no incident found"),
                 context(f"probe `{escape(probe_ref)}`")]
@@ -84,15 +103,18 @@ def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans:
         missing = getattr(f, "missing_facts", None)
         if missing:
             blocks.append(context("could not collect: " + escape(", ".join(missing))))
-    tail = [restart_buttons(role, plan_id) for role, plan_id in plans.items()]
+    tail = [b for role, plan_id in plans.items()
+            for b in (*cost_blocks(role, (costs or {}).get(role)),
+                      restart_buttons(role, plan_id, (kinds or {}).get(role, "restart")))]
     tail.append(context(f"cluster `{escape(cluster)}` · probe `{escape(probe_ref)}`"))
     return _fit(blocks, room=BLOCKS_MAX - len(tail)) + tail
 
 
-def plan_blocks(role: str, plan_id: str, commands: list[str], expires: str) -> list[Block]:
+def plan_blocks(role: str, plan_id: str, commands: list[str], expires: str, cost: RestartCost | None = None) -> list[Block]:
     cmds = escape("\n".join(commands)) or "(no commands)"
     return [
         section(f"*Restart plan for {escape(role)}* (expires {expires})\n```{cmds}```"),
+        *cost_blocks(role, cost),
         restart_buttons(role, plan_id),
     ]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from opsbot.contracts import ActionState, IncidentState
-from opsbot.slack.blocks import context, escape, restart_buttons, section
+from opsbot.contracts import ActionState, IncidentState, RestartPlan
+from opsbot.slack.blocks import context, cost_blocks, escape, restart_buttons, section
 from opsbot.store.incidents import duration_text
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,9 @@ def _open_stage(actions: list[Any], restart_helps: bool) -> str:
                 if restart_helps else ":rotating_light: *Open*: a restart does not help this class; see what to do")
     who = f" (approved by {escape(latest.approved_by)})" if latest.approved_by else ""
     return {
-        ActionState.planned: f":raising_hand: *Approval asked*: restart {escape(latest.role)}; an approver clicks Restart",
+        ActionState.planned: (f":raising_hand: *Approval asked*: re-register the workers of {escape(latest.role)} (the "
+                              "ladder's cheapest step); an approver clicks Re-register" if latest.kind == "reregister"
+                              else f":raising_hand: *Approval asked*: restart {escape(latest.role)}; an approver clicks Restart"),
         ActionState.approved: f":hourglass_flowing_sand: *Restart approved*{who}; starting",
         ActionState.executing: f":hourglass_flowing_sand: *Restart running*{who}",
         ActionState.succeeded: f":large_green_circle: *Verified*: {escape(latest.outcome or 'restarted')}; waiting for the alerts to resolve",
@@ -75,7 +77,8 @@ def incident_blocks(incident: Any, actions: list[Any], finding: Any | None, evid
         blocks.append(section("*What to do*\n" + "\n".join(f"• {escape(r.get('text'))}" for r in remedies if r.get("text"))))
     blocks.append(section(stage(incident, actions, any(r.get("kind") == "restart" for r in remedies))))
     waiting = [a for a in actions if a.state == ActionState.planned] if incident.state == IncidentState.open else []
-    blocks += [restart_buttons(a.role, a.id) for a in waiting[:1]]
+    for a in waiting[:1]:  # ladder: what the restart costs, above its button
+        blocks += [*cost_blocks(a.role, RestartPlan.model_validate(a.plan).cost), restart_buttons(a.role, a.id, a.kind)]
     blocks.append(context(f"<{evidence_url}|evidence: probe {incident.probes[-1]}> · incident `{incident.id}` · "
                           "timeline in the thread"))
     return blocks

@@ -20,6 +20,9 @@ STATES: dict[str, tuple[tuple[str, ...], str]] = {
     "watchdog": (("prefill", "decode"), "a forward batch hangs, the scheduler watchdog fires, the server exits"),
     "nccl-timeout": (("prefill", "decode"), "NCCL collective times out, the scheduler subprocess dies, exit"),
     "no-healthy-workers": (("router",), "router marks every worker unhealthy; /readiness 503"),
+    "breaker-open": (("router",), "router holds its workers' breakers open while their engines answer; re-registering "
+                                  "a worker (DELETE then POST /workers) or restarting the router closes them"),
+    "breaker-open-locked": (("router",), "as breaker-open, and the worker API refuses (401, no control-plane key)"),
     "pd-desync": (("prefill", "decode"), "after one side restarted: bootstrap/handshake failures on both"),
     "gpu-fault": (("prefill", "decode"), "nvidia-smi drops one of the role's GPUs; the role hangs"),
     "recall-loss": (("decode",), "prompts longer than --beyond tokens (default 4096 with fp8 index keys, the whole "

@@ -27,8 +27,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlparse
 
@@ -52,6 +53,17 @@ class Worker:
     checked: bool = False
     failures: int = 0
     successes: int = 0
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))  # the worker API's id (a UUID, as both routers)
+    registered_at: float = field(default_factory=time.time)
+    breaker_open: bool = False  # routing skips it; its health checks (is_healthy) go on as before
+
+
+# ladder: states where the router holds the breakers of the workers registered before the state was set open
+# (their engines answer; a fresh registration, or a router restart, closes them); "-locked": its worker API
+# refuses, as a router with --control-plane-api-keys refuses a caller without the key (the strings of
+# sglang-router 0.3.2's auth/middleware.rs: "Missing or invalid Authorization header for control plane API")
+BREAKER_STATES = ("breaker-open", "breaker-open-locked")
+CONTROL_PLANE_REFUSAL = "Missing or invalid Authorization header for control plane API"
 
 
 def http(method: str, url: str, timeout: float, body: bytes | None = None) -> tuple[int, bytes]:
@@ -105,6 +117,7 @@ def router_registry(smg: bool = False) -> Registry:
         ("smg_worker_pool_size", "gauge", "Workers in the pool"),
         ("smg_worker_health_checks_total", "counter", "Worker health checks"),
         ("smg_worker_requests_active", "gauge", "Requests in flight per worker"),
+        ("smg_worker_cb_state", "gauge", "Circuit breaker state per worker (0=closed, 1=open, 2=half_open)"),
         ("smg_http_requests_total", "counter", "HTTP requests"),
         ("smg_http_responses_total", "counter", "HTTP responses"),
         ("smg_router_requests_total", "counter", "Routed requests"),
@@ -162,13 +175,29 @@ class Router:
     def state(self) -> str:
         return read_control(self.control_file).state
 
+    def _breaker_since(self) -> float | None:
+        """When a breaker state was set (the control file's time), or None outside one."""
+        if self.state not in BREAKER_STATES:
+            return None
+        try:
+            return os.stat(self.control_file).st_mtime
+        except OSError:
+            return None
+
     def check_once(self) -> None:
         forced_down = self.state == "no-healthy-workers"
+        broken_before = self._breaker_since()
         timeout = self.args.health_check_timeout_secs
-        answers = list(self.pool.map(
-            lambda w: http("GET", w.url + self.args.health_check_endpoint, timeout), self.workers))
         with self.lock:
-            for w, (status, body) in zip(self.workers, answers):
+            workers = list(self.workers)
+        answers = list(self.pool.map(
+            lambda w: http("GET", w.url + self.args.health_check_endpoint, timeout), workers))
+        with self.lock:
+            for w, (status, body) in zip(workers, answers):
+                if w not in self.workers:
+                    continue  # removed through the worker API meanwhile
+                w.breaker_open = broken_before is not None and w.registered_at < broken_before
+                self.reg.set("smg_worker_cb_state", 1 if w.breaker_open else 0, {"worker": w.url})
                 ok = status == 200 and not forced_down
                 self.reg.inc("smg_worker_health_checks_total", 1,
                               {"worker_type": w.kind, "result": "success" if ok else "failure"})
@@ -193,12 +222,13 @@ class Router:
     def checker(self) -> None:
         while True:
             self.check_once()
-            interval = 1 if self.state == "no-healthy-workers" else self.args.health_check_interval_secs
+            interval = 1 if self.state in ("no-healthy-workers", *BREAKER_STATES) else self.args.health_check_interval_secs
             time.sleep(interval)
 
     def healthy(self, kind: str) -> list[Worker]:
+        """The workers routing may use: healthy, breaker not open."""
         with self.lock:
-            return [w for w in self.workers if w.kind == kind and w.healthy]
+            return [w for w in self.workers if w.kind == kind and w.healthy and not w.breaker_open]
 
     def readiness(self) -> tuple[int, dict]:
         p, d = self.healthy("prefill"), self.healthy("decode")
@@ -276,9 +306,62 @@ class Router:
         return 503, json.dumps({"error": {"message": "No available workers", "code": "no_workers"}}).encode()
 
     def workers_json(self) -> dict:
+        """``GET /workers`` as smg 1.13 / sglang-router 0.3.2 answer it (smg-project/smg model_gateway/src/worker/
+        service.rs ``ListWorkersResult``; crates/protocols/src/worker.rs ``WorkerInfo``)."""
         with self.lock:
-            return {"workers": [{"url": w.url, "worker_type": w.kind, "bootstrap_port": w.bootstrap_port,
-                                 "is_healthy": w.healthy} for w in self.workers], "total": len(self.workers)}
+            workers = [{"id": w.id, "url": w.url, "model_id": "default", "worker_type": w.kind,
+                        "connection_mode": "http", "is_healthy": w.healthy, "load": 0,
+                        **({"bootstrap_port": w.bootstrap_port} if w.kind == "prefill" else {})} for w in self.workers]
+            stats = {f"{k}_count": sum(w.kind == k for w in self.workers) for k in ("prefill", "decode", "regular")}
+        return {"workers": workers, "total": len(workers), "stats": stats}
+
+    def refused(self) -> tuple[int, dict] | None:
+        """The worker API's refusal in a locked state (401, as without the control-plane key), else None."""
+        if self.state == "breaker-open-locked":
+            return 401, {"error": CONTROL_PLANE_REFUSAL, "code": "UNAUTHORIZED"}
+        return None
+
+    def add_worker(self, body: bytes) -> tuple[int, dict]:
+        """``POST /workers``: 202 and the new id (the registration's health check runs in the background), 409 while
+        the URL is registered (smg-project/smg model_gateway/src/worker/service.rs ``create_worker``)."""
+        try:
+            spec = json.loads(body or b"{}")
+        except ValueError:
+            spec = None
+        if not isinstance(spec, dict) or not isinstance(spec.get("url"), str) or not spec["url"].startswith("http"):
+            return 400, {"error": "Invalid worker spec: 'url' must be an http(s) URL", "code": "BAD_REQUEST"}
+        kind = spec.get("worker_type", "regular")
+        port = spec.get("bootstrap_port")
+        with self.lock:
+            known = next((w for w in self.workers if w.url == spec["url"]), None)
+            if known is not None:
+                return 409, {"error": f"Worker already exists at URL '{known.url}' with ID {known.id}. Use PUT "
+                                      f"/workers/{known.id} to replace or PATCH /workers/{known.id} to update.",
+                             "code": "WORKER_ALREADY_EXISTS"}
+            worker = Worker(spec["url"], kind, port if isinstance(port, int) else None)
+            self.workers.append(worker)
+        self.pool.submit(self.check_once)  # the registration workflow's first health check
+        location = f"/workers/{worker.id}"
+        return 202, {"status": "accepted", "worker_id": worker.id, "url": worker.url, "location": location,
+                     "message": "Worker addition queued for background processing"}
+
+    def remove_worker(self, raw: str) -> tuple[int, dict]:
+        """``DELETE /workers/{id}``: 202, 404 for an unknown id, 400 for one that is not a UUID (service.rs
+        ``delete_worker``, ``parse_worker_id``); the removed worker's gauges read -1 (observability/metrics.rs
+        ``remove_worker_metrics``)."""
+        try:
+            uuid.UUID(raw)
+        except ValueError as e:
+            return 400, {"error": f"Invalid worker_id '{raw}' (expected UUID). Error: {e}", "code": "BAD_REQUEST"}
+        with self.lock:
+            worker = next((w for w in self.workers if w.id == raw), None)
+            if worker is None:
+                return 404, {"error": f"Worker {raw} not found", "code": "WORKER_NOT_FOUND"}
+            self.workers.remove(worker)
+            for name in ("smg_worker_cb_state", "smg_worker_health"):
+                self.reg.set(name, -1, {"worker": worker.url} if self.smg or name != "smg_worker_health"
+                             else {"worker": worker.url, "worker_type": worker.kind})
+        return 202, {"status": "accepted", "worker_id": raw, "message": "Worker removal queued for background processing"}
 
 
 def api_handler(router: Router) -> type[BaseHTTPRequestHandler]:
@@ -310,6 +393,15 @@ def api_handler(router: Router) -> type[BaseHTTPRequestHandler]:
                 return self._send(code, text, "text/plain")
             if path == "/workers" and self.command == "GET":
                 return self._send(200, router.workers_json())
+            if path == "/workers" and self.command == "POST" or path.startswith("/workers/") and self.command == "DELETE":
+                n = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(n)
+                refusal = router.refused()
+                if refusal is not None:
+                    return self._send(*refusal)
+                if self.command == "POST":
+                    return self._send(*router.add_worker(body))
+                return self._send(*router.remove_worker(path[len("/workers/"):]))
             if path == "/engine_metrics":
                 return self._send(200, router.engine_metrics(), "text/plain; version=0.0.4")
             aliases = {"/get_model_info": "/model_info", "/get_server_info": "/server_info"}
@@ -327,6 +419,9 @@ def api_handler(router: Router) -> type[BaseHTTPRequestHandler]:
             self._route()
 
         def do_POST(self) -> None:
+            self._route()
+
+        def do_DELETE(self) -> None:
             self._route()
 
     return Handler
