@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import re
 from collections.abc import Awaitable, Callable
+from functools import partial
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, TypeVar
 
@@ -104,17 +105,17 @@ async def probe(
 
         role_tasks = [
             asyncio.gather(
-                axis(f"{r.key}/systemd", lambda r=r: axes.collect_systemd(transports[r.node], r, s), SystemdEvidence),
-                axis(f"{r.key}/metrics", lambda r=r: axes.collect_metrics(transports[r.node], r, s), MetricsEvidence),
-                axis(f"{r.key}/health", lambda r=r: axes.collect_health(transports[r.node], r, s), HealthEvidence),
-                axis(f"{r.key}/logs", lambda r=r: axes.collect_logs(transports[r.node], r, since, s), LogsEvidence),
+                axis(f"{r.key}/systemd", partial(axes.collect_systemd, transports[r.node], r, s), SystemdEvidence),
+                axis(f"{r.key}/metrics", partial(axes.collect_metrics, transports[r.node], r, s), MetricsEvidence),
+                axis(f"{r.key}/health", partial(axes.collect_health, transports[r.node], r, s), HealthEvidence),
+                axis(f"{r.key}/logs", partial(axes.collect_logs, transports[r.node], r, since, s), LogsEvidence),
             )
             for r in selected
         ]
         node_tasks = [
             asyncio.gather(
-                axis(f"{n.name}/gpu", lambda n=n: axes.collect_gpu(transports[n.name], s), GpuEvidence),
-                axis(f"{n.name}/kernel", lambda n=n: axes.collect_kernel_log(transports[n.name], since, s),
+                axis(f"{n.name}/gpu", partial(axes.collect_gpu, transports[n.name], s), GpuEvidence),
+                axis(f"{n.name}/kernel", partial(axes.collect_kernel_log, transports[n.name], since, s),
                      KernelLogEvidence),
             )
             for n in nodes
@@ -182,7 +183,8 @@ def _loop_time() -> float:
     return asyncio.get_running_loop().time()
 
 
-async def _canary(inventory: Inventory, cluster: str, pool: TransportPool, s: Settings, report: Progress) -> Canary | None:
+async def _canary(inventory: Inventory, cluster: str, pool: TransportPool | ProbeView, s: Settings,
+                  report: Progress) -> Canary | None:
     """The canary through the cluster's router, when the inventory keeps it on; never raises."""
     _name, cl = inventory.cluster(cluster)
     router = cl.router()

@@ -70,8 +70,11 @@ class RecallUnavailable(RuntimeError):
 
 
 class Tokenizer(Protocol):
-    name: str
-    max_model_len: int | None
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def max_model_len(self) -> int | None: ...
 
     async def count(self, texts: list[str]) -> list[int]: ...
 

@@ -256,7 +256,8 @@ class App:
         sched, refused = self.route(body)
         if refused is not None:
             return refused
-        params = body.get("sampling_params") if isinstance(body.get("sampling_params"), dict) else {}
+        sampling = body.get("sampling_params")
+        params: dict = sampling if isinstance(sampling, dict) else {}
         max_new = int(body.get("max_tokens") or params.get("max_new_tokens") or 16)
         prompt = _prompt(body)
         tokens = recall.count(prompt) if isinstance(body.get("prompt"), str) else max(1, len(prompt) // 4)
@@ -297,7 +298,8 @@ class App:
         """``/generate``'s answer: text, ``output_ids`` and meta_info, with ``output_token_logprobs`` as
         ``[logprob, token_id, None]`` when ``return_logprob`` (tokenizer_manager.py:2647-2668 and 3098-3110).
         Decode's tokens are greedy's; ``output-corruption`` changes them for the requests it hits."""
-        seed = params.get("sampling_seed") if isinstance(params.get("sampling_seed"), int) else 0
+        asked = params.get("sampling_seed")
+        seed = asked if isinstance(asked, int) else 0
         ids, logprobs = greedy.greedy(prompt, req.output_len, seed)
         if sched.mode == "decode" and sched.state == "output-corruption" and greedy.hit_by_corruption(prompt):
             ids, logprobs = greedy.corrupted(ids, logprobs)
