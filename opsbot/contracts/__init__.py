@@ -4,13 +4,14 @@ Pydantic only; nothing here imports a stage, so any stage (and any surface) can 
 """
 
 from opsbot.bundle import Bundle, Trigger
-from opsbot.contracts.findings import Diagnosis, Finding, Remedy, Undetermined
+from opsbot.contracts.findings import Diagnosis, Finding, Remedy, RoleHealth, Undetermined
 from opsbot.contracts.plans import GuardRefused, RestartPlan, Step, StepKind
 from opsbot.contracts.states import (
     SEVERITY_COLOUR,
     SEVERITY_EMOJI,
     UNKNOWN_EMOJI,
     ActionState,
+    RoleState,
     Severity,
     allowed,
     severity_rank,
@@ -19,5 +20,5 @@ from opsbot.contracts.states import (
 __all__ = [
     "SEVERITY_COLOUR", "SEVERITY_EMOJI", "UNKNOWN_EMOJI", "ActionState", "Bundle", "Diagnosis", "Finding", "GuardRefused",
     "Remedy",
-    "RestartPlan", "Severity", "Step", "StepKind", "Trigger", "Undetermined", "allowed", "severity_rank",
+    "RestartPlan", "RoleHealth", "RoleState", "Severity", "Step", "StepKind", "Trigger", "Undetermined", "allowed", "severity_rank",
 ]

@@ -20,6 +20,7 @@ INCIDENTS: dict[str, str] = {
     "gpu-fault": "A GPU misbehaves (Xid, ECC, missing)",
     "router-no-healthy-workers": "The router has no healthy workers",
     "long-context-recall-regression": "Answers lose facts from long prompts",
+    "unexplained": "Something is wrong that no runbook knows",
     "healthy": "Nothing abnormal",
 }
 

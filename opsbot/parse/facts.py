@@ -28,6 +28,7 @@ from opsbot.parse.metrics import parse_samples
 from opsbot.parse.patch import PatchSeen, seen_in, window_start
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
+from opsbot.parse.verdict import VERDICT_FACTS, fresh_batch_lines, probe_wide_reasons, role_verdict, with_reasons
 
 UNIT_FACTS = frozenset(
     "id load_state active_state sub_state result n_restarts exec_main_status exec_main_code main_pid memory_current".split()
@@ -108,7 +109,7 @@ GPU_FACTS = frozenset(
 APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 ROLE_ROOTS = frozenset(
     "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing"
-    " patch".split()
+    " patch verdict".split()
 )
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors", "recall", "canary"}  # the last two: probe-wide
 AXES = ("systemd", "metrics", "health", "logs", "gpu", "kernel_log")
@@ -142,6 +143,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "routing": ROUTING_FACTS,
         "health": HEALTH_FACTS,
         "patch": PATCH_FACTS,
+        "verdict": VERDICT_FACTS,
         "gpu": GPU_FACTS,
         "logs": pattern_names,
         "logs_window": pattern_names,
@@ -698,7 +700,32 @@ def role_facts(
     facts["failed"] = failed
     if window is not None:
         facts["window_s"] = window
+    run = started or (last_run if unit.get("active_state") in _DOWN else None)
+    pid = (unit.get("main_pid") or None) if started else None
+    current = [e for e in read.entries if _recent(e, run, pid)]
+    probe_at = _line_time(bundle.started_at)
+    facts["verdict"] = role_verdict(facts, current, fresh_batch_lines(current, probe_at, lambda ts: _stamp(ts, probe_at), ev.role))
     return facts
+
+
+_TIME_ONLY = re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?$")
+
+
+def _stamp(ts: str | None, probe_at: datetime | None) -> datetime | None:
+    """A line's time to compare with the probe's: a journal stamp as is; SGLang's own stamp, which has no
+    zone, in the probe's zone; a time-only ``[HH:MM:SS TP0]`` header on the probe's date (the day before
+    when that would be later than the probe)."""
+    at = _line_time(ts)
+    if at is not None or not ts or probe_at is None:
+        return at
+    try:
+        if _TIME_ONLY.match(ts):
+            clock = datetime.strptime(ts.replace(",", ".").split(".")[0], "%H:%M:%S").time()
+            at = datetime.combine(probe_at.date(), clock, probe_at.tzinfo)
+            return at - timedelta(days=1) if at - probe_at > timedelta(hours=1) else at
+        return datetime.fromisoformat(ts.replace(",", ".")).replace(tzinfo=probe_at.tzinfo)
+    except ValueError:
+        return None
 
 
 def _looping(raised: Sequence[RaisedException], table: ExceptionClasses | None, started: datetime,
@@ -806,6 +833,10 @@ def bundle_facts(
         peers[ev.key] = own[ev.key]
     routers = [own[ev.key] for ev in bundle.roles if ev.role == "router"]
     blocked = any(_router_blocked(r) for r in routers) or bool(canary.get("no_worker"))
+    wide = probe_wide_reasons(canary, probe_wide["recall"], blocked)
+    for ev in bundle.roles:
+        if ev.role == "router" or not routers:
+            own[ev.key]["verdict"] = with_reasons(own[ev.key]["verdict"], wide)
     for ev in bundle.roles:
         # the 5xx answers the router logged from workers of this role's kind (SMG/sgl-router pd_router lines)
         routed = sum(r.get("logs", {}).get(f"{ev.role}_error_status", 0) for r in routers)
