@@ -21,7 +21,10 @@ from opsbot.diagnose.scorecard import Case, Score, case_from, confusion_lines, s
 ROOT = Path(__file__).parent / "scenarios"
 DEV = sorted((ROOT / "dev").glob("*.json"))
 TEST = sorted((ROOT / "test").glob("*.json"))
-FILES = DEV + TEST
+# Threads opened after the cut-off (2026-06-01), written by writers who write no rules, read once at the end
+# of a round of rules (tests/scenarios/README.md): evaluated like test/, and never fitted.
+HOLDOUT = sorted((ROOT / "holdout").glob("*.json"))
+FILES = DEV + TEST + HOLDOUT
 MIN_DEV, MIN_TEST = 150, 45  # the corpus may only grow
 # What test/ reaches (opsbot eval tests/scenarios): raise these as general rules found on dev/ improve it,
 # never fit test/ to them. 2026-12-02: 44 of 48 (91.7%) after 17 bundles from 11 new threads joined test/
@@ -44,7 +47,7 @@ def _case(path: Path) -> Case:
 
 def test_corpus_is_there():
     assert len(DEV) >= MIN_DEV and len(TEST) >= MIN_TEST, f"the corpus in {ROOT} is missing bundles: {len(DEV)} dev, {len(TEST)} test"
-    assert not sorted(ROOT.glob("*.json")) and {p.parent.name for p in ROOT.glob("*/*.json")} <= {"dev", "test"}
+    assert not sorted(ROOT.glob("*.json")) and {p.parent.name for p in ROOT.glob("*/*.json")} <= {"dev", "test", "holdout"}
     for path in FILES:
         label = json.loads(path.read_text(encoding="utf-8")).get("label", {})
         assert label.get("expected") and label.get("source"), f"{path}: a corpus bundle needs label.expected and label.source"
@@ -62,7 +65,7 @@ def test_dev_diagnoses_as_labelled(capsys):
         score = _score(DEV, "dev")
     misses = [f"dev/{c.name}: {c.miss()}" for c in score.cases if c.miss()]
     assert not misses, "\n".join(misses)
-    assert not score.unsafe()
+    assert not score.unsafe() and not score.false_all_clear()
 
 
 def test_test_part_figure(capsys):
@@ -72,6 +75,16 @@ def test_test_part_figure(capsys):
         score = _score(TEST, "test")
     assert score.top1 >= TEST_TOP1_FLOOR and score.top3 >= TEST_TOP3_FLOOR
     assert len(score.unsafe()) <= TEST_UNSAFE_MAX
+    assert not score.false_all_clear(), "a broken test/ bundle was answered healthy"
+
+
+@pytest.mark.skipif(not HOLDOUT, reason="no holdout/ part in this checkout yet")
+def test_holdout_part_figure(capsys):
+    """holdout/ is read once at the end of a round of rules: its figures are printed, never its bundles. No
+    floor on top-1 (nobody fitted it); a false all-clear there fails the test like anywhere else."""
+    with capsys.disabled():
+        score = _score(HOLDOUT, "holdout")
+    assert not score.false_all_clear(), "a broken holdout/ bundle was answered healthy"
 
 
 def test_every_runbook_has_a_firing_bundle_and_a_near_miss():

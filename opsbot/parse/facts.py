@@ -175,18 +175,19 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
 
 def _unit(
     ev: RoleEvidence, failed: list[str], problems: list[str]
-) -> tuple[dict[str, Any], datetime | None, datetime | None]:
-    """The ``unit.*`` facts; when the unit is active, when its current run started; and when its last
-    run started whatever its state (systemd keeps ExecMainStartTimestamp after the process exits)."""
+) -> tuple[dict[str, Any], datetime | None, datetime | None, datetime | None]:
+    """The ``unit.*`` facts; when the unit is active, when its current run started; when its last run
+    started whatever its state (systemd keeps ExecMainStartTimestamp after the process exits); and when
+    its state last changed."""
     if not ev.systemd.ok:
         failed.append("systemd")
-        return {}, None, None
+        return {}, None, None, None
     try:
         u = parse_unit(ev.systemd.raw)
     except ValueError as exc:
         failed.append("systemd")
         problems.append(f"{ev.key}: systemd: {exc}")
-        return {}, None, None
+        return {}, None, None, None
     last_run = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
     started = last_run if u.active_state == "active" else None
     facts = _clean({k: getattr(u, k, None) for k in UNIT_FACTS})
@@ -195,7 +196,7 @@ def _unit(
         facts["exit_code"] = u.exec_main_status  # CLD_EXITED
     elif u.exec_main_code in (2, 3) and u.exec_main_status:
         facts["exit_signal"] = _signal_name(u.exec_main_status)  # CLD_KILLED, CLD_DUMPED
-    return facts, started, last_run
+    return facts, started, last_run, _systemd_time(u.state_change_timestamp)
 
 
 # Longer than any start-up: weights load in minutes, torch's NCCL and store timeouts at initialisation
@@ -210,6 +211,18 @@ def _ran_past_startup(entries: Sequence[LogEntry], last_run: datetime | None) ->
         return False
     times = (_line_time(e.ts) for e in entries if e.process != "systemd")
     return any(at is not None and at - last_run >= SERVING_AFTER for at in times)
+
+
+def _lasted(unit: dict[str, Any], last_run: datetime | None, left: datetime | None, now: datetime | None) -> bool:
+    """Whether the unit's last run lasted ``SERVING_AFTER`` or more by systemd's own clocks, whatever its
+    journal kept: it left ``active`` (StateChangeTimestamp) that long after its ExecMainStartTimestamp, or it
+    waits to be restarted (RestartSec: seconds) and that run began that long before the probe. A run that
+    served for hours and died is not a start-up failure, even when the lines before its death are gone."""
+    if last_run is None or unit.get("active_state") == "active":
+        return False
+    if left is not None and left - last_run >= SERVING_AFTER:
+        return True
+    return unit.get("sub_state") == "auto-restart" and now is not None and now - last_run >= SERVING_AFTER
 
 
 def _raised_while_serving(raised: Sequence[RaisedException], last_run: datetime | None) -> bool:
@@ -571,10 +584,12 @@ def _aliased(gauges: dict[str, float], deltas: dict[str, float]) -> None:
 
 
 def _progress(
-    gauges: dict[str, float], deltas: dict[str, float], window: float | None, batches: int | None = None
+    gauges: dict[str, float], deltas: dict[str, float], window: float | None, batches: int | None = None,
+    fresh: int | None = None,
 ) -> dict[str, Any]:
     """Token progress per phase from the best source the role's SGLang exports, naming the source.
-    ``batches``: the current run's batch lines (None: the journal was not read)."""
+    ``batches``: the current run's batch lines (None: the journal was not read); ``fresh``: the role's own
+    batch lines stamped near the probe (None: the journal was not read or its stamps cannot be compared)."""
     out: dict[str, Any] = {}
     groups = {"delta": deltas, "metrics": gauges}
     for phase, sources in PROGRESS_SOURCES.items():
@@ -588,8 +603,11 @@ def _progress(
     # and the last Decode batch line's throughput was 0. A finish counter alone at 0 proves nothing.
     if PROGRESS_COUNTER["decode"] in deltas:
         out["decode_stalled"] = deltas[PROGRESS_COUNTER["decode"]] == 0
-    elif "generation_tokens" in deltas and "gen_throughput" in gauges:
-        out["decode_stalled"] = deltas["generation_tokens"] == 0 and gauges["gen_throughput"] == 0
+    elif "generation_tokens" in deltas and ("gen_throughput" in gauges or fresh is not None):
+        # gen_throughput is a last-value gauge, set by the last Decode batch line: a wedged 0.4.x scheduler
+        # writes no more lines and the gauge keeps its value. No request finished and no Decode batch line
+        # stamped near the probe (opsbot/parse/verdict.py BATCH_FRESH_S) is a stall, whatever the gauge says.
+        out["decode_stalled"] = deltas["generation_tokens"] == 0 and (gauges.get("gen_throughput") == 0 or fresh == 0)
     if PROGRESS_COUNTER["prefill"] in deltas:
         out["prefill_stalled"] = deltas[PROGRESS_COUNTER["prefill"]] == 0
     elif deltas.get("prompt_tokens") == 0 and batches == 0:
@@ -654,10 +672,14 @@ def role_facts(
     failed: list[str] = []
     gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
     _aliased(gauges, deltas)
-    unit, started, last_run = _unit(ev, failed, problems)
+    unit, started, last_run, changed = _unit(ev, failed, problems)
     read = _logs(ev, patterns, started or (last_run if unit.get("active_state") in _DOWN else None), failed, table,
                  (unit.get("main_pid") or None) if started else None)  # the running unit's main process
     logs, logs_window = read.current, read.window
+    run = started or (last_run if unit.get("active_state") in _DOWN else None)
+    current = [e for e in read.entries if _recent(e, run, (unit.get("main_pid") or None) if started else None)]
+    probe_at = _line_time(bundle.started_at)
+    fresh = fresh_batch_lines(current, probe_at, lambda ts: _stamp(ts, probe_at), ev.role) if ev.logs.ok else None
     if unit:
         if read.restarts_logged is not None:
             unit["restarts_logged"] = read.restarts_logged
@@ -682,12 +704,12 @@ def role_facts(
         "gpu": gpu,
         "exception": _exception_facts(
             read.raised, table, bool(gauges) or read.batch_lines > 0 or _ran_past_startup(read.entries, last_run)
-            or _raised_while_serving(read.raised, last_run),
+            or _raised_while_serving(read.raised, last_run) or _lasted(unit, last_run, changed, probe_at),
             read.error_line if stopped and not gpu.get("xid_codes") else None, read.native,
             (last_run,) if down else None, "unknown" if down and not unit.get("crash_looping") else "startup",
         ) if ev.logs.ok else {},
         "engine": read.engine,
-        "progress": _progress(gauges, deltas, window, read.current_batch_lines) | (
+        "progress": _progress(gauges, deltas, window, read.current_batch_lines, fresh) | (
             {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
         ),
         "routing": _routing(gauges, deltas),
@@ -700,11 +722,7 @@ def role_facts(
     facts["failed"] = failed
     if window is not None:
         facts["window_s"] = window
-    run = started or (last_run if unit.get("active_state") in _DOWN else None)
-    pid = (unit.get("main_pid") or None) if started else None
-    current = [e for e in read.entries if _recent(e, run, pid)]
-    probe_at = _line_time(bundle.started_at)
-    facts["verdict"] = role_verdict(facts, current, fresh_batch_lines(current, probe_at, lambda ts: _stamp(ts, probe_at), ev.role))
+    facts["verdict"] = role_verdict(facts, current, fresh)
     return facts
 
 

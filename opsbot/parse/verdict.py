@@ -130,20 +130,22 @@ _PHASE = {"decode": "Decode batch", "prefill": "Prefill batch"}
 def fresh_batch_lines(entries: Iterable[LogEntry], at: datetime | None, line_time: Callable[[str | None], datetime | None],
                       role: str) -> int | None:
     """The role's own batch lines (a decode's ``Decode batch``, a prefill's ``Prefill batch``) stamped within
-    ``BATCH_FRESH_S`` of the probe; None when none can be compared (no stamp, or no such line)."""
+    ``BATCH_FRESH_S`` of the probe: 0 when there is none in ``entries`` at all; None when the lines there
+    have no stamp that can be compared."""
     phase = _PHASE.get(role)
     if at is None or phase is None:
         return None
-    seen = fresh = 0
+    seen = stamped = fresh = 0
     for e in entries:
         if e.kind != "batch" or phase not in e.message:
             continue
+        seen += 1
         t = line_time(e.ts)
         if t is None:
             continue
-        seen += 1
+        stamped += 1
         fresh += abs((at - t).total_seconds()) <= BATCH_FRESH_S
-    return fresh if seen else None
+    return fresh if stamped or not seen else None
 
 
 def _notes(current: Sequence[LogEntry], moving: bool) -> list[str]:
@@ -221,7 +223,9 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
             busy_note.append(f"{said} while tokens moved: SGLang skips /health on a busy scheduler")
         else:
             unknown.append(said)
-    elif health.get("status") != 200 and (not moving or facts.get("role") == "router"):
+    elif health.get("status") != 200 and facts.get("role") == "router":  # alone it proves nothing either way
+        unknown.append(f"/health answered {health.get('status')}")
+    elif health.get("status") != 200 and not moving:
         abnormal.append(f"/health answered {health.get('status')}")
     state = ABNORMAL if abnormal else UNKNOWN if unknown else HEALTHY
     return {
