@@ -23,7 +23,7 @@ from opsbot.parse.exceptions import ExceptionClasses, RaisedException, Stage, cr
 from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import driver_faults, parse_xid
 from opsbot.parse.logs import LogEntry, Pattern, parse_log_lines
-from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIME_TOKENS
+from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, PROGRESS_SOURCES, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
 from opsbot.parse.patch import PatchSeen, seen_in, window_start
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
@@ -67,16 +67,6 @@ NO_WORKER_CODES = frozenset({"no_workers", "no_prefill_servers", "no_healthy_wor
 ROUTING_ERROR_COUNTERS = ("smg_router_request_errors", "sgl_router_request_errors", "sgl_router_pd_errors")
 ROUTING_GAUGES = ("smg_worker_cb_state", "smg_worker_stalled", "smg_workers_overloaded", "smg_worker_pool_size",
                   "sgl_router_active_workers")
-# Where token progress comes from, best first (SGLang 0.5.x late: realtime_tokens_total; 0.4.6.post5 and
-# 0.5.0rc2 metrics/collector.py: generation_tokens_total / prompt_tokens_total, counted as requests
-# finish, and the gen_throughput gauge, last set by the periodic Decode batch line).
-PROGRESS_SOURCES: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "decode": (("delta", PROGRESS_COUNTER["decode"], 'realtime_tokens_total{mode="decode"}'),
-               ("delta", "generation_tokens", "generation_tokens_total (moves as requests finish)"),
-               ("metrics", "gen_throughput", "gen_throughput gauge (last Decode batch line)")),
-    "prefill": (("delta", PROGRESS_COUNTER["prefill"], 'realtime_tokens_total{mode="prefill_compute"}'),
-                ("delta", "prompt_tokens", "prompt_tokens_total (moves as requests finish)")),
-}
 # Older names of the same figures → the names runbooks read (SGLang 0.4.6.post5 / 0.5.0rc2
 # metrics/collector.py; sglang-router 0.2.1 sgl_router_*, SMG/sglang-router >= 0.3 smg_*).
 METRIC_ALIASES = {
@@ -85,6 +75,7 @@ METRIC_ALIASES = {
     "total_retracted_reqs": "num_retracted_reqs",
     "sgl_router_worker_health": "smg_worker_health",
     "sgl_router_cb_state": "smg_worker_cb_state",
+    "sgl_router_worker_cb_state": "smg_worker_cb_state",  # the in-tree sgl-router's per-worker breaker, 0/1/2
     "sgl_router_running_requests": "smg_worker_requests_active",
 }
 # Families read only when the current names are absent (an older SGLang or router): parsed in a second
@@ -630,6 +621,8 @@ def _with_journal_xids(gpu: dict[str, Any], ev: RoleEvidence) -> dict[str, Any]:
         codes = [x.xid for x in parse_xid(ev.logs.raw)]
         gpu["hardware_xid"] = gpu.get("hardware_xid", 0) + sum(c not in APPLICATION_XIDS for c in codes)
         gpu["xid_codes"] = sorted(set(gpu.get("xid_codes", [])) | set(codes))
+    if ev.logs.ok and "NVRM" in ev.logs.raw:  # the driver's own fault lines, relayed into the role's journal
+        gpu["driver_fault"] = gpu.get("driver_fault", 0) + driver_faults(ev.logs.raw)
     if ev.logs.ok:
         gpu.setdefault("hardware_xid", 0)
     return gpu
