@@ -8,10 +8,11 @@ carries at most 50 blocks (``msg_blocks_too_long`` otherwise). Every text that c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from opsbot.bundle import Recall
-from opsbot.contracts import SEVERITY_EMOJI, UNKNOWN_EMOJI, Finding
+from opsbot.contracts import SEVERITY_EMOJI, UNKNOWN_EMOJI, Finding, RoleHealth
 from opsbot.parse.recall import grid, short_length, summarize
 from opsbot.report.render import slack as escape
 from opsbot.slack.commands import HELP
@@ -63,10 +64,16 @@ def restart_buttons(role: str, plan_id: str) -> Block:
     }
 
 
-def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans: dict[str, str]) -> list[Block]:
-    """One section per finding (title, summary, evidence, remedies) and buttons for ``plans`` (role → plan id)."""
+def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans: dict[str, str],
+                   unknown: Sequence[RoleHealth] = ()) -> list[Block]:
+    """One section per finding (title, summary, evidence, remedies) and buttons for ``plans`` (role → plan id);
+    without a finding, healthy, or unknown (not an all-clear) with the roles whose evidence could not be read."""
+    if not findings and unknown:
+        lines = "\n".join(f"• *{escape(r.role)}*: {escape('; '.join(r.reasons))}" for r in unknown)
+        return [section(f"{UNKNOWN_EMOJI} *{escape(cluster)}*: unknown, not healthy: no finding, but evidence could "
+                        f"not be read\n{lines}"), context(f"probe `{escape(probe_ref)}`")]
     if not findings:
-        return [section(f":white_check_mark: *{escape(cluster)}*: no incident found"),
+        return [section(f":white_check_mark: *{escape(cluster)}*: no incident found, every role healthy"),
                 context(f"probe `{escape(probe_ref)}`")]
     blocks: list[Block] = []
     for f in findings:
