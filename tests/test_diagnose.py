@@ -486,7 +486,7 @@ def test_terminal_does_not_call_missing_evidence_healthy():
     from opsbot.cli.diagnosis_view import render
 
     roles = healthy_roles()
-    roles[1].metrics_error = "timeout"
+    roles[1].metrics_error, roles[1].logs = "timeout", []  # no counter and no batch line: progress unread
     console = Console(record=True, width=120)
     console.print(render(_diag(roles)))
     text = console.export_text()
