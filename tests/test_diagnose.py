@@ -490,7 +490,7 @@ def test_terminal_does_not_call_missing_evidence_healthy():
     console = Console(record=True, width=120)
     console.print(render(_diag(roles)))
     text = console.export_text()
-    assert "unknown, not healthy" in text and "healthy:" not in text and "could not be decided" in text
+    assert "unknown (not healthy)" in text and "healthy:" not in text and "could not be decided" in text
     assert "progress.decode_stalled" in text and "progress could not be read" in text
     console = Console(record=True, width=120)
     console.print(render(_diag(healthy_roles())))

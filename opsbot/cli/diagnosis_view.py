@@ -59,7 +59,7 @@ def render(d: Diagnosis) -> RenderableType:
         parts.append(Panel(Text(text, style="bold green"), title=f"bundle {d.bundle}", title_align="left"))
     elif not d.findings:
         unknown = ", ".join(r.role for r in d.unknown_roles)
-        text = f"unknown, not healthy: no finding, but the evidence of {unknown} could not be read (below)"
+        text = f"unknown (not healthy): no finding, but the evidence of {unknown} could not be read (below)"
         if d.undetermined:
             text += f"; {len(d.undetermined)} condition(s) could not be decided"
         parts.append(Panel(Text(text, style="bold yellow"), title=f"bundle {d.bundle}", title_align="left"))

@@ -265,4 +265,4 @@ def _headline(result: ProbeResult) -> str:
     if d.healthy:
         return f"{result.bundle.cluster}: healthy"
     unknown = "; ".join(f"{r.role}: {', '.join(r.reasons)}" for r in d.unknown_roles)
-    return f"{result.bundle.cluster}: unknown, not healthy ({unknown})"
+    return f"{result.bundle.cluster}: unknown (not healthy) ({unknown})"

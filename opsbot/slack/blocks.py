@@ -70,7 +70,7 @@ def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans:
     without a finding, healthy, or unknown (not an all-clear) with the roles whose evidence could not be read."""
     if not findings and unknown:
         lines = "\n".join(f"• *{escape(r.role)}*: {escape('; '.join(r.reasons))}" for r in unknown)
-        return [section(f"{UNKNOWN_EMOJI} *{escape(cluster)}*: unknown, not healthy: no finding, but evidence could "
+        return [section(f"{UNKNOWN_EMOJI} *{escape(cluster)}*: unknown (not healthy): no finding, but evidence could "
                         f"not be read\n{lines}"), context(f"probe `{escape(probe_ref)}`")]
     if not findings:
         return [section(f":white_check_mark: *{escape(cluster)}*: no incident found, every role healthy"),
