@@ -59,9 +59,8 @@ def render(d: Diagnosis) -> RenderableType:
         parts.append(Panel(Text(text, style="bold green"), title=f"bundle {d.bundle}", title_align="left"))
     elif not d.findings:
         unknown = ", ".join(r.role for r in d.unknown_roles)
-        text = f"unknown (not healthy): no finding, but the evidence of {unknown} could not be read (below)"
-        if d.undetermined:
-            text += f"; {len(d.undetermined)} condition(s) could not be decided"
+        undecided = f"{len(d.undetermined)} condition(s) could not be decided; " if d.undetermined else ""
+        text = f"unknown (not healthy): {undecided}no finding, but the evidence of {unknown} could not be read (below)"
         parts.append(Panel(Text(text, style="bold yellow"), title=f"bundle {d.bundle}", title_align="left"))
     parts += [_finding(i, f) for i, f in enumerate(d.findings, start=1)]
     if d.roles:
