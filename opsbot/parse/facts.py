@@ -14,7 +14,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from opsbot.bundle import Bundle, Canary, MetricSample, NodeEvidence, RoleEvidence
@@ -28,7 +28,9 @@ from opsbot.parse.metrics import parse_samples
 from opsbot.parse.patch import PatchSeen, seen_in, window_start
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
-from opsbot.parse.verdict import VERDICT_FACTS, fresh_batch_lines, probe_wide_reasons, role_verdict, with_reasons
+from opsbot.parse.verdict import (
+    IDLE_GAUGE_HOLD_S, VERDICT_FACTS, fresh_batch_lines, last_batch_age, probe_wide_reasons, role_verdict, with_reasons,
+)
 
 UNIT_FACTS = frozenset(
     "id load_state active_state sub_state result n_restarts exec_main_status exec_main_code main_pid memory_current".split()
@@ -42,7 +44,7 @@ EXCEPTION_FACTS = frozenset(
 ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
 PROGRESS_FACTS = frozenset(
     "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting"
-    " tokens_moved".split()
+    " tokens_moved last_batch_age_s".split()
 )
 # Requests parked between prefill and decode, waiting for their KV cache to move (SGLang 0.4.6.post5 to
 # 0.5.23 metrics: decode's prealloc and transfer queues, prefill's inflight queue).
@@ -576,7 +578,7 @@ def _aliased(gauges: dict[str, float], deltas: dict[str, float]) -> None:
 
 def _progress(
     gauges: dict[str, float], deltas: dict[str, float], window: float | None, batches: int | None = None,
-    fresh: int | None = None,
+    fresh: int | None = None, age: float | None = None,
 ) -> dict[str, Any]:
     """Token progress per phase from the best source the role's SGLang exports, naming the source.
     ``batches``: the current run's batch lines (None: the journal was not read); ``fresh``: the role's own
@@ -592,15 +594,18 @@ def _progress(
                 break
     # "stalled" needs a proof: the per-token counter did not move, or (older SGLang) no request finished
     # and the last Decode batch line's throughput was 0. A finish counter alone at 0 proves nothing.
+    # A batch line younger than the idle path's gauge hold: the scheduler worked moments ago and its running
+    # gauge may be the last batch's (opsbot/parse/verdict.py IDLE_GAUGE_HOLD_S): a flat counter proves nothing yet.
+    recent = age is not None and age < IDLE_GAUGE_HOLD_S
     if PROGRESS_COUNTER["decode"] in deltas:
-        out["decode_stalled"] = deltas[PROGRESS_COUNTER["decode"]] == 0
+        out["decode_stalled"] = deltas[PROGRESS_COUNTER["decode"]] == 0 and not recent
     elif "generation_tokens" in deltas and ("gen_throughput" in gauges or fresh is not None):
         # gen_throughput is a last-value gauge, set by the last Decode batch line: a wedged 0.4.x scheduler
         # writes no more lines and the gauge keeps its value. No request finished and no Decode batch line
         # stamped near the probe (opsbot/parse/verdict.py BATCH_FRESH_S) is a stall, whatever the gauge says.
         out["decode_stalled"] = deltas["generation_tokens"] == 0 and (gauges.get("gen_throughput") == 0 or fresh == 0)
     if PROGRESS_COUNTER["prefill"] in deltas:
-        out["prefill_stalled"] = deltas[PROGRESS_COUNTER["prefill"]] == 0
+        out["prefill_stalled"] = deltas[PROGRESS_COUNTER["prefill"]] == 0 and not recent
     elif deltas.get("prompt_tokens") == 0 and batches == 0:
         # Before realtime_tokens_total: no request finished, and the current run's journal holds no
         # Prefill batch line, which the scheduler writes for every prefill batch it forms (0.5.3
@@ -672,7 +677,9 @@ def role_facts(
     run = started or (last_run if unit.get("active_state") in _DOWN else None)
     current = [e for e in read.entries if _recent(e, run, (unit.get("main_pid") or None) if started else None)]
     probe_at = _line_time(bundle.started_at)
-    fresh = fresh_batch_lines(current, probe_at, lambda ts: _stamp(ts, probe_at), ev.role) if ev.logs.ok else None
+    stamp = partial(_stamp, probe_at=probe_at)
+    fresh = fresh_batch_lines(current, probe_at, stamp, ev.role) if ev.logs.ok else None
+    age = last_batch_age(current, probe_at, stamp, ev.role) if ev.logs.ok else None
     if unit:
         if read.restarts_logged is not None:
             unit["restarts_logged"] = read.restarts_logged
@@ -702,9 +709,9 @@ def role_facts(
             (last_run,) if down else None, "unknown" if down and not unit.get("crash_looping") else "startup",
         ) if ev.logs.ok else {},
         "engine": read.engine,
-        "progress": _progress(gauges, deltas, window, read.current_batch_lines, fresh) | (
+        "progress": _progress(gauges, deltas, window, read.current_batch_lines, fresh, age) | (
             {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
-        ),
+        ) | ({"last_batch_age_s": age} if age is not None else {}),
         "routing": _routing(gauges, deltas),
         "patch": patch_seen(bundle, ev, started, read.entries).facts(),
     }

@@ -104,9 +104,12 @@ def _progress_state(facts: dict[str, Any], fresh_batches: int | None) -> tuple[s
     deltas, gauges = facts.get("delta", {}), facts.get("metrics", {})
     counters = {k: v for k, v in deltas.items() if k in _OWN_COUNTERS.get(facts.get("role", ""), ())}
     realtime = [k for k in counters if k.startswith("realtime_tokens")]
+    age = facts.get("progress", {}).get("last_batch_age_s")
     if realtime:  # moves every few steps: authoritative, moved or not
         if counters[realtime[0]] > 0:
             return "moving", f"{realtime[0]} moved"
+        if age is not None and age < IDLE_GAUGE_HOLD_S:
+            return "moving", f"a batch line {age:.0f} s ago (its gauges may hold for {IDLE_GAUGE_HOLD_S:.0f} s once idle)"
     elif any(v > 0 for v in counters.values()):
         return "moving", "requests finished (token counters moved)"
     elif fresh_batches:
@@ -125,6 +128,21 @@ def _progress_state(facts: dict[str, Any], fresh_batches: int | None) -> tuple[s
 
 
 _PHASE = {"decode": "Decode batch", "prefill": "Prefill batch"}
+# A scheduler that went idle keeps its gauges (num_running_reqs, gen_throughput) for up to 30 s before it
+# publishes idle values (SGLang 0.5.23 managers/scheduler_components/metrics_reporter.py:1487-1498, and
+# GEN_THROUGHPUT_STALENESS_SECONDS = 30.0 at :74, "far above any healthy decode-stats gap"): a flat counter
+# with running requests proves a stall only once the role's last batch line is that old.
+IDLE_GAUGE_HOLD_S = 30.0
+
+
+def last_batch_age(entries: Iterable[LogEntry], at: datetime | None,
+                   line_time: Callable[[str | None], datetime | None], role: str) -> float | None:
+    """Seconds from the role's own last stamped batch line to the probe; None when there is none to compare."""
+    phase = _PHASE.get(role)
+    if at is None or phase is None:
+        return None
+    times = [t for e in entries if e.kind == "batch" and phase in e.message and (t := line_time(e.ts)) is not None]
+    return (at - max(times)).total_seconds() if times else None
 
 
 def fresh_batch_lines(entries: Iterable[LogEntry], at: datetime | None, line_time: Callable[[str | None], datetime | None],
