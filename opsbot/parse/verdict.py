@@ -104,6 +104,8 @@ def _progress_state(facts: dict[str, Any], fresh_batches: int | None) -> tuple[s
     deltas, gauges = facts.get("delta", {}), facts.get("metrics", {})
     counters = {k: v for k, v in deltas.items() if k in _OWN_COUNTERS.get(facts.get("role", ""), ())}
     realtime = [k for k in counters if k.startswith("realtime_tokens")]
+    if realtime:  # the older counters are read only without it (parse/facts.py FALLBACK_METRICS)
+        counters = {realtime[0]: counters[realtime[0]]}
     age = facts.get("progress", {}).get("last_batch_age_s")
     if realtime:  # moves every few steps: authoritative, moved or not
         if counters[realtime[0]] > 0:
