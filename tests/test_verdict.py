@@ -131,3 +131,19 @@ def test_template_masks_every_number_and_never_grows(text: str):
     out = template(text)
     assert len(out) <= 200 and not re.search(r"\d", out)
     assert isinstance(is_abnormal(parse_log_line(text)), bool)
+
+
+def test_the_in_tree_sgl_router_names_are_read():
+    """sgl-router's own metrics (sgl-router/src/metrics.rs): sgl_router_processed_requests_total{worker} for the
+    rate, sgl_router_worker_cb_state{worker_url} (0 closed, 1 open, 2 half-open) for the breaker."""
+    from opsbot.parse.figures import role_figures
+
+    p, d, r = healthy_roles()
+    r.gauges = {"sgl_router_worker_cb_state{worker_url=http://p0:30000}": 0,
+                "sgl_router_worker_health{worker_url=http://p0:30000}": 1}
+    r.counters = {"sgl_router_processed_requests{worker=http://p0:30000}": (100, 30)}
+    b = bundle([p, d, r])
+    assert role_figures(b, b.roles[2]).requests_per_s == 10
+    assert diagnose(b, default_runbooks()).healthy
+    r.gauges["sgl_router_worker_cb_state{worker_url=http://p0:30000}"] = 1
+    assert diagnose(bundle([p, d, r]), default_runbooks()).findings[0].incident == "router-no-healthy-workers"
