@@ -147,3 +147,13 @@ def test_the_in_tree_sgl_router_names_are_read():
     assert diagnose(b, default_runbooks()).healthy
     r.gauges["sgl_router_worker_cb_state{worker_url=http://p0:30000}"] = 1
     assert diagnose(bundle([p, d, r]), default_runbooks()).findings[0].incident == "router-no-healthy-workers"
+
+
+def test_a_role_with_nothing_readable_is_unknown_with_every_reason():
+    roles = healthy_roles()
+    roles[0].drop = ("systemd", "metrics", "health", "logs")
+    d = _diag(roles)
+    (prefill,) = d.unknown_roles
+    assert prefill.role == "prefill" and not d.healthy and d.answer == "unknown"
+    assert {"systemd state could not be read", "journal could not be read"} <= set(prefill.reasons)
+    assert any("progress could not be read" in r for r in prefill.reasons) and any("/health" in r for r in prefill.reasons)
