@@ -41,7 +41,8 @@ _NCCL_ERROR = re.compile(r"NCCL WARN|NCCL error|ncclSystemError|ncclInternalErro
                          r"|collective operation timeout|ncclRemoteError|ncclInvalidUsage")
 _XID = re.compile(r"\bXid\b")
 # a transfer line that reports a failure, not a statistic or a start-up step
-_FAILURE_WORDS = re.compile(r"Error\b|\b(?:[Ff]ail(?:ed|ure|s)?|timed out|[Tt]imeout|exceeded|mismatch|[Uu]nreachable"
+# (not a bare "timeout": start-up lines print their settings, "timeout=30")
+_FAILURE_WORDS = re.compile(r"Error\b|\b(?:[Ff]ail(?:ed|ure|s)?|timed out|exceeded|mismatch|[Uu]nreachable"
                             r"|[Ll]ost|[Ll]osing|Flushed|refused|[Cc]ould not|[Uu]nable to)\b")
 # The soft watchdog: SGLang 0.5.23 utils/watchdog.py WatchdogRaw._watchdog_once logs
 # "{debug_name} watchdog timeout (self.watchdog_timeout=..., self.soft=True)" and goes on (soft: no SIGQUIT);
