@@ -157,3 +157,32 @@ def test_a_role_with_nothing_readable_is_unknown_with_every_reason():
     assert prefill.role == "prefill" and not d.healthy and d.answer == "unknown"
     assert {"systemd state could not be read", "journal could not be read"} <= set(prefill.reasons)
     assert any("progress could not be read" in r for r in prefill.reasons) and any("/health" in r for r in prefill.reasons)
+
+
+def test_a_gpu_fault_seen_only_in_the_drivers_lines_is_a_gpu_fault():
+    """NVRM lines without an Xid and without any SGLang line, in the kernel log or relayed into the role's
+    journal: the driver's own status code says the GPU is gone (nvstatuscodes.h NV_ERR_GPU_IS_LOST)."""
+    from tests.scenarios.deployments import failed
+
+    line = "NVRM: nvCheckOkFailedNoLog: Check failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F)"
+    p, d, r = healthy_roles()
+    failed(d, [], status="9/KILL")
+    assert _diag([p, d, r]).findings[0].incident == "role-down"
+    kernel = {"node2": f"2026-11-29T09:59:30+0000 node2 kernel: {line}\n"}
+    assert _diag_kw([p, d, r], kernel=kernel).findings[0].incident == "gpu-fault"
+    d.logs = [f"raw:{line}", *d.logs]  # the same line relayed into the role's journal
+    assert _diag([p, d, r]).findings[0].incident == "gpu-fault"
+
+
+def _diag_kw(roles: list[RoleSpec], **kw):
+    return diagnose(bundle(roles, **kw), default_runbooks())
+
+
+def test_lab_captures_of_a_healthy_cluster_earn_healthy_on_every_role():
+    """Bundles probed from the lab's real nspawn nodes (systemd, journald, the emulator's /metrics and lines)."""
+    from opsbot.bundle import parse_bundle
+
+    root = Path(__file__).parent / "scenarios" / "dev"
+    for name in ("healthy", "healthy-0.5.12"):
+        d = diagnose(parse_bundle((root / f"{name}.json").read_text(encoding="utf-8")), default_runbooks())
+        assert d.healthy and {r.state for r in d.roles} == {RoleState.healthy}, name
