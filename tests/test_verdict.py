@@ -186,3 +186,19 @@ def test_lab_captures_of_a_healthy_cluster_earn_healthy_on_every_role():
     for name in ("healthy", "healthy-0.5.12"):
         d = diagnose(parse_bundle((root / f"{name}.json").read_text(encoding="utf-8")), default_runbooks())
         assert d.healthy and {r.state for r in d.roles} == {RoleState.healthy}, name
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 23), st.integers(0, 59), st.integers(0, 59), st.sampled_from(["", "2026-11-29 "]))
+def test_a_batch_header_with_or_without_its_date_is_placed_near_the_probe(h: int, m: int, s: int, date: str):
+    from datetime import datetime, timedelta, timezone
+
+    from opsbot.parse.facts import _stamp
+
+    entry = parse_log_line(f"[{date}{h:02d}:{m:02d}:{s:02d} TP0] Decode batch. #running-req: 1, gen throughput (token/s): 1.0")
+    assert entry.kind == "batch" and entry.tp_rank == 0
+    probe = datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc)
+    at = _stamp(entry.ts, probe)
+    assert at is not None and (at.hour, at.minute, at.second) == (h, m, s)
+    if not date:  # a time-only header: the probe's day, or the day before when that would be after the probe
+        assert probe - timedelta(hours=23) <= at <= probe + timedelta(hours=1)
