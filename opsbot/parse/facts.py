@@ -29,7 +29,7 @@ from opsbot.parse.patch import PatchSeen, seen_in, window_start
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
 from opsbot.parse.verdict import (
-    IDLE_GAUGE_HOLD_S, VERDICT_FACTS, fresh_batch_lines, last_batch_age, probe_wide_reasons, role_verdict, with_reasons,
+    IDLE_GAUGE_HOLD_S, VERDICT_FACTS, batch_recency, probe_wide_reasons, role_verdict, with_reasons,
 )
 
 UNIT_FACTS = frozenset(
@@ -343,6 +343,7 @@ class _LogRead:
     native: list[RaisedException] = field(default_factory=list)  # glog E/F lines of the current run, as exceptions
     start_limit: bool = False  # systemd logged that the unit hit its start limit
     entries: list[LogEntry] = field(default_factory=list)  # the journal, parsed once for every reader
+    now: list[LogEntry] = field(default_factory=list)  # its lines of the current run (the last run, when down)
 
 
 # Lines that name their own class (a runbook reads them); a start-up error line is one of the others.
@@ -406,22 +407,26 @@ def _logs(
     native: list[RaisedException] = []
     attributed: list[tuple[int, str, str]] = []  # (line, component, incident) of the current run's E/F lines
     crash_at: int | None = None  # where the current run's first native crash dump begins
+    now: list[LogEntry] = []  # the current run's lines, in order
     for i, entry in enumerate(entries):
         message = entry.message
-        if crash_at is None and entry.process != "systemd" and is_crash_line(message) and _recent(entry, started, pid):
+        recent = _recent(entry, started, pid)
+        if recent:
+            now.append(entry)
+        if crash_at is None and entry.process != "systemd" and recent and is_crash_line(message):
             crash_at = i
         if entry.process != "systemd":
             specific = specific or entry.kind in _SPECIFIC_KINDS
             if entry.kind in _ERROR_KINDS:
                 error_line = entry
-            elif (entry.kind in _NAMED_LINE_KINDS and table is not None and _recent(entry, started, pid)
+            elif (entry.kind in _NAMED_LINE_KINDS and table is not None and recent
                   and not message.lstrip().startswith(_EXCEPTION_TRAIL) and not _NCCL_CHATTER.search(message)):
                 line = RaisedException("ErrorLine", message.strip()[:500], None, (), "unknown", i, entry.ts)
                 if table.named(line):  # e.g. an "NCCL WARN" line: the table names its class by the text
                     native.append(line)
         if entry.kind == "batch":  # the heartbeat: no pattern is about it, and most lines are batch lines
             batches += 1
-            current_batches += _recent(entry, started, pid)
+            current_batches += recent
             continue
         if _GLOG_START.match(message) or " UCX " in message:
             native += _engine_line(message, entry, i, started, table, engine, attributed, pid)
@@ -430,14 +435,13 @@ def _logs(
         elif entry.process == "systemd" and _START_LIMIT in message:
             start_limit = True
         plain = anything is None or anything.search(message) is not None
-        recent = _recent(entry, started, pid)
         for p in patterns if plain else worded:
             if p.matches(message):
                 window[p.name] += 1
                 current[p.name] += int(recent)
     raised = parse_exceptions((e.message, e.ts) for e in entries)
-    recent = (e.message for e in entries if _recent(e, started, pid))  # a crash before the current run is history
-    crashed = table.crash_component(crash_frames(recent)) if table is not None else None
+    # a crash before the current run is history
+    crashed = table.crash_component(crash_frames(e.message for e in now)) if table is not None else None
     if crashed is None and crash_at is not None:
         # a dump without a frame that names a component: the component whose error line came just before it
         before = [(name, incident) for at, name, incident in attributed if at < crash_at]
@@ -445,7 +449,7 @@ def _logs(
     if crashed:
         engine["crash"], engine["crash_incident"] = crashed
     return _LogRead(current, window, raised, engine, restarts, batches, current_batches, None if specific else error_line,
-                    native, start_limit, entries)
+                    native, start_limit, entries, now)
 
 
 def _engine_line(
@@ -674,12 +678,9 @@ def role_facts(
     read = _logs(ev, patterns, started or (last_run if unit.get("active_state") in _DOWN else None), failed, table,
                  (unit.get("main_pid") or None) if started else None)  # the running unit's main process
     logs, logs_window = read.current, read.window
-    run = started or (last_run if unit.get("active_state") in _DOWN else None)
-    current = [e for e in read.entries if _recent(e, run, (unit.get("main_pid") or None) if started else None)]
+    current = read.now
     probe_at = _line_time(bundle.started_at)
-    stamp = partial(_stamp, probe_at=probe_at)
-    fresh = fresh_batch_lines(current, probe_at, stamp, ev.role) if ev.logs.ok else None
-    age = last_batch_age(current, probe_at, stamp, ev.role) if ev.logs.ok else None
+    fresh, age = batch_recency(current, probe_at, partial(_stamp, probe_at=probe_at), ev.role) if ev.logs.ok else (None, None)
     if unit:
         if read.restarts_logged is not None:
             unit["restarts_logged"] = read.restarts_logged

@@ -138,25 +138,16 @@ _PHASE = {"decode": "Decode batch", "prefill": "Prefill batch"}
 IDLE_GAUGE_HOLD_S = 30.0
 
 
-def last_batch_age(entries: Iterable[LogEntry], at: datetime | None,
-                   line_time: Callable[[str | None], datetime | None], role: str) -> float | None:
-    """Seconds from the role's own last stamped batch line to the probe; None when there is none to compare."""
+def batch_recency(entries: Iterable[LogEntry], at: datetime | None,
+                  line_time: Callable[[str | None], datetime | None], role: str) -> tuple[int | None, float | None]:
+    """The role's own batch lines (a decode's ``Decode batch``, a prefill's ``Prefill batch``) in ``entries``:
+    how many are stamped within ``BATCH_FRESH_S`` of the probe (0 when there is none at all; None when the
+    lines there have no stamp that can be compared), and the age in seconds of the last stamped one."""
     phase = _PHASE.get(role)
     if at is None or phase is None:
-        return None
-    times = [t for e in entries if e.kind == "batch" and phase in e.message and (t := line_time(e.ts)) is not None]
-    return (at - max(times)).total_seconds() if times else None
-
-
-def fresh_batch_lines(entries: Iterable[LogEntry], at: datetime | None, line_time: Callable[[str | None], datetime | None],
-                      role: str) -> int | None:
-    """The role's own batch lines (a decode's ``Decode batch``, a prefill's ``Prefill batch``) stamped within
-    ``BATCH_FRESH_S`` of the probe: 0 when there is none in ``entries`` at all; None when the lines there
-    have no stamp that can be compared."""
-    phase = _PHASE.get(role)
-    if at is None or phase is None:
-        return None
-    seen = stamped = fresh = 0
+        return None, None
+    seen = fresh = 0
+    last: datetime | None = None
     for e in entries:
         if e.kind != "batch" or phase not in e.message:
             continue
@@ -164,9 +155,11 @@ def fresh_batch_lines(entries: Iterable[LogEntry], at: datetime | None, line_tim
         t = line_time(e.ts)
         if t is None:
             continue
-        stamped += 1
+        last = t if last is None or t > last else last
         fresh += abs((at - t).total_seconds()) <= BATCH_FRESH_S
-    return fresh if stamped or not seen else None
+    if last is None:
+        return (None if seen else 0), None
+    return fresh, (at - last).total_seconds()
 
 
 def _notes(current: Sequence[LogEntry], moving: bool) -> list[str]:
