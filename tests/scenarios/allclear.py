@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 
 from tests.scenarios.compose import RoleSpec
-from tests.scenarios.deployments import raw
 from tests.scenarios.field import SCENARIOS, variant
 from tests.scenarios.split import DEV, part, write
 
