@@ -202,3 +202,10 @@ def test_a_batch_header_with_or_without_its_date_is_placed_near_the_probe(h: int
     assert at is not None and (at.hour, at.minute, at.second) == (h, m, s)
     if not date:  # a time-only header: the probe's day, or the day before when that would be after the probe
         assert probe - timedelta(hours=23) <= at <= probe + timedelta(hours=1)
+
+
+def test_a_router_that_marks_its_workers_unhealthy_is_not_healthy():
+    p, d, r = healthy_roles()
+    r.gauges["smg_worker_health"] = 0  # the minimum over workers: one is down as the router sees it
+    router = next(x for x in _diag([p, d, r]).roles if x.role == "router")
+    assert router.state == RoleState.abnormal and any("marks a worker unhealthy" in why for why in router.reasons)

@@ -228,8 +228,15 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
         moving = state == "moving"
     else:
         moving = True
-        if facts.get("routing", {}).get("no_worker_errors") or facts.get("routing", {}).get("breaker_open"):
+        routing, gauges = facts.get("routing", {}), facts.get("metrics", {})
+        if routing.get("no_worker_errors") or routing.get("breaker_open"):
             abnormal.append("the router failed requests for want of a worker")
+            severity = "critical" if severity == "critical" else "high"
+        # the router's own view of its workers: a health gauge at 0 (smg_worker_health, the minimum over workers;
+        # sglang-router 0.2.1 sgl_router_worker_health), a worker it marked stalled (smg_worker_stalled)
+        if gauges.get("smg_worker_health") == 0 or routing.get("stalled"):
+            abnormal.append(f"the router marks a worker unhealthy (health {gauges.get('smg_worker_health')}, "
+                            f"stalled {routing.get('stalled', 0)})")
             severity = "critical" if severity == "critical" else "high"
     busy_note = []
     if not health.get("answered"):
