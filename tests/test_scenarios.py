@@ -75,7 +75,8 @@ def test_test_part_figure(capsys):
         score = _score(TEST, "test")
     assert score.top1 >= TEST_TOP1_FLOOR and score.top3 >= TEST_TOP3_FLOOR
     assert len(score.unsafe()) <= TEST_UNSAFE_MAX
-    assert not score.false_all_clear(), "a broken test/ bundle was answered healthy"
+    # counts only: an assertion on the cases themselves would print test/ bundles' names
+    assert len(score.false_all_clear()) == 0, "a broken test/ bundle was answered healthy"
 
 
 @pytest.mark.skipif(not HOLDOUT, reason="no holdout/ part in this checkout yet")
@@ -84,7 +85,7 @@ def test_holdout_part_figure(capsys):
     floor on top-1 (nobody fitted it); a false all-clear there fails the test like anywhere else."""
     with capsys.disabled():
         score = _score(HOLDOUT, "holdout")
-    assert not score.false_all_clear(), "a broken holdout/ bundle was answered healthy"
+    assert len(score.false_all_clear()) == 0, "a broken holdout/ bundle was answered healthy"  # counts only
 
 
 def test_every_runbook_has_a_firing_bundle_and_a_near_miss():
