@@ -32,6 +32,8 @@ MIN_DEV, MIN_TEST = 150, 45  # the corpus may only grow
 # 48 (93.8%) after role-down became the last resort for a dead unit, one exit without a restart stopped
 # counting as a crash loop, and the router's answer to the canary and its empty pool were read (dev/ rules).
 TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.95, 0.95, 0
+# Issue 24: a broken bundle answered healthy is the worst answer; none is allowed on any part.
+TEST_FALSE_ALL_CLEAR_MAX = HOLDOUT_FALSE_ALL_CLEAR_MAX = 0
 
 
 def _case(path: Path) -> Case:
@@ -75,8 +77,8 @@ def test_test_part_figure(capsys):
         score = _score(TEST, "test")
     assert score.top1 >= TEST_TOP1_FLOOR and score.top3 >= TEST_TOP3_FLOOR
     assert len(score.unsafe()) <= TEST_UNSAFE_MAX
-    # counts only: an assertion on the cases themselves would print test/ bundles' names
-    assert len(score.false_all_clear()) == 0, "a broken test/ bundle was answered healthy"
+    cleared = len(score.false_all_clear())  # a count: an assertion on the cases would print test/ bundles' names
+    assert cleared <= TEST_FALSE_ALL_CLEAR_MAX, f"{cleared} broken test/ bundle(s) answered healthy"
 
 
 @pytest.mark.skipif(not HOLDOUT, reason="no holdout/ part in this checkout yet")
@@ -85,7 +87,8 @@ def test_holdout_part_figure(capsys):
     floor on top-1 (nobody fitted it); a false all-clear there fails the test like anywhere else."""
     with capsys.disabled():
         score = _score(HOLDOUT, "holdout")
-    assert len(score.false_all_clear()) == 0, "a broken holdout/ bundle was answered healthy"  # counts only
+    cleared = len(score.false_all_clear())  # a count: an assertion on the cases would print the bundles' names
+    assert cleared <= HOLDOUT_FALSE_ALL_CLEAR_MAX, f"{cleared} broken holdout/ bundle(s) answered healthy"
 
 
 def test_every_runbook_has_a_firing_bundle_and_a_near_miss():
