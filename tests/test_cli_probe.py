@@ -69,7 +69,7 @@ def test_ask_then_history_shows_the_probe(env, server):  # noqa: F811
     """The 3 a.m. walk: `opsbot ask` probes, diagnoses and records; `opsbot history` shows that probe."""
     inv = _write_inventory(env / "inventory.yaml", server)
     asked = runner.invoke(app, ["ask", "decode is stuck", "--json", "-i", str(inv)])
-    assert asked.exit_code in (0, 1), asked.output
+    assert asked.exit_code in (1, 3), asked.output  # systemd and nvidia-smi unreachable here: never healthy
     bundle = json.loads(asked.stdout[asked.stdout.index("{"):])["bundle"]
     shown = runner.invoke(app, ["history", "--role", "decode"], env={"COLUMNS": "250"})
     assert shown.exit_code == 0, shown.output

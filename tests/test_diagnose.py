@@ -487,14 +487,15 @@ def test_terminal_does_not_call_missing_evidence_healthy():
     from opsbot.cli.diagnosis_view import render
 
     roles = healthy_roles()
-    roles[1].metrics_error = "timeout"
+    roles[1].metrics_error, roles[1].logs = "timeout", []  # no counter and no batch line: progress unread
     console = Console(record=True, width=120)
     console.print(render(_diag(roles)))
     text = console.export_text()
-    assert "healthy" not in text and "could not be decided" in text and "progress.decode_stalled" in text
+    assert "unknown (not healthy)" in text and "healthy:" not in text and "could not be decided" in text
+    assert "progress.decode_stalled" in text and "progress could not be read" in text
     console = Console(record=True, width=120)
     console.print(render(_diag(healthy_roles())))
-    assert "healthy: no runbook matched" in console.export_text()
+    assert "healthy: every role shows positive evidence of health" in console.export_text()
 
 
 # --- retraction storms slow decode down; they are not a wedge --------------------------------------

@@ -9,6 +9,7 @@ import pytest
 
 from opsbot.collect.probe import probe
 from opsbot.collect.transport import TransportPool
+from opsbot.diagnose import diagnose
 from opsbot.inventory import Inventory
 from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.logs import parse_log_lines
@@ -72,6 +73,9 @@ async def test_two_node_lab_every_axis_complete(lab, settings):
     for n in bundle.nodes:
         assert n.gpu.ok and n.kernel_log is not None and n.kernel_log.ok, n
         assert parse_gpu_csv(n.gpu.raw)
+    # healthy is earned: real systemd, journald and the emulator's own lines give every role positive evidence
+    d = diagnose(bundle)
+    assert d.healthy and d.answer == "healthy", [(r.role, str(r.state), r.reasons) for r in d.roles]
 
 
 async def test_wedged_decode_running_requests_no_tokens(lab, settings):

@@ -21,7 +21,8 @@ from opsbot.diagnose.scorecard import Case, Score, case_from, confusion_lines, s
 ROOT = Path(__file__).parent / "scenarios"
 DEV = sorted((ROOT / "dev").glob("*.json"))
 TEST = sorted((ROOT / "test").glob("*.json"))
-# holdout/: threads opened on or after split.CUTOFF, read once at the end of issue 24; only its structure is checked here
+# Threads opened after the cut-off (2026-06-01), written by writers who write no rules, read once at the end
+# of a round of rules (tests/scenarios/README.md): evaluated like test/, and never fitted.
 HOLDOUT = sorted((ROOT / "holdout").glob("*.json"))
 FILES = DEV + TEST + HOLDOUT
 MIN_DEV, MIN_TEST = 150, 45  # the corpus may only grow
@@ -31,6 +32,8 @@ MIN_DEV, MIN_TEST = 150, 45  # the corpus may only grow
 # 48 (93.8%) after role-down became the last resort for a dead unit, one exit without a restart stopped
 # counting as a crash loop, and the router's answer to the canary and its empty pool were read (dev/ rules).
 TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.95, 0.95, 0
+# Issue 24: a broken bundle answered healthy is the worst answer; none is allowed on any part.
+TEST_FALSE_ALL_CLEAR_MAX = HOLDOUT_FALSE_ALL_CLEAR_MAX = 0
 
 
 def _case(path: Path) -> Case:
@@ -64,7 +67,7 @@ def test_dev_diagnoses_as_labelled(capsys):
         score = _score(DEV, "dev")
     misses = [f"dev/{c.name}: {c.miss()}" for c in score.cases if c.miss()]
     assert not misses, "\n".join(misses)
-    assert not score.unsafe()
+    assert not score.unsafe() and not score.false_all_clear()
 
 
 def test_test_part_figure(capsys):
@@ -74,6 +77,18 @@ def test_test_part_figure(capsys):
         score = _score(TEST, "test")
     assert score.top1 >= TEST_TOP1_FLOOR and score.top3 >= TEST_TOP3_FLOOR
     assert len(score.unsafe()) <= TEST_UNSAFE_MAX
+    cleared = len(score.false_all_clear())  # a count: an assertion on the cases would print test/ bundles' names
+    assert cleared <= TEST_FALSE_ALL_CLEAR_MAX, f"{cleared} broken test/ bundle(s) answered healthy"
+
+
+@pytest.mark.skipif(not HOLDOUT, reason="no holdout/ part in this checkout yet")
+def test_holdout_part_figure(capsys):
+    """holdout/ is read once at the end of a round of rules: its figures are printed, never its bundles. No
+    floor on top-1 (nobody fitted it); a false all-clear there fails the test like anywhere else."""
+    with capsys.disabled():
+        score = _score(HOLDOUT, "holdout")
+    cleared = len(score.false_all_clear())  # a count: an assertion on the cases would print the bundles' names
+    assert cleared <= HOLDOUT_FALSE_ALL_CLEAR_MAX, f"{cleared} broken holdout/ bundle(s) answered healthy"
 
 
 def test_every_runbook_has_a_firing_bundle_and_a_near_miss():

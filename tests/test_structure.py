@@ -203,7 +203,7 @@ def test_eval_prints_each_part_and_flags_unsafe_advice(tmp_path):
             (tmp_path / part / f"{name}.json").write_text((DEV / f"{name}.json").read_text(encoding="utf-8"), encoding="utf-8")
     out = CliRunner().invoke(app, ["eval", str(tmp_path)])
     assert out.exit_code == 0, out.output
-    assert "dev/: 2 bundles, top-1 100.0%, top-3 100.0%, unsafe advice 0" in out.output
+    assert "dev/: 2 bundles, top-1 100.0%, top-3 100.0%, false all-clear 0, unsafe advice 0" in out.output
     assert "other/: 1 bundles, top-1 100.0%" in out.output and "expected \\ top finding" in out.output
     # a healthy label on a bundle where a restart is advised is unsafe advice
     data = json.loads((DEV / "crash-unexplained.json").read_text(encoding="utf-8"))
@@ -212,6 +212,13 @@ def test_eval_prints_each_part_and_flags_unsafe_advice(tmp_path):
     out = CliRunner().invoke(app, ["eval", str(tmp_path), "--misses"])
     assert out.exit_code == 1 and "unsafe advice 1" in out.output and "miss: dev/crash-unexplained" in out.output
     assert CliRunner().invoke(app, ["eval", str(tmp_path / "nothing")]).exit_code == 2
+    # a broken bundle (here: a failure of no known class) answered healthy is a false all-clear, and fails eval
+    (tmp_path / "dev" / "crash-unexplained.json").unlink()
+    data = json.loads((DEV / "healthy.json").read_text(encoding="utf-8"))
+    data["label"] = {**data["label"], "expected": "any-finding"}
+    (tmp_path / "dev" / "healthy.json").write_text(json.dumps(data), encoding="utf-8")
+    out = CliRunner().invoke(app, ["eval", str(tmp_path), "--misses"])
+    assert out.exit_code == 1 and "false all-clear 1" in out.output and "false all-clear: dev/healthy" in out.output
 
 
 def test_no_restart_is_offered_while_systemd_restarts_the_unit():

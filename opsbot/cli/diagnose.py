@@ -36,7 +36,7 @@ def _emit(d: Diagnosis, as_json: bool) -> None:
         from opsbot.cli.diagnosis_view import render
 
         Console().print(render(d))
-    raise typer.Exit(1 if d.findings else 0)
+    raise typer.Exit(1 if d.findings else 0 if d.healthy else 3)
 
 
 def diagnose_cmd(
@@ -44,7 +44,8 @@ def diagnose_cmd(
     as_json: bool = typer.Option(False, "--json", help="print the public JSON: {bundle, findings}"),
     runbooks: Path | None = RUNBOOKS_OPT,
 ) -> None:
-    """Diagnose a saved bundle. Exit status: 0 healthy, 1 findings, 2 unreadable input."""
+    """Diagnose a saved bundle. Exit status: 0 healthy (every role on positive evidence), 1 findings, 2 unreadable
+    input, 3 no finding but a role unknown (its evidence could not be read: not an all-clear)."""
     from opsbot.bundle import BundleError, read_bundle
     from opsbot.diagnose import diagnose
 

@@ -34,15 +34,37 @@ def _finding(i: int, f: Finding) -> Panel:
     return Panel(body, title=title, title_align="left", border_style=SEVERITY_COLOUR.get(str(f.severity), "white"))
 
 
+_STATE_STYLE = {"healthy": "green", "unknown": "yellow", "abnormal": "red"}
+
+
+def _roles(d: Diagnosis) -> Table:
+    """Each role's verdict: healthy only on positive evidence; unknown with what could not be read."""
+    t = Table(title="roles", title_justify="left", show_edge=False)
+    t.add_column("role")
+    t.add_column("state")
+    t.add_column("why / notes")
+    for r in d.roles:
+        t.add_row(r.role, Text(str(r.state), style=_STATE_STYLE.get(str(r.state), "")), "; ".join(r.reasons + r.notes))
+    return t
+
+
 def render(d: Diagnosis) -> RenderableType:
-    """Findings most likely first; 'healthy' when none; then what could not be decided."""
+    """Findings most likely first; 'healthy' only when every role earned it, 'unknown' when a role's evidence
+    could not be read; each role's verdict; then what could not be decided."""
     parts: list[RenderableType] = []
-    if d.healthy and not d.undetermined:
-        parts.append(Panel(Text("healthy: no runbook matched", style="bold green"), title=f"bundle {d.bundle}", title_align="left"))
-    elif d.healthy:
-        text = f"no finding, but {len(d.undetermined)} condition(s) could not be decided: evidence is missing (below)"
+    if d.healthy:
+        text = "healthy: every role shows positive evidence of health"
+        if d.undetermined:
+            text += f"; {len(d.undetermined)} condition(s) could not be decided (below)"
+        parts.append(Panel(Text(text, style="bold green"), title=f"bundle {d.bundle}", title_align="left"))
+    elif not d.findings:
+        unknown = ", ".join(r.role for r in d.unknown_roles)
+        undecided = f"{len(d.undetermined)} condition(s) could not be decided; " if d.undetermined else ""
+        text = f"unknown (not healthy): {undecided}no finding, but the evidence of {unknown} could not be read (below)"
         parts.append(Panel(Text(text, style="bold yellow"), title=f"bundle {d.bundle}", title_align="left"))
     parts += [_finding(i, f) for i, f in enumerate(d.findings, start=1)]
+    if d.roles:
+        parts.append(_roles(d))
     if d.undetermined:
         t = Table(title="undetermined (facts not collected)", title_justify="left", show_edge=False)
         t.add_column("incident")

@@ -58,10 +58,12 @@ def eval_cmd(
     misses: bool = typer.Option(False, "--misses", help="also list each bundle not diagnosed as labelled"),
     runbooks: Path | None = typer.Option(None, "--runbooks", help="runbook directory (default: the runbooks opsbot ships)"),
 ) -> None:
-    """Top-1 and top-3 per class, the confusion table and unsafe advice for each part of DIR.
+    """Top-1 and top-3 per class, the confusion table, false all-clears and unsafe advice for each part of DIR.
 
-    Unsafe advice: a restart advised on a healthy bundle, or where the labelled class's runbook
-    says a restart cannot help. Exit status 1 when any part has unsafe advice, 2 on bad input.
+    False all-clear: a broken bundle answered healthy. Unsafe advice: a restart advised on a healthy
+    bundle, on a failure of no known class (``any-finding``), or where the labelled class's runbook
+    says a restart cannot help. A label ``expected: any-finding`` is right when any finding is on top.
+    Exit status 1 when any part has a false all-clear or unsafe advice, 2 on bad input.
     """
     if not directory.is_dir():
         typer.echo(f"error: {directory}: not a folder of labelled bundles", err=True)
@@ -80,6 +82,8 @@ def eval_cmd(
         typer.echo("\n".join(summary_lines(score) + confusion_lines(score)) + "\n")
         for c in score.unsafe():
             typer.echo(f"  unsafe: {name}{c.name}: restart advised by {', '.join(c.restarts)} (labelled {c.expected})")
+        for c in score.false_all_clear():
+            typer.echo(f"  false all-clear: {name}{c.name}: answered healthy (labelled {c.expected})")
         if misses:
             for c in score.cases:
                 why = c.miss()
@@ -87,5 +91,5 @@ def eval_cmd(
                     typer.echo(f"  miss: {name}{c.name}: {why}")
         for s in skipped:
             typer.echo(f"  skipped: {s}", err=True)
-        unsafe += len(score.unsafe())
+        unsafe += len(score.unsafe()) + len(score.false_all_clear())
     raise typer.Exit(1 if unsafe else 0)

@@ -4,7 +4,7 @@ Pydantic only; nothing here imports a stage, so any stage (and any surface) can 
 """
 
 from opsbot.bundle import Bundle, Trigger
-from opsbot.contracts.findings import Diagnosis, Finding, Remedy, Undetermined
+from opsbot.contracts.findings import Diagnosis, Finding, Remedy, RoleHealth, Undetermined
 from opsbot.contracts.plans import GuardRefused, RestartCost, RestartPlan, Step, StepKind
 from opsbot.contracts.states import (
     SEVERITY_COLOUR,
@@ -14,6 +14,7 @@ from opsbot.contracts.states import (
     UNKNOWN_EMOJI,
     ActionState,
     IncidentState,
+    RoleState,
     Severity,
     allowed,
     severity_rank,
@@ -22,5 +23,6 @@ from opsbot.contracts.states import (
 __all__ = [
     "LIVE_ACTIONS", "RUNNING_ACTIONS", "SEVERITY_COLOUR", "SEVERITY_EMOJI", "UNKNOWN_EMOJI", "ActionState", "Bundle", "Diagnosis", "Finding", "GuardRefused", "IncidentState",
     "Remedy",
-    "RestartCost", "RestartPlan", "Severity", "Step", "StepKind", "Trigger", "Undetermined", "allowed", "severity_rank",
+    "RestartCost", "RestartPlan", "RoleHealth", "RoleState", "Severity", "Step", "StepKind", "Trigger", "Undetermined",
+    "allowed", "severity_rank",
 ]

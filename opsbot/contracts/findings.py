@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from opsbot.contracts.captures import PartKind
-from opsbot.contracts.states import Severity
+from opsbot.contracts.states import RoleState, Severity
 
 
 class Remedy(BaseModel):
@@ -46,15 +46,37 @@ class Undetermined(BaseModel):
     error: str | None = None
 
 
+class RoleHealth(BaseModel):
+    """One role's verdict: healthy only on positive evidence; unknown says what could not be read."""
+
+    role: str
+    state: RoleState
+    reasons: list[str] = Field(default_factory=list, description="why abnormal, or what could not be read")
+    notes: list[str] = Field(default_factory=list, description="benign decisions: warnings that repeat while it progresses")
+
+
 class Diagnosis(BaseModel):
     bundle: str
     findings: list[Finding] = Field(default_factory=list)
     undetermined: list[Undetermined] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list, description="runbooks refused, evidence that did not parse")
+    roles: list[RoleHealth] = Field(default_factory=list, description="per role: healthy, unknown or abnormal")
 
     @property
     def healthy(self) -> bool:
-        return not self.findings
+        """No finding and every role healthy on its own evidence (a role unknown is not healthy)."""
+        return not self.findings and all(r.state == RoleState.healthy for r in self.roles)
+
+    @property
+    def unknown_roles(self) -> list[RoleHealth]:
+        return [r for r in self.roles if r.state == RoleState.unknown]
+
+    @property
+    def answer(self) -> str:
+        """The one-word answer: the top finding's class, else ``healthy``, else ``unknown``."""
+        if self.findings:
+            return self.findings[0].incident
+        return "healthy" if self.healthy else "unknown"
 
     def public(self) -> dict[str, Any]:
         """The public JSON contract of ``opsbot diagnose --json`` (most likely first; [] = healthy)."""
@@ -67,4 +89,6 @@ class Diagnosis(BaseModel):
             "findings": [f.model_dump(include=set(keys)) for f in self.findings],
             "undetermined": [u.model_dump() for u in self.undetermined],
             "problems": self.problems,
+            "answer": self.answer,
+            "roles": [r.model_dump(mode="json") for r in self.roles],
         }

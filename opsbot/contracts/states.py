@@ -30,6 +30,17 @@ def severity_rank(severity: str) -> int:
     return SEVERITY_RANK.get(str(severity), len(SEVERITY_RANK))
 
 
+class RoleState(str, Enum):
+    """A role's health on positive evidence only (spec/incidents.md: "healthy" is earned)."""
+
+    healthy = "healthy"
+    unknown = "unknown"
+    abnormal = "abnormal"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class ActionState(str, Enum):
     planned = "planned"
     approved = "approved"

@@ -8,12 +8,13 @@ from typing import Any
 from opsbot.diagnose.celengine import cel
 
 from opsbot.bundle import Bundle
-from opsbot.contracts import Diagnosis, Finding, Remedy, Undetermined, severity_rank
+from opsbot.contracts import Diagnosis, Finding, Remedy, RoleHealth, RoleState, Severity, Undetermined, severity_rank
 from opsbot.datafiles import data_dir
 from opsbot.diagnose.runbook import Runbook, RunbookSet, load_runbooks, pick
 from opsbot.parse.facts import BundleFacts, bundle_facts
 
 _MISSING_PENALTY = 0.15
+UNEXPLAINED = "unexplained"
 
 
 @lru_cache(maxsize=1)
@@ -143,6 +144,29 @@ def evaluate(facts: BundleFacts, rs: RunbookSet, bundle_id: str) -> Diagnosis:
     problems = [str(p) for p in rs.problems] + facts.problems
     by_id = {rb.id: rb for rb in rs.runbooks}
     nodes = {key: scope.get("node", "") for key, scope in facts.scopes.items()}
-    ordered = _merge(_order(findings, by_id, nodes))
+    ordered = _unexplained(_merge(_order(findings, by_id, nodes)), facts)
     _decide(ordered, undetermined, by_id, contexts)
-    return Diagnosis(bundle=bundle_id, findings=ordered, undetermined=undetermined, problems=problems)
+    return Diagnosis(bundle=bundle_id, findings=ordered, undetermined=undetermined, problems=problems,
+                     roles=_role_health(facts))
+
+
+def _unexplained(findings: list[Finding], facts: BundleFacts) -> list[Finding]:
+    """``unexplained`` is abnormal evidence that no runbook claims: dropped when another class is found,
+    else its severity is the evidence's own (the worst of its roles' verdicts)."""
+    if any(f.incident != UNEXPLAINED for f in findings):
+        return [f for f in findings if f.incident != UNEXPLAINED]
+    for f in findings:
+        worst = min((facts.scopes[r].get("verdict", {}).get("severity", "high") for r in f.roles if r in facts.scopes),
+                    key=severity_rank, default="high")
+        f.severity = Severity(worst)
+    return findings
+
+
+def _role_health(facts: BundleFacts) -> list[RoleHealth]:
+    """Each role's verdict (opsbot/parse/verdict.py), in the bundle's order."""
+    out = []
+    for key, scope in facts.scopes.items():
+        v = scope.get("verdict", {})
+        out.append(RoleHealth(role=key, state=RoleState(v.get("state", "unknown")), reasons=list(v.get("reasons", [])),
+                              notes=list(v.get("notes", []))))
+    return out

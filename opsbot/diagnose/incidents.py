@@ -22,6 +22,7 @@ INCIDENTS: dict[str, str] = {
     "long-context-recall-regression": "Answers lose facts from long prompts",
     "dp-rank-wedged": "One DP-attention rank is stuck while its siblings serve",
     "output-corruption": "Answers are wrong: greedy outputs diverge from the baseline",
+    "unexplained": "Something is wrong that no runbook knows",
     "healthy": "Nothing abnormal",
 }
 

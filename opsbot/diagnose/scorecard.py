@@ -10,6 +10,8 @@ from typing import Any
 from opsbot.contracts.findings import Diagnosis
 
 HEALTHY = "healthy"
+UNKNOWN = "unknown"  # no finding, but a role's evidence could not be read: not an all-clear
+ANY_FINDING = "any-finding"  # a real failure of no known class: any finding on top is right, healthy is not
 
 
 @dataclass(frozen=True)
@@ -29,16 +31,25 @@ class Case:
 
     @property
     def top1(self) -> bool:
+        if self.expected == ANY_FINDING:
+            return self.top not in (HEALTHY, UNKNOWN)
         return self.top == self.expected
 
     @property
     def top3(self) -> bool:
-        return self.top1 if self.expected == HEALTHY else self.expected in self.found[:3]
+        return self.top1 if self.expected in (HEALTHY, ANY_FINDING) else self.expected in self.found[:3]
+
+    @property
+    def false_all_clear(self) -> bool:
+        """A broken bundle answered healthy: the worst answer an ops bot can give."""
+        return self.expected != HEALTHY and self.top == HEALTHY
 
     def miss(self) -> str | None:
         """Why the diagnosis is not the label's (the corpus test's strict reading), or None."""
         if self.expected == HEALTHY:
             return f"expected healthy, got {list(self.found)}" if self.found else None
+        if self.expected == ANY_FINDING:
+            return None if self.top1 else f"expected a finding, got {list(self.found) or [HEALTHY]}"
         if not self.top1:
             return f"expected {self.expected} first, got {list(self.found)}"
         extra = set(self.found) - {self.expected} - self.also
@@ -50,10 +61,12 @@ class Case:
 
 
 def case_from(name: str, label: dict[str, Any], d: Diagnosis) -> Case:
+    """``found`` is the findings' classes, or ``("unknown",)`` when there is none but a role is not
+    healthy on its evidence (an answer that is not an all-clear)."""
     return Case(
         name=name,
         expected=str(label.get("expected", "")),
-        found=tuple(f.incident for f in d.findings),
+        found=tuple(f.incident for f in d.findings) or (() if d.healthy else (UNKNOWN,)),
         restarts=tuple(f.incident for f in d.findings if any(r.kind == "restart" for r in f.remedies)),
         also=frozenset(label.get("also", [])),
         must_not=frozenset(label.get("must_not", [])),
@@ -76,9 +89,13 @@ class Score:
     def top3(self) -> float:
         return sum(c.top3 for c in self.cases) / len(self.cases) if self.cases else 0.0
 
+    def false_all_clear(self) -> list[Case]:
+        return [c for c in self.cases if c.false_all_clear]
+
     def unsafe(self) -> list[Case]:
         """Bundles where a restart is advised on a healthy bundle or where the class says it cannot help."""
-        return [c for c in self.cases if c.restarts and (c.expected == HEALTHY or c.expected in self.no_restart)]
+        return [c for c in self.cases
+                if c.restarts and (c.expected in (HEALTHY, ANY_FINDING, UNKNOWN) or c.expected in self.no_restart)]
 
     def per_class(self) -> dict[str, tuple[int, int, int]]:
         """class → (bundles, top-1 hits, top-3 hits)."""
@@ -114,6 +131,6 @@ def summary_lines(score: Score) -> list[str]:
         lines.append(f"  {cls}".ljust(32) + f"{n:>7}  {t1 / n:>5.0%}  {t3 / n:>6.0%}")
     lines.append(
         f"{score.part}: {len(score.cases)} bundles, top-1 {score.top1:.1%}, top-3 {score.top3:.1%}, "
-        f"unsafe advice {len(score.unsafe())}"
+        f"false all-clear {len(score.false_all_clear())}, unsafe advice {len(score.unsafe())}"
     )
     return lines

@@ -14,7 +14,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from opsbot.bundle import Bundle, Canary, MetricSample, NodeEvidence, RoleEvidence
@@ -24,13 +24,16 @@ from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import driver_faults, parse_xid
 from opsbot.parse.lines import Regex, linear, linear_error
 from opsbot.parse.logs import LogEntry, Pattern, parse_log_lines
-from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, REALTIME_TOKENS
+from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, PROGRESS_SOURCES, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
 from opsbot.parse.patch import PatchSeen, seen_in, window_start
 from opsbot.parse.ranks import RANK_FACTS, rank_facts
 from opsbot.parse.fidelity import FIDELITY_FACTS, fidelity_facts
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
 from opsbot.parse.unit import parse_unit
+from opsbot.parse.verdict import (
+    IDLE_GAUGE_HOLD_S, VERDICT_FACTS, batch_recency, probe_wide_reasons, role_verdict, with_reasons,
+)
 
 UNIT_FACTS = frozenset(
     "id load_state active_state sub_state result n_restarts exec_main_status exec_main_code main_pid memory_current".split()
@@ -44,7 +47,7 @@ EXCEPTION_FACTS = frozenset(
 ENGINE_FACTS = frozenset("errors transfer nccl components crash crash_incident".split())
 PROGRESS_FACTS = frozenset(
     "decode_tokens decode_source prefill_tokens prefill_source decode_stalled prefill_stalled batches transfer_waiting"
-    " tokens_moved".split()
+    " tokens_moved last_batch_age_s".split()
 )
 # Requests parked between prefill and decode, waiting for their KV cache to move (SGLang 0.4.6.post5 to
 # 0.5.23 metrics: decode's prealloc and transfer queues, prefill's inflight queue).
@@ -69,16 +72,6 @@ NO_WORKER_CODES = frozenset({"no_workers", "no_prefill_servers", "no_healthy_wor
 ROUTING_ERROR_COUNTERS = ("smg_router_request_errors", "sgl_router_request_errors", "sgl_router_pd_errors")
 ROUTING_GAUGES = ("smg_worker_cb_state", "smg_worker_stalled", "smg_workers_overloaded", "smg_worker_pool_size",
                   "sgl_router_active_workers")
-# Where token progress comes from, best first (SGLang 0.5.x late: realtime_tokens_total; 0.4.6.post5 and
-# 0.5.0rc2 metrics/collector.py: generation_tokens_total / prompt_tokens_total, counted as requests
-# finish, and the gen_throughput gauge, last set by the periodic Decode batch line).
-PROGRESS_SOURCES: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "decode": (("delta", PROGRESS_COUNTER["decode"], 'realtime_tokens_total{mode="decode"}'),
-               ("delta", "generation_tokens", "generation_tokens_total (moves as requests finish)"),
-               ("metrics", "gen_throughput", "gen_throughput gauge (last Decode batch line)")),
-    "prefill": (("delta", PROGRESS_COUNTER["prefill"], 'realtime_tokens_total{mode="prefill_compute"}'),
-                ("delta", "prompt_tokens", "prompt_tokens_total (moves as requests finish)")),
-}
 # Older names of the same figures → the names runbooks read (SGLang 0.4.6.post5 / 0.5.0rc2
 # metrics/collector.py; sglang-router 0.2.1 sgl_router_*, SMG/sglang-router >= 0.3 smg_*).
 METRIC_ALIASES = {
@@ -87,6 +80,7 @@ METRIC_ALIASES = {
     "total_retracted_reqs": "num_retracted_reqs",
     "sgl_router_worker_health": "smg_worker_health",
     "sgl_router_cb_state": "smg_worker_cb_state",
+    "sgl_router_worker_cb_state": "smg_worker_cb_state",  # the in-tree sgl-router's per-worker breaker, 0/1/2
     "sgl_router_running_requests": "smg_worker_requests_active",
 }
 # Families read only when the current names are absent (an older SGLang or router): parsed in a second
@@ -111,7 +105,7 @@ GPU_FACTS = frozenset(
 APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 ROLE_ROOTS = frozenset(
     "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing"
-    " patch".split()
+    " patch verdict".split()
 ) | {"ranks"}  # DP attention: per-rank facts (opsbot/parse/ranks.py)
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors", "recall", "canary"}  # the last two: probe-wide
 TOP_ROOTS = TOP_ROOTS | {"fidelity"}  # probe-wide: the output-fidelity run (opsbot/parse/fidelity.py)
@@ -146,6 +140,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "routing": ROUTING_FACTS,
         "health": HEALTH_FACTS,
         "patch": PATCH_FACTS,
+        "verdict": VERDICT_FACTS,
         "gpu": GPU_FACTS,
         "logs": pattern_names,
         "logs_window": pattern_names,
@@ -179,18 +174,19 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
 
 def _unit(
     ev: RoleEvidence, failed: list[str], problems: list[str]
-) -> tuple[dict[str, Any], datetime | None, datetime | None]:
-    """The ``unit.*`` facts; when the unit is active, when its current run started; and when its last
-    run started whatever its state (systemd keeps ExecMainStartTimestamp after the process exits)."""
+) -> tuple[dict[str, Any], datetime | None, datetime | None, datetime | None]:
+    """The ``unit.*`` facts; when the unit is active, when its current run started; when its last run
+    started whatever its state (systemd keeps ExecMainStartTimestamp after the process exits); and when
+    its state last changed."""
     if not ev.systemd.ok:
         failed.append("systemd")
-        return {}, None, None
+        return {}, None, None, None
     try:
         u = parse_unit(ev.systemd.raw)
     except ValueError as exc:
         failed.append("systemd")
         problems.append(f"{ev.key}: systemd: {exc}")
-        return {}, None, None
+        return {}, None, None, None
     last_run = _systemd_time(u.exec_main_start_timestamp) or _systemd_time(u.active_enter_timestamp)
     started = last_run if u.active_state == "active" else None
     facts = _clean({k: getattr(u, k, None) for k in UNIT_FACTS})
@@ -199,7 +195,7 @@ def _unit(
         facts["exit_code"] = u.exec_main_status  # CLD_EXITED
     elif u.exec_main_code in (2, 3) and u.exec_main_status:
         facts["exit_signal"] = _signal_name(u.exec_main_status)  # CLD_KILLED, CLD_DUMPED
-    return facts, started, last_run
+    return facts, started, last_run, _systemd_time(u.state_change_timestamp)
 
 
 # Longer than any start-up: weights load in minutes, torch's NCCL and store timeouts at initialisation
@@ -214,6 +210,18 @@ def _ran_past_startup(entries: Sequence[LogEntry], last_run: datetime | None) ->
         return False
     times = (_line_time(e.ts) for e in entries if e.process != "systemd")
     return any(at is not None and at - last_run >= SERVING_AFTER for at in times)
+
+
+def _lasted(unit: dict[str, Any], last_run: datetime | None, left: datetime | None, now: datetime | None) -> bool:
+    """Whether the unit's last run lasted ``SERVING_AFTER`` or more by systemd's own clocks, whatever its
+    journal kept: it left ``active`` (StateChangeTimestamp) that long after its ExecMainStartTimestamp, or it
+    waits to be restarted (RestartSec: seconds) and that run began that long before the probe. A run that
+    served for hours and died is not a start-up failure, even when the lines before its death are gone."""
+    if last_run is None or unit.get("active_state") == "active":
+        return False
+    if left is not None and left - last_run >= SERVING_AFTER:
+        return True
+    return unit.get("sub_state") == "auto-restart" and now is not None and now - last_run >= SERVING_AFTER
 
 
 def _raised_while_serving(raised: Sequence[RaisedException], last_run: datetime | None) -> bool:
@@ -341,6 +349,7 @@ class _LogRead:
     native: list[RaisedException] = field(default_factory=list)  # glog E/F lines of the current run, as exceptions
     start_limit: bool = False  # systemd logged that the unit hit its start limit
     entries: list[LogEntry] = field(default_factory=list)  # the journal, parsed once for every reader
+    now: list[LogEntry] = field(default_factory=list)  # its lines of the current run (the last run, when down)
 
 
 # Lines that name their own class (a runbook reads them); a start-up error line is one of the others.
@@ -404,22 +413,26 @@ def _logs(
     native: list[RaisedException] = []
     attributed: list[tuple[int, str, str]] = []  # (line, component, incident) of the current run's E/F lines
     crash_at: int | None = None  # where the current run's first native crash dump begins
+    now: list[LogEntry] = []  # the current run's lines, in order
     for i, entry in enumerate(entries):
         message = entry.message
-        if crash_at is None and entry.process != "systemd" and is_crash_line(message) and _recent(entry, started, pid):
+        recent = _recent(entry, started, pid)
+        if recent:
+            now.append(entry)
+        if crash_at is None and entry.process != "systemd" and recent and is_crash_line(message):
             crash_at = i
         if entry.process != "systemd":
             specific = specific or entry.kind in _SPECIFIC_KINDS
             if entry.kind in _ERROR_KINDS:
                 error_line = entry
-            elif (entry.kind in _NAMED_LINE_KINDS and table is not None and _recent(entry, started, pid)
+            elif (entry.kind in _NAMED_LINE_KINDS and table is not None and recent
                   and not message.lstrip().startswith(_EXCEPTION_TRAIL) and not _NCCL_CHATTER.search(message)):
                 line = RaisedException("ErrorLine", message.strip()[:500], None, (), "unknown", i, entry.ts)
                 if table.named(line):  # e.g. an "NCCL WARN" line: the table names its class by the text
                     native.append(line)
         if entry.kind == "batch":  # the heartbeat: no pattern is about it, and most lines are batch lines
             batches += 1
-            current_batches += _recent(entry, started, pid)
+            current_batches += recent
             continue
         if _GLOG_START.match(message) or " UCX " in message:
             native += _engine_line(message, entry, i, started, table, engine, attributed, pid)
@@ -428,14 +441,13 @@ def _logs(
         elif entry.process == "systemd" and _START_LIMIT in message:
             start_limit = True
         plain = anything is None or anything.search(message) is not None
-        recent = _recent(entry, started, pid)
         for p in patterns if plain else worded:
             if p.matches(message):
                 window[p.name] += 1
                 current[p.name] += int(recent)
     raised = parse_exceptions((e.message, e.ts) for e in entries)
-    recent = (e.message for e in entries if _recent(e, started, pid))  # a crash before the current run is history
-    crashed = table.crash_component(crash_frames(recent)) if table is not None else None
+    # a crash before the current run is history
+    crashed = table.crash_component(crash_frames(e.message for e in now)) if table is not None else None
     if crashed is None and crash_at is not None:
         # a dump without a frame that names a component: the component whose error line came just before it
         before = [(name, incident) for at, name, incident in attributed if at < crash_at]
@@ -443,7 +455,7 @@ def _logs(
     if crashed:
         engine["crash"], engine["crash_incident"] = crashed
     return _LogRead(current, window, raised, engine, restarts, batches, current_batches, None if specific else error_line,
-                    native, start_limit, entries)
+                    native, start_limit, entries, now)
 
 
 def _engine_line(
@@ -575,10 +587,12 @@ def _aliased(gauges: dict[str, float], deltas: dict[str, float]) -> None:
 
 
 def _progress(
-    gauges: dict[str, float], deltas: dict[str, float], window: float | None, batches: int | None = None
+    gauges: dict[str, float], deltas: dict[str, float], window: float | None, batches: int | None = None,
+    fresh: int | None = None, age: float | None = None,
 ) -> dict[str, Any]:
     """Token progress per phase from the best source the role's SGLang exports, naming the source.
-    ``batches``: the current run's batch lines (None: the journal was not read)."""
+    ``batches``: the current run's batch lines (None: the journal was not read); ``fresh``: the role's own
+    batch lines stamped near the probe (None: the journal was not read or its stamps cannot be compared)."""
     out: dict[str, Any] = {}
     groups = {"delta": deltas, "metrics": gauges}
     for phase, sources in PROGRESS_SOURCES.items():
@@ -590,12 +604,18 @@ def _progress(
                 break
     # "stalled" needs a proof: the per-token counter did not move, or (older SGLang) no request finished
     # and the last Decode batch line's throughput was 0. A finish counter alone at 0 proves nothing.
+    # A batch line younger than the idle path's gauge hold: the scheduler worked moments ago and its running
+    # gauge may be the last batch's (opsbot/parse/verdict.py IDLE_GAUGE_HOLD_S): a flat counter proves nothing yet.
+    recent = age is not None and age < IDLE_GAUGE_HOLD_S
     if PROGRESS_COUNTER["decode"] in deltas:
-        out["decode_stalled"] = deltas[PROGRESS_COUNTER["decode"]] == 0
-    elif "generation_tokens" in deltas and "gen_throughput" in gauges:
-        out["decode_stalled"] = deltas["generation_tokens"] == 0 and gauges["gen_throughput"] == 0
+        out["decode_stalled"] = deltas[PROGRESS_COUNTER["decode"]] == 0 and not recent
+    elif "generation_tokens" in deltas and ("gen_throughput" in gauges or fresh is not None):
+        # gen_throughput is a last-value gauge, set by the last Decode batch line: a wedged 0.4.x scheduler
+        # writes no more lines and the gauge keeps its value. No request finished and no Decode batch line
+        # stamped near the probe (opsbot/parse/verdict.py BATCH_FRESH_S) is a stall, whatever the gauge says.
+        out["decode_stalled"] = deltas["generation_tokens"] == 0 and (gauges.get("gen_throughput") == 0 or fresh == 0)
     if PROGRESS_COUNTER["prefill"] in deltas:
-        out["prefill_stalled"] = deltas[PROGRESS_COUNTER["prefill"]] == 0
+        out["prefill_stalled"] = deltas[PROGRESS_COUNTER["prefill"]] == 0 and not recent
     elif deltas.get("prompt_tokens") == 0 and batches == 0:
         # Before realtime_tokens_total: no request finished, and the current run's journal holds no
         # Prefill batch line, which the scheduler writes for every prefill batch it forms (0.5.3
@@ -616,6 +636,8 @@ def _with_journal_xids(gpu: dict[str, Any], ev: RoleEvidence) -> dict[str, Any]:
         codes = [x.xid for x in parse_xid(ev.logs.raw)]
         gpu["hardware_xid"] = gpu.get("hardware_xid", 0) + sum(c not in APPLICATION_XIDS for c in codes)
         gpu["xid_codes"] = sorted(set(gpu.get("xid_codes", [])) | set(codes))
+    if ev.logs.ok and "NVRM" in ev.logs.raw:  # the driver's own fault lines, relayed into the role's journal
+        gpu["driver_fault"] = gpu.get("driver_fault", 0) + driver_faults(ev.logs.raw)
     if ev.logs.ok:
         gpu.setdefault("hardware_xid", 0)
     return gpu
@@ -658,10 +680,13 @@ def role_facts(
     failed: list[str] = []
     gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
     _aliased(gauges, deltas)
-    unit, started, last_run = _unit(ev, failed, problems)
+    unit, started, last_run, changed = _unit(ev, failed, problems)
     read = _logs(ev, patterns, started or (last_run if unit.get("active_state") in _DOWN else None), failed, table,
                  (unit.get("main_pid") or None) if started else None)  # the running unit's main process
     logs, logs_window = read.current, read.window
+    current = read.now
+    probe_at = _line_time(bundle.started_at)
+    fresh, age = batch_recency(current, probe_at, partial(_stamp, probe_at=probe_at), ev.role) if ev.logs.ok else (None, None)
     if unit:
         if read.restarts_logged is not None:
             unit["restarts_logged"] = read.restarts_logged
@@ -686,14 +711,14 @@ def role_facts(
         "gpu": gpu,
         "exception": _exception_facts(
             read.raised, table, bool(gauges) or read.batch_lines > 0 or _ran_past_startup(read.entries, last_run)
-            or _raised_while_serving(read.raised, last_run),
+            or _raised_while_serving(read.raised, last_run) or _lasted(unit, last_run, changed, probe_at),
             read.error_line if stopped and not gpu.get("xid_codes") else None, read.native,
             (last_run,) if down else None, "unknown" if down and not unit.get("crash_looping") else "startup",
         ) if ev.logs.ok else {},
         "engine": read.engine,
-        "progress": _progress(gauges, deltas, window, read.current_batch_lines) | (
+        "progress": _progress(gauges, deltas, window, read.current_batch_lines, fresh, age) | (
             {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
-        ),
+        ) | ({"last_batch_age_s": age} if age is not None else {}),
         "routing": _routing(gauges, deltas),
         "patch": patch_seen(bundle, ev, started, read.entries).facts(),
         "ranks": rank_facts(ev),
@@ -705,7 +730,28 @@ def role_facts(
     facts["failed"] = failed
     if window is not None:
         facts["window_s"] = window
+    facts["verdict"] = role_verdict(facts, current, fresh)
     return facts
+
+
+_TIME_ONLY = re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?$")
+
+
+def _stamp(ts: str | None, probe_at: datetime | None) -> datetime | None:
+    """A line's time to compare with the probe's: a journal stamp as is; SGLang's own stamp, which has no
+    zone, in the probe's zone; a time-only ``[HH:MM:SS TP0]`` header on the probe's date (the day before
+    when that would be later than the probe)."""
+    at = _line_time(ts)
+    if at is not None or not ts or probe_at is None:
+        return at
+    try:
+        if _TIME_ONLY.match(ts):
+            clock = datetime.strptime(ts.replace(",", ".").split(".")[0], "%H:%M:%S").time()
+            at = datetime.combine(probe_at.date(), clock, probe_at.tzinfo)
+            return at - timedelta(days=1) if at - probe_at > timedelta(hours=1) else at
+        return datetime.fromisoformat(ts.replace(",", ".")).replace(tzinfo=probe_at.tzinfo)
+    except ValueError:
+        return None
 
 
 def _looping(raised: Sequence[RaisedException], table: ExceptionClasses | None, started: datetime,
@@ -814,6 +860,10 @@ def bundle_facts(
         peers[ev.key] = own[ev.key]
     routers = [own[ev.key] for ev in bundle.roles if ev.role == "router"]
     blocked = any(_router_blocked(r) for r in routers) or bool(canary.get("no_worker"))
+    wide = probe_wide_reasons(canary, probe_wide["recall"], blocked)
+    for ev in bundle.roles:
+        if ev.role == "router" or not routers:
+            own[ev.key]["verdict"] = with_reasons(own[ev.key]["verdict"], wide)
     for ev in bundle.roles:
         # the 5xx answers the router logged from workers of this role's kind (SMG/sgl-router pd_router lines)
         routed = sum(r.get("logs", {}).get(f"{ev.role}_error_status", 0) for r in routers)

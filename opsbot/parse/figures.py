@@ -13,8 +13,8 @@ from opsbot.parse.errors import ParseError
 from opsbot.parse.facts import patch_seen, run_started
 from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.logs import count_kinds, parse_log_lines
-from opsbot.parse.metricnames import QUEUE_REQS, ROUTER_REQUESTS, RUNNING_REQS, TOKEN_USAGE
-from opsbot.parse.metrics import parse_samples, tokens_delta
+from opsbot.parse.metricnames import QUEUE_REQS, RUNNING_REQS, TOKEN_USAGE
+from opsbot.parse.metrics import parse_samples, requests_rate, tokens_delta
 from opsbot.parse.ranks import PROGRESS_MODE
 from opsbot.parse.unit import parse_unit
 
@@ -113,8 +113,8 @@ def _metrics(fig: RoleFigures, role: RoleEvidence) -> None:
     fig.tokens_delta = tokens_delta(m, role.role) if role.role != "router" else None
     if fig.tokens_delta is not None and m.window_s:
         fig.tokens_per_s = fig.tokens_delta / m.window_s
-    if role.role == "router" and ROUTER_REQUESTS in m.rates:
-        fig.requests_per_s = m.rates[ROUTER_REQUESTS]
+    if role.role == "router":
+        fig.requests_per_s = requests_rate(m)
     fig.problems.extend(f"metrics: {p}" for p in m.problems if "only one" not in p)
     mode = PROGRESS_MODE.get(role.role, "decode")
     fig.ranks = [RankFigures(dp_rank=r.dp_rank, running_reqs=r.running, queued_reqs=r.queued, token_usage=r.token_usage,

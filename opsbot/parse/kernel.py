@@ -18,7 +18,13 @@ _NAME = linear(r"name=([^,]+)")
 # NVIDIA/NVSentinel#155). Module loading lines (``NVRM: loading NVIDIA UNIX ...``) are not faults.
 _DRIVER_FAULT = linear(
     r"NVRM: .*(?:heartbeat timed out|Heartbeat timed out|GSP Timeout|waiting for RPC response from GPU\d* GSP"
-    r"|Memory Subsystem Error|fallen off the bus|GPU lost from the bus)"
+    r"|Memory Subsystem Error|fallen off the bus|GPU lost from the bus"
+    # the adapter failed to initialise, the driver dumped the GPU's state, or asks for a reset (open-gpu-kernel-
+    # modules src/nvidia/arch/nvalloc/unix/src/osinit.c "RmInitAdapter failed!", nv_gpu_crash_dump "A GPU crash
+    # dump has been created", Xid 154 "GPU Reset Required"); an uncorrectable ECC error as the driver names it
+    r"|RmInitAdapter failed|GPU crash dump has been created|[Rr]eset [Rr]equired|[Uu]ncorrectable (?:ECC|double bit)"
+    # the driver's own status codes for a GPU that is gone or broken (src/common/sdk/nvidia/inc/nvstatuscodes.h)
+    r"|NV_ERR_(?:GPU_IS_LOST|RESET_REQUIRED|ECC_ERROR|TIMEOUT)\b)"
 )
 
 

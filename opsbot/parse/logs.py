@@ -86,7 +86,8 @@ _JOURNAL = re.compile(
     r"(?P<host>\S+)\s+(?P<process>[^\s\[:]+)(?:\[(?P<pid>\d{1,10})\])?:\s?(?P<message>.*)$"
 )
 _SGLANG = linear(
-    r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?)(?P<ranks>(?: [A-Z_]+\d+)*)\]\s?(?P<message>.*)$"
+    # the date is optional: some SGLang builds and relays print a time-only header, "[10:00:01 TP0] ..."
+    r"^\[(?P<ts>(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)(?P<ranks>(?: [A-Z_]+\d+)*)\]\s?(?P<message>.*)$"
 )
 _RANK = linear(r"([A-Z_]+?)(\d+)")
 _RELAY = linear("^" + RELAY_PREFIX)

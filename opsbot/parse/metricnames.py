@@ -24,7 +24,8 @@ GAUGES = frozenset(
     smg_worker_pool_size smg_worker_health smg_worker_connections_active smg_worker_requests_active
     smg_worker_cb_state smg_worker_cb_consecutive_failures smg_http_connections_active
     smg_worker_stalled smg_workers_overloaded smg_pd_prefill_admission_queued smg_pd_prefill_admission_inflight
-    sgl_router_active_workers sgl_router_worker_load""".split()
+    sgl_router_active_workers sgl_router_worker_load sgl_router_worker_cb_state sgl_router_worker_health
+    routing_keys_active""".split()
 )
 COUNTERS = frozenset(
     """realtime_tokens prompt_tokens generation_tokens num_requests num_aborted_requests cached_tokens
@@ -41,11 +42,29 @@ COUNTERS = frozenset(
     smg_pd_bootstrap_failures smg_pd_kv_transfer_failures smg_pd_rendezvous_failures smg_pd_prefill_admission_rejections
     smg_pd_admission_sheds smg_worker_overload_shed
     sgl_router_request_errors sgl_router_pd_errors sgl_router_pd_prefill_errors sgl_router_pd_decode_errors
-    sgl_router_retries_exhausted sgl_router_cb_state_transitions""".split()
+    sgl_router_retries_exhausted sgl_router_cb_state_transitions sgl_router_processed_requests sgl_router_requests
+    num_decode_host_receive_reqs dp_cooperation_realtime_tokens decode_deferred_kv_release""".split()
 )
 
 # The counter that says a role is making progress, per kind; realtime_tokens (all modes) when a kind has none.
 PROGRESS_COUNTER = {"decode": "realtime_tokens_decode", "prefill": "realtime_tokens_prefill_compute"}
+
+# Where a role's token progress comes from, best first, as (group, fact, what it is): the one list the
+# diagnosis (parse/facts.py), the figures (parse/figures.py: probe table, status page, reports) and the
+# restart check read. SGLang 0.5.x late: realtime_tokens_total{mode}; 0.4.6.post5 and 0.5.0rc2
+# metrics/collector.py: generation_tokens_total / prompt_tokens_total, counted as requests finish, and
+# the gen_throughput gauge, last set by the periodic Decode batch line (a last value: it goes stale).
+PROGRESS_SOURCES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "decode": (("delta", "realtime_tokens_decode", 'realtime_tokens_total{mode="decode"}'),
+               ("delta", "generation_tokens", "generation_tokens_total (moves as requests finish)"),
+               ("metrics", "gen_throughput", "gen_throughput gauge (last Decode batch line)")),
+    "prefill": (("delta", "realtime_tokens_prefill_compute", 'realtime_tokens_total{mode="prefill_compute"}'),
+                ("delta", "prompt_tokens", "prompt_tokens_total (moves as requests finish)")),
+}
+# Requests the router routed, best first: SMG / sglang-router >= 0.3.2 smg_router_requests_total; the in-tree
+# sgl-router of 2025 (sgl-router/src/metrics.rs) sgl_router_processed_requests_total{worker} and
+# sgl_router_requests_total{route}.
+ROUTER_REQUEST_SOURCES = ("smg_router_requests", "sgl_router_processed_requests", "sgl_router_requests")
 
 # Figures read by name (parse/figures.py, report/prom.py, act/verify.py).
 RUNNING_REQS = "num_running_reqs"

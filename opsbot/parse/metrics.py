@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from opsbot.bundle import MetricSample
 from opsbot.parse.lines import linear
-from opsbot.parse.metricnames import PREFIXES, PROGRESS_COUNTER, REALTIME_TOKENS
+from opsbot.parse.metricnames import PREFIXES, PROGRESS_SOURCES, REALTIME_TOKENS, ROUTER_REQUEST_SOURCES
 
 # Labels that identify a process or a series' bookkeeping rather than what is counted; a counter
 # is summed over them. Every other label on a counter is "distinguishing" and gets its own fact.
@@ -370,8 +370,16 @@ def rank_metrics(bodies: list[_Parsed]) -> list[RankMetrics]:
 
 
 def tokens_delta(metrics: RoleMetrics, kind: str) -> float | None:
-    """Tokens the role processed over the window (None: no such counter); the one "tokens moving" rule."""
-    counter = PROGRESS_COUNTER.get(kind)
-    if counter and counter in metrics.deltas:
-        return metrics.deltas[counter]
+    """Tokens the role processed over the window from the best source its SGLang exports (``PROGRESS_SOURCES``,
+    the same fallbacks as the diagnosis), None when it exports none; the one "tokens moving" rule."""
+    groups = {"delta": metrics.deltas, "metrics": metrics.gauges}
+    for group, name, _what in PROGRESS_SOURCES.get(kind, ()):
+        if name in groups[group] and (group == "delta" or metrics.window_s):
+            value = groups[group][name]
+            return value * metrics.window_s if group == "metrics" and metrics.window_s else value
     return metrics.deltas.get(REALTIME_TOKENS)
+
+
+def requests_rate(metrics: RoleMetrics) -> float | None:
+    """Requests a router routed per second, from the first of ``ROUTER_REQUEST_SOURCES`` it exports."""
+    return next((metrics.rates[name] for name in ROUTER_REQUEST_SOURCES if name in metrics.rates), None)

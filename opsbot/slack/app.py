@@ -182,7 +182,7 @@ class SlackSurface:
     def result_blocks(self, result: ProbeResult) -> list[dict[str, Any]]:
         """The findings, with the flow's planned restart (buttons) for each remedy that needs approval."""
         blocks = finding_blocks(result.bundle.cluster, str(result.probe_id), result.diagnosis.findings, result.plans,
-                                result.costs, result.kinds)
+                                result.costs, result.kinds, result.diagnosis.unknown_roles)
         return blocks + [section(f":no_entry: {escape(n)}") for n in result.refused]
 
     # -- buttons ------------------------------------------------------------------------------
@@ -265,5 +265,10 @@ class SlackSurface:
 
 
 def _headline(result: ProbeResult) -> str:
-    findings = result.diagnosis.findings
-    return f"{findings[0].incident} on {', '.join(findings[0].roles)}" if findings else f"{result.bundle.cluster}: healthy"
+    d = result.diagnosis
+    if d.findings:
+        return f"{d.findings[0].incident} on {', '.join(d.findings[0].roles)}"
+    if d.healthy:
+        return f"{result.bundle.cluster}: healthy"
+    unknown = "; ".join(f"{r.role}: {', '.join(r.reasons)}" for r in d.unknown_roles)
+    return f"{result.bundle.cluster}: unknown (not healthy) ({unknown})"

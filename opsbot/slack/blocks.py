@@ -8,10 +8,11 @@ carries at most 50 blocks (``msg_blocks_too_long`` otherwise). Every text that c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from opsbot.bundle import Recall
-from opsbot.contracts import SEVERITY_EMOJI, UNKNOWN_EMOJI, Finding, RestartCost
+from opsbot.contracts import SEVERITY_EMOJI, UNKNOWN_EMOJI, Finding, RestartCost, RoleHealth
 from opsbot.parse.recall import grid, short_length, summarize
 from opsbot.report.render import slack as escape
 from opsbot.slack.commands import HELP
@@ -81,11 +82,17 @@ def cost_blocks(role: str, cost: RestartCost | None) -> list[Block]:
 
 
 def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans: dict[str, str],
-                   costs: dict[str, RestartCost] | None = None, kinds: dict[str, str] | None = None) -> list[Block]:
+                   costs: dict[str, RestartCost] | None = None, kinds: dict[str, str] | None = None,
+                   unknown: Sequence[RoleHealth] = ()) -> list[Block]:
     """One section per finding (title, summary, evidence, remedies) and buttons for ``plans`` (role → plan id),
-    each after what it costs (``costs``: role → cost)."""
+    each after what it costs (``costs``: role → cost); without a finding, healthy, or unknown (not an
+    all-clear) with the roles whose evidence could not be read."""
+    if not findings and unknown:
+        lines = "\n".join(f"• *{escape(r.role)}*: {escape('; '.join(r.reasons))}" for r in unknown)
+        return [section(f"{UNKNOWN_EMOJI} *{escape(cluster)}*: unknown (not healthy): no finding, but evidence could "
+                        f"not be read\n{lines}"), context(f"probe `{escape(probe_ref)}`")]
     if not findings:
-        return [section(f":white_check_mark: *{escape(cluster)}*: no incident found"),
+        return [section(f":white_check_mark: *{escape(cluster)}*: no incident found, every role healthy"),
                 context(f"probe `{escape(probe_ref)}`")]
     blocks: list[Block] = []
     for f in findings:

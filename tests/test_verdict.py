@@ -1,0 +1,211 @@
+"""'healthy' is earned (issue 24): each role is healthy only on positive evidence, unknown where its evidence
+could not be read, and abnormal evidence that no runbook claims is an ``unexplained`` finding that never
+advises a restart. Bundles are composed as SGLang, systemd and nvidia-smi print them, read by the real parsers."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from opsbot.cli import app
+from opsbot.contracts import RoleState
+from opsbot.diagnose import default_runbooks, diagnose
+from opsbot.parse.logs import parse_log_line
+from opsbot.parse.verdict import is_abnormal, template
+from opsbot.slack.blocks import finding_blocks
+from tests.scenarios.compose import RoleSpec, bundle, compose, healthy_roles
+from tests.scenarios.deployments import roles as era_roles
+
+
+def _diag(roles: list[RoleSpec]):
+    return diagnose(bundle(roles), default_runbooks())
+
+
+def _state(d, role: str) -> RoleState:
+    return next(r.state for r in d.roles if r.role == role)
+
+
+def test_every_role_earns_healthy():
+    d = _diag(healthy_roles())
+    assert d.healthy and d.answer == "healthy" and {r.state for r in d.roles} == {RoleState.healthy}
+
+
+def test_a_role_whose_evidence_could_not_be_read_is_unknown_not_healthy(tmp_path: Path):
+    roles = healthy_roles()
+    roles[1].metrics_error, roles[1].logs_error = "timeout after 5.0 s", "ssh: connection refused"
+    d = _diag(roles)
+    assert not d.findings and not d.healthy and d.answer == "unknown"
+    (decode,) = d.unknown_roles
+    assert decode.role == "decode" and any("progress could not be read" in r for r in decode.reasons)
+    assert any("journal" in r for r in decode.reasons)
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(compose(roles)))
+    res = CliRunner().invoke(app, ["diagnose", "--json", str(path)])
+    out = json.loads(res.output)
+    assert res.exit_code == 3 and out["answer"] == "unknown" and out["findings"] == []
+    assert [r["state"] for r in out["roles"]] == ["healthy", "unknown", "healthy"]
+    text = CliRunner().invoke(app, ["diagnose", str(path)]).output
+    assert "unknown (not healthy)" in text and "healthy: every role" not in text
+    blocks = json.dumps(finding_blocks("lab", "p-1", d.findings, {}, d.unknown_roles))
+    assert "unknown (not healthy)" in blocks and "no incident found" not in blocks
+
+
+def test_a_failure_no_runbook_claims_is_unexplained_with_its_lines_and_no_restart():
+    roles = healthy_roles()
+    roles[1].logs += ["raw:[2026-11-29 09:59:40] ERROR:    Exception in ASGI application",
+                      "raw:Traceback (most recent call last):",
+                      'raw:  File "/sgl/serving_chat.py", line 612, in _process_messages',
+                      "raw:jinja2.exceptions.UndefinedError: 'dict object' has no attribute 'content'"]
+    d = _diag(roles)
+    (f,) = d.findings
+    assert f.incident == "unexplained" and f.roles == ["decode"] and _state(d, "decode") == RoleState.abnormal
+    assert f.severity == "high"  # a traceback in a serving role: high, not critical (the unit runs, tokens move)
+    assert all(r.kind != "restart" for r in f.remedies) and [r.kind for r in f.remedies] == ["manual"]
+    assert any(e.startswith("first abnormal lines: ERROR:    Exception in ASGI application | Traceback") for e in f.evidence)
+    assert "UndefinedError" in " ".join(f.evidence)
+
+
+def test_unexplained_severity_follows_the_evidence_and_yields_to_any_named_class():
+    roles = healthy_roles()
+    roles[1].active, roles[1].sub, roles[1].result = "failed", "failed", "exit-code"
+    roles[1].logs = ["raw:[2026-11-29 09:59:40] Fatal Python error: Aborted"]
+    d = _diag(roles)
+    assert d.findings[0].incident == "role-down"  # a class names it: unexplained is not said
+    assert "unexplained" not in [f.incident for f in d.findings]
+    roles = healthy_roles()
+    roles[1].logs += ["raw:[2026-11-29 09:59:40] Fatal Python error: Segmentation fault"]
+    (f,) = _diag(roles).findings
+    assert f.incident == "unexplained" and f.severity == "critical"  # a crash dump
+
+
+def test_the_soft_watchdog_repeating_while_tokens_move_is_a_note():
+    roles = healthy_roles()
+    line = "TokenizerManager watchdog timeout (self.watchdog_timeout=60, self.soft=True)"
+    roles[1].logs = [line, *roles[1].logs, line, line]
+    d = _diag(roles)
+    assert d.healthy, [f.incident for f in d.findings]
+    (decode,) = [r for r in d.roles if r.role == "decode"]
+    assert any("benign while progressing (3x)" in n and "watchdog timeout" in n for n in decode.notes)
+    roles[1].logs = ["Watchdog timeout"]  # the scheduler's, quoted without its detail: the incident
+    assert _diag(roles).findings[0].incident == "scheduler-watchdog"
+
+
+def test_a_stale_gauge_is_not_progress_on_0_4():
+    p, d, r = era_roles("0.4.3", "mini_lb")
+    d.gauges.update(num_running_reqs=8, gen_throughput=184.38)  # the last Decode batch line's value, kept
+    d.counters["generation_tokens"] = (2_000_000, 0)
+    batch = "raw:[2025-02-27 04:46:39 TP0] Decode batch. #running-req: 8, #token: 62531, token usage: 0.12, gen throughput (token/s): 184.38, #queue-req: 0"
+    d.history, d.logs = [batch], []  # 14 minutes old
+    assert [f.incident for f in _diag([p, d, r]).findings] == ["decode-wedged"]
+    d.history, d.logs = [], [batch.replace("[2025-02-27 ", "[")]  # a fresh line with a time-only header
+    assert _diag([p, d, r]).healthy
+
+
+def test_figures_read_progress_from_the_same_fallbacks_as_the_diagnosis():
+    from opsbot.parse.figures import role_figures
+
+    p, d, r = era_roles("0.4.3", "mini_lb")
+    d.counters["generation_tokens"] = (2_000_000, 900)
+    b = bundle([p, d, r])
+    fig = role_figures(b, b.roles[1])
+    assert fig.tokens_delta == 900 and fig.tokens_per_s == 300
+
+
+def test_a_line_of_100000_characters_costs_linear_time():
+    for text in ("E" * 100_000, "ERROR " + "a" * 100_000, "0x" + "1/" * 50_000, "'" + "a'" * 50_000):
+        started = time.perf_counter()
+        entry = parse_log_line(text)
+        is_abnormal(entry), template(entry.message)
+        assert time.perf_counter() - started < 0.5
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=600))
+def test_template_masks_every_number_and_never_grows(text: str):
+    out = template(text)
+    assert len(out) <= 200 and not re.search(r"\d", out)
+    assert isinstance(is_abnormal(parse_log_line(text)), bool)
+
+
+def test_the_in_tree_sgl_router_names_are_read():
+    """sgl-router's own metrics (sgl-router/src/metrics.rs): sgl_router_processed_requests_total{worker} for the
+    rate, sgl_router_worker_cb_state{worker_url} (0 closed, 1 open, 2 half-open) for the breaker."""
+    from opsbot.parse.figures import role_figures
+
+    p, d, r = healthy_roles()
+    r.gauges = {"sgl_router_worker_cb_state{worker_url=http://p0:30000}": 0,
+                "sgl_router_worker_health{worker_url=http://p0:30000}": 1}
+    r.counters = {"sgl_router_processed_requests{worker=http://p0:30000}": (100, 30)}
+    b = bundle([p, d, r])
+    assert role_figures(b, b.roles[2]).requests_per_s == 10
+    assert diagnose(b, default_runbooks()).healthy
+    r.gauges["sgl_router_worker_cb_state{worker_url=http://p0:30000}"] = 1
+    assert diagnose(bundle([p, d, r]), default_runbooks()).findings[0].incident == "router-no-healthy-workers"
+
+
+def test_a_role_with_nothing_readable_is_unknown_with_every_reason():
+    roles = healthy_roles()
+    roles[0].drop = ("systemd", "metrics", "health", "logs")
+    d = _diag(roles)
+    (prefill,) = d.unknown_roles
+    assert prefill.role == "prefill" and not d.healthy and d.answer == "unknown"
+    assert {"systemd state could not be read", "journal could not be read"} <= set(prefill.reasons)
+    assert any("progress could not be read" in r for r in prefill.reasons) and any("/health" in r for r in prefill.reasons)
+
+
+def test_a_gpu_fault_seen_only_in_the_drivers_lines_is_a_gpu_fault():
+    """NVRM lines without an Xid and without any SGLang line, in the kernel log or relayed into the role's
+    journal: the driver's own status code says the GPU is gone (nvstatuscodes.h NV_ERR_GPU_IS_LOST)."""
+    from tests.scenarios.deployments import failed
+
+    line = "NVRM: nvCheckOkFailedNoLog: Check failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F)"
+    p, d, r = healthy_roles()
+    failed(d, [], status="9/KILL")
+    assert _diag([p, d, r]).findings[0].incident == "role-down"
+    kernel = {"node2": f"2026-11-29T09:59:30+0000 node2 kernel: {line}\n"}
+    assert _diag_kw([p, d, r], kernel=kernel).findings[0].incident == "gpu-fault"
+    d.logs = [f"raw:{line}", *d.logs]  # the same line relayed into the role's journal
+    assert _diag([p, d, r]).findings[0].incident == "gpu-fault"
+
+
+def _diag_kw(roles: list[RoleSpec], **kw):
+    return diagnose(bundle(roles, **kw), default_runbooks())
+
+
+def test_lab_captures_of_a_healthy_cluster_earn_healthy_on_every_role():
+    """Bundles probed from the lab's real nspawn nodes (systemd, journald, the emulator's /metrics and lines)."""
+    from opsbot.bundle import parse_bundle
+
+    root = Path(__file__).parent / "scenarios" / "dev"
+    for name in ("healthy", "healthy-0.5.12"):
+        d = diagnose(parse_bundle((root / f"{name}.json").read_text(encoding="utf-8")), default_runbooks())
+        assert d.healthy and {r.state for r in d.roles} == {RoleState.healthy}, name
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 23), st.integers(0, 59), st.integers(0, 59), st.sampled_from(["", "2026-11-29 "]))
+def test_a_batch_header_with_or_without_its_date_is_placed_near_the_probe(h: int, m: int, s: int, date: str):
+    from datetime import datetime, timedelta, timezone
+
+    from opsbot.parse.facts import _stamp
+
+    entry = parse_log_line(f"[{date}{h:02d}:{m:02d}:{s:02d} TP0] Decode batch. #running-req: 1, gen throughput (token/s): 1.0")
+    assert entry.kind == "batch" and entry.tp_rank == 0
+    probe = datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc)
+    at = _stamp(entry.ts, probe)
+    assert at is not None and (at.hour, at.minute, at.second) == (h, m, s)
+    if not date:  # a time-only header: the probe's day, or the day before when that would be after the probe
+        assert probe - timedelta(hours=23) <= at <= probe + timedelta(hours=1)
+
+
+def test_a_router_that_marks_its_workers_unhealthy_is_not_healthy():
+    p, d, r = healthy_roles()
+    r.gauges["smg_worker_health"] = 0  # the minimum over workers: one is down as the router sees it
+    router = next(x for x in _diag([p, d, r]).roles if x.role == "router")
+    assert router.state == RoleState.abnormal and any("marks a worker unhealthy" in why for why in router.reasons)
