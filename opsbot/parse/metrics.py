@@ -276,7 +276,7 @@ class _Bodies:
     def parse(self, raw: str) -> _Parsed:
         blocks = family_blocks(raw) if self.wanted is not None else None
         if blocks is None:
-            return self._block(raw, "")
+            return self._block(raw, "") or _Parsed()  # a nameless block is always read
         out = _Parsed()
         for name, text in blocks:
             parsed = self._block(text, name)
