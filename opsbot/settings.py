@@ -101,6 +101,14 @@ class Settings(BaseSettings):
     slack_alert_channel: str | None = Field(None, description="channel id where alert findings are posted")
     slack_approvers: list[str] = Field(default_factory=list, description="Slack user ids allowed to approve")
     slack_approver_groups: list[str] = Field(default_factory=list, description="Slack user group ids allowed to approve")
+    slack_channel_rate_per_s: float = Field(1.0, gt=0, description="posts per second per channel, after the burst "
+                                            "(Slack: about one message per second per channel)")
+    slack_channel_burst: int = Field(10, ge=1, description="posts a channel takes at once before the rate applies")
+    slack_retry_for_s: float = Field(600.0, gt=0, description="how long a Slack call is retried (429, 5xx, timeouts) "
+                                     "before it is reported failed")
+    slack_timeout_s: float = Field(10.0, gt=0, description="one Slack Web API call's deadline")
+    slack_dedup_for_s: float = Field(4 * 3600.0, ge=0, description="an identical notification of the same key "
+                                     "within this long is sent once (Alertmanager's repeat_interval)")
 
     def inventory_path(self) -> Path:
         return self.inventory or self.data_dir / "inventory.yaml"

@@ -109,6 +109,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
             await app.state.jobs.close()
             if slack:
                 await slack.incidents.close()
+                await slack.notifier.close()
             if flow.pool is not None:
                 await flow.pool.close()
             release_single_instance(lock)
@@ -141,7 +142,7 @@ def _report_sweeps(flow: Flow, slack: Any) -> list[Any]:
         return []
     from opsbot.report.schedule import SlackPoster, resume_weekly
 
-    poster = SlackPoster(slack.client) if slack is not None else None
+    poster = SlackPoster(slack.notifier) if slack is not None else None
     return [partial(resume_weekly, flow.store, flow.settings, poster, instance=flow.instance)]
 
 
@@ -151,7 +152,7 @@ def _start_reports(flow: Flow, slack: Any) -> Any:
         return None
     from opsbot.report.schedule import SlackPoster, start_report_scheduler
 
-    poster = SlackPoster(slack.client) if slack is not None else None
+    poster = SlackPoster(slack.notifier) if slack is not None else None
     return start_report_scheduler(flow.store, flow.settings, poster, instance=flow.instance)
 
 
@@ -165,6 +166,6 @@ def _start_recall(flow: Flow, slack: Any) -> Any:
     from opsbot.service.recall_schedule import schedule_recall, slack_poster
 
     scheduler = AsyncIOScheduler(timezone=zone(flow.settings.report_timezone))
-    schedule_recall(scheduler, flow, slack_poster(flow.settings, slack.client if slack is not None else None))
+    schedule_recall(scheduler, flow, slack_poster(flow.settings, slack.notifier if slack is not None else None))
     scheduler.start()
     return scheduler
