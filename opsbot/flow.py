@@ -247,12 +247,12 @@ class Flow:
         async def evidence(cluster: str, roles: list[str], why: str) -> str:
             bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
                                       trigger=trigger.model_copy(update={"text": why}), **self._kept())
-            return await self.db(self.store.save_probe, bundle, self.diagnose(bundle))
+            return await self.db(lambda: self.store.save_probe(bundle, self.diagnose(bundle)))
 
         async def look(cluster: str, roles: list[str], why: str) -> tuple[Bundle, Diagnosis]:
             bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
                                       trigger=trigger.model_copy(update={"text": why}), **self._kept())
-            return bundle, self.diagnose(bundle)
+            return bundle, await to_thread.run_sync(self.diagnose, bundle)
 
         return RunContext(store=self.store, inventory=self.inventory(), settings=self.settings, actor=actor,
                           surface=surface, evidence=evidence, look=look)

@@ -15,6 +15,8 @@ from tests.servicekit import block_actions_body, lab_settings, replay, flow_for,
 from tests.slackrecorder import SlackRecorder
 from tests.test_service_alerts import HDR, alert, webhook
 
+pytestmark = pytest.mark.usefixtures("loop_watchdog")  # a handler holding the loop over 100 ms fails the test
+
 
 @pytest.fixture
 async def slack():

@@ -2,7 +2,9 @@
 
 Every transition is a compare-and-set on the action's state with its audit entry in the same
 transaction, so an action runs at most once; an action found ``executing`` with no live owner
-was interrupted and is reconciled by looking at the unit, never by running it again.
+was interrupted and is reconciled by looking at the unit, never by running it again. The async
+paths (``execute``, ``reconcile``) make every store call in a worker thread (``_off``): the
+service's event loop never waits on the database.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import socket
 import time
 from datetime import datetime, timedelta
 from collections.abc import Awaitable, Callable
+from functools import partial
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from anyio import to_thread
 from pydantic import BaseModel, Field
 
 from opsbot.act.guards import budget_until, cooldown_until, when
@@ -29,6 +33,7 @@ from opsbot.settings import Settings
 from opsbot.store import Store
 from opsbot.store.models import Action, now
 
+R = TypeVar("R")
 BUDGET_LOCK = "*budget*"  # a short-lived cluster lock around the budget check and the move to executing
 # The flow's port: probe these roles of the cluster, diagnose, record; the probe id (text says why).
 Evidence = Callable[[str, list[str], str], Awaitable[str]]
@@ -67,6 +72,11 @@ class ActionOutcome(BaseModel):
     @property
     def ok(self) -> bool:
         return self.state == "succeeded"
+
+
+async def _off(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """A store call (or a guard reading the store) in a worker thread, off the event loop."""
+    return await to_thread.run_sync(partial(fn, *args, **kwargs))
 
 
 def holder_id() -> str:
@@ -147,7 +157,7 @@ def dismiss(store: Store, action_id: str, *, actor: str, surface: str) -> Action
 async def execute(ctx: RunContext, action_id: str) -> ActionOutcome:
     """Run an approved restart behind its guards; the outcome is recorded whatever happens."""
     store, actor, surface = ctx.store, ctx.actor, ctx.surface
-    action = store.action(action_id)
+    action = await _off(store.action, action_id)
     plan = RestartPlan.model_validate(action.plan)
     if action.state == "planned":
         return ActionOutcome(action_id=action_id, state="planned",
@@ -158,31 +168,31 @@ async def execute(ctx: RunContext, action_id: str) -> ActionOutcome:
                              message=f"action is already {action.state}; nothing was done ({action.outcome or ''})")
     if action.expires_at <= now():
         msg = f"approval expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC; request the restart again"
-        _move(store, action_id, ("approved",), "expired", actor=actor, surface=surface, what="restart expired",
-              outcome=msg)
+        await _off(_move, store, action_id, ("approved",), "expired", actor=actor, surface=surface,
+                   what="restart expired", outcome=msg)
         return ActionOutcome(action_id=action_id, state="expired", message=msg)
     _, cluster = ctx.inventory.cluster(plan.cluster)
     roles = cluster.select(plan.roles)
-    refusal = _guards(store, plan, roles, cluster, ctx.settings) or _take_locks(store, plan, action_id, ctx.settings)
+    refusal = await _off(lambda: _guards(store, plan, roles, cluster, ctx.settings)
+                         or _take_locks(store, plan, action_id, ctx.settings))
     if refusal:
-        return _refuse(store, action_id, actor, surface, *refusal)
+        return await _off(_refuse, store, action_id, actor, surface, *refusal)
     try:
         return await _run_locked(ctx, action_id, plan, roles, cluster)
     finally:
-        for r in roles:
-            store.release_lock(plan.cluster, r.key, action_id)
+        await _off(_release, store, plan.cluster, [r.key for r in roles], action_id)
 
 
 async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list[Role],
                       cluster: Cluster) -> ActionOutcome:
     store, actor, surface = ctx.store, ctx.actor, ctx.surface
     own_pool = ctx.pool is None
-    pool = ctx.pool or TransportPool(ctx.settings)
+    pool = ctx.pool or await to_thread.run_sync(TransportPool, ctx.settings)  # its TLS context reads certificates
     try:
         evidence = await ctx.evidence(plan.cluster, plan.roles, f"before restart {action_id}")
         refusal = await _begin(ctx, action_id, plan, roles, cluster, evidence)
         if refusal:
-            return _refuse(store, action_id, actor, surface, *refusal)
+            return await _off(_refuse, store, action_id, actor, surface, *refusal)
         steps: list[StepResult] = []
         verification = None
         try:
@@ -195,10 +205,15 @@ async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles:
                                     detail=f"{type(exc).__name__}: {exc}"))
         # The after-probe is the record of how it ended: the recovery, or the evidence of the failure.
         after = await ctx.evidence(plan.cluster, plan.roles, f"after restart {action_id}")
-        return _record(store, action_id, actor, surface, evidence, after, steps, verification)
+        return await _off(_record, store, action_id, actor, surface, evidence, after, steps, verification)
     finally:
         if own_pool:
             await pool.close()
+
+
+def _release(store: Store, cluster: str, keys: list[str], action_id: str) -> None:
+    for key in keys:
+        store.release_lock(cluster, key, action_id)
 
 
 def _node(inventory: Inventory, cluster: str, name: str) -> Node:
@@ -301,31 +316,38 @@ def _take_locks(store: Store, plan: RestartPlan, action_id: str, settings: Setti
 async def _begin(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list[Role], cluster: Cluster,
                  evidence: str) -> tuple[str, datetime | None] | None:
     """Re-check the guards under the cluster's budget lock, then move to ``executing`` (counts in the budget)."""
-    store, settings = ctx.store, ctx.settings
+    store = ctx.store
     deadline = time.monotonic() + 10
-    while (held := store.take_lock(plan.cluster, BUDGET_LOCK, action_id, holder_id(), timedelta(seconds=30))):
+    while (held := await _off(store.take_lock, plan.cluster, BUDGET_LOCK, action_id, holder_id(),
+                                  timedelta(seconds=30))):
         if time.monotonic() > deadline:
             return (f"budget check busy: held by {held.holder}; retry", None)
         await asyncio.sleep(0.1)
     try:
-        refusal = _guards(store, plan, roles, cluster, settings)
-        if refusal:
-            return refusal
-        row = _move(store, action_id, ("approved",), "executing", actor=ctx.actor, surface=ctx.surface,
-                               what="restart executing", audit_detail={"evidence_probe": evidence},
-                               started_at=now(), evidence_probe_id=evidence)
-        if row is None:
-            return ("the action is no longer approved (run elsewhere?); nothing was done", None)
-        return None
+        return await _off(_start, ctx, action_id, plan, roles, cluster, evidence)
     finally:
-        store.release_lock(plan.cluster, BUDGET_LOCK, action_id)
+        await _off(store.release_lock, plan.cluster, BUDGET_LOCK, action_id)
+
+
+def _start(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list[Role], cluster: Cluster,
+           evidence: str) -> tuple[str, datetime | None] | None:
+    """Under the budget lock: the guards again, then the move to ``executing``; a refusal or None."""
+    refusal = _guards(ctx.store, plan, roles, cluster, ctx.settings)
+    if refusal:
+        return refusal
+    row = _move(ctx.store, action_id, ("approved",), "executing", actor=ctx.actor, surface=ctx.surface,
+                what="restart executing", audit_detail={"evidence_probe": evidence},
+                started_at=now(), evidence_probe_id=evidence)
+    if row is None:
+        return ("the action is no longer approved (run elsewhere?); nothing was done", None)
+    return None
 
 
 async def reconcile(ctx: RunContext) -> list[ActionOutcome]:
     """Settle actions left ``executing`` by a process that died: look at the unit, record, never re-run."""
     store = ctx.store
-    expire_overdue(store)
-    orphans = [a for a in store.actions(state="executing", limit=1000) if _orphaned(store, a)]
+    await _off(expire_overdue, store)
+    orphans = await _off(lambda: [a for a in store.actions(state="executing", limit=1000) if _orphaned(store, a)])
     quick = ctx.settings.model_copy(update={"verify_deadline_s": min(ctx.settings.verify_deadline_s, 10.0)})
     out: list[ActionOutcome] = []
     for a in orphans:
@@ -336,11 +358,10 @@ async def reconcile(ctx: RunContext) -> list[ActionOutcome]:
         problems = "; ".join(p for r in verification["roles"] for p in r["problems"])
         msg = ("interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
                + ("the role is active and healthy" if verification["ok"] else f"the role is not healthy: {problems}"))
-        row = _move(store, a.id, ("executing",), state, actor="opsbot", surface="reconcile",
-                    what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
-                    finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
-        for r in roles:
-            store.release_lock(plan.cluster, r.key, a.id)
+        row = await _off(_move, store, a.id, ("executing",), state, actor="opsbot", surface="reconcile",
+                         what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
+                         finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
+        await _off(_release, store, plan.cluster, [r.key for r in roles], a.id)
         if row is not None:
             out.append(ActionOutcome(action_id=a.id, state=state, message=msg, evidence_probe_id=a.evidence_probe_id,
                                      verification=verification))

@@ -90,6 +90,12 @@ def _environment() -> Environment:
 _ENV = _environment()
 
 
+def load_templates() -> None:
+    """Compile every template now (the service does it at start-up, off the event loop)."""
+    for name in _TEMPLATES.values():
+        _ENV.get_template(name)
+
+
 def render(report: StatusReport, fmt: Format | str = "markdown") -> str:
     """The report as text in ``fmt``; Block Kit comes back as a JSON array of blocks."""
     kind = FORMATS.get(fmt)

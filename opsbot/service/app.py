@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import gc
-
+import importlib
 import logging
 from functools import partial
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from anyio import to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
@@ -67,6 +68,28 @@ async def _reconcile(flow: Flow) -> None:
         log.exception("reconciling interrupted actions failed; they stay 'executing' until the next start")
 
 
+# What handlers import on first use: imported at start-up in a thread, so no first request holds the loop.
+HANDLER_MODULES = ("opsbot.act", "opsbot.scope", "opsbot.report.status", "opsbot.report.render", "opsbot.report.weekly",
+                   "opsbot.chat.answers", "opsbot.parse.recall", "opsbot.collect.recall", "opsbot.collect.probe",
+                   "opsbot.diagnose", "opsbot.diagnose.evaluate")
+
+
+def _prepare_handlers(app: FastAPI) -> None:
+    """Off the loop, before the first request: FastAPI builds each route's validators on its first match
+    (a few hundred ms for all of them), handlers import modules on first use, jinja2 compiles a template
+    on its first render. All are done here."""
+    for name in HANDLER_MODULES:
+        importlib.import_module(name)
+    from opsbot.report.render import load_templates
+
+    load_templates()
+    for page in pages.templates.env.list_templates():
+        pages.templates.env.get_template(page)
+    nowhere = {"type": "http", "path": "/\x00", "method": "GET", "root_path": "", "headers": [], "query_string": b""}
+    for route in app.router.routes:
+        route.matches(nowhere)  # walks every route of every included router: each is built once
+
+
 def create_app(settings: Settings | None = None, *, flow: Flow | None = None) -> FastAPI:
     """The service's composition root: one Settings, one Flow, and every trigger started in the lifespan.
 
@@ -86,6 +109,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
         lock = hold_single_instance(flow.store.url) if hasattr(flow.store, "url") else None
         await flow.db(_check_clock, flow)
         await flow.prepare()
+        await to_thread.run_sync(_prepare_handlers, app)
         gc.freeze()  # what start-up loaded lives as long as the process: full collections need not scan it
         await _reconcile(flow)
         lease = Lease(flow, sweeps=[app.state.intake.recover, *_report_sweeps(flow, slack),

@@ -17,6 +17,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from anyio import to_thread
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
@@ -115,7 +116,7 @@ class SlackSurface:
             from opsbot.report.status import build_status
 
             report = await flow.db(build_status, flow.store, None, flow.settings)
-            return json.loads(render(report, "blocks")), report.title
+            return json.loads(await to_thread.run_sync(render, report, "blocks")), report.title
         if cmd.verb == "report":
             from opsbot.report.render import render
             from opsbot.report.weekly import build_weekly
@@ -123,7 +124,7 @@ class SlackSurface:
             if cmd.args[:1] != ["weekly"]:
                 raise ValueError("say `report weekly`")
             weekly = await build_weekly(flow.store, flow.settings.prometheus_url, None, settings=flow.settings)
-            return json.loads(render(weekly, "blocks")), weekly.title
+            return json.loads(await to_thread.run_sync(render, weekly, "blocks")), weekly.title
         if cmd.verb == "restart":
             if len(cmd.args) != 1:
                 raise ValueError("say which role: `restart decode`")
