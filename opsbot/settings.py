@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -50,6 +52,8 @@ class Settings(BaseSettings):
     spec: Path | None = Field(None, description="serving spec YAML: the reports' critical context")
     prometheus_url: str | None = Field(None, description="Prometheus base URL for the weekly report's figures")
     alertmanager_url: str | None = Field(None, description="Alertmanager base URL; the status page checks it answers")
+    monitoring_file: Path | None = Field(None, description="JSON naming the running Prometheus and Alertmanager, used "
+                                         "when their URLs are not set; default: the lab's (opsbot lab up writes it)")
     public_url: str | None = Field(None, description="opsbot's URL as operators reach it (Slack evidence links); "
                                    "default http://HOST:PORT")
     prometheus_timeout_s: float = Field(10.0, gt=0, description="per query; a slower answer is reported missing")
@@ -120,6 +124,32 @@ class Settings(BaseSettings):
 
     def db_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'opsbot.db').resolve()}"
+
+    def monitoring_path(self) -> Path:
+        """Where a local monitoring stack says which Prometheus and Alertmanager run: ``MONITORING_FILE``,
+        else the one ``opsbot lab up`` writes (``OPSBOT_LAB_DIR``, default DATA_DIR/lab, then
+        ``monitoring/monitoring.json``)."""
+        if self.monitoring_file is not None:
+            return self.monitoring_file
+        lab = os.environ.get("OPSBOT_LAB_DIR") or self.data_dir / "lab"
+        return Path(lab).resolve() / "monitoring" / "monitoring.json"
+
+
+def with_running_monitoring(settings: Settings) -> Settings:
+    """Settings whose Prometheus and Alertmanager default to the running ones ``monitoring_path()`` names.
+
+    Called where a command composes its settings (``opsbot serve``, status, weekly report); what the
+    environment sets always wins, and without the file nothing changes.
+    """
+    try:
+        running = json.loads(settings.monitoring_path().read_text())
+    except (OSError, ValueError):
+        return settings
+    if not isinstance(running, dict):
+        return settings
+    update = {f"{name}_url": running[name] for name in ("prometheus", "alertmanager")
+              if isinstance(running.get(name), str) and running[name] and getattr(settings, f"{name}_url") is None}
+    return settings.model_copy(update=update) if update else settings
 
 
 @lru_cache(maxsize=1)

@@ -16,14 +16,13 @@ from fastapi.exceptions import RequestValidationError
 
 from opsbot import __version__
 from opsbot.flow import Flow, InventoryUnavailable
-from opsbot.lab.monitoring import with_lab_monitoring
 from opsbot.service import api, pages
 from opsbot.service.chainwatch import ChainWatch
 from opsbot.service.intake import AlertIntake
 from opsbot.service.jobs import Jobs
 from opsbot.service.lease import Lease
 from opsbot.service.limits import BodyLimit, inventory_unavailable, validation_error
-from opsbot.settings import Settings, get_settings
+from opsbot.settings import Settings, get_settings, with_running_monitoring
 from opsbot.store.exclusive import hold_single_instance, release_single_instance
 
 log = logging.getLogger(__name__)
@@ -96,7 +95,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
     ``flow`` lets tests and benchmarks choose the store and probe function. In the lab, Prometheus and
     Alertmanager default to the lab's monitoring when it runs.
     """
-    settings = with_lab_monitoring(settings or get_settings())
+    settings = with_running_monitoring(settings or get_settings())
     if flow is None:
         from opsbot.collect.pool import KeptPool
 
