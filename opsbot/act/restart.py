@@ -13,10 +13,10 @@ import asyncio
 import os
 import socket
 import time
-from datetime import datetime, timedelta
 from collections.abc import Awaitable, Callable
-from functools import partial
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from anyio import to_thread
@@ -187,7 +187,7 @@ async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles:
                       cluster: Cluster) -> ActionOutcome:
     store, actor, surface = ctx.store, ctx.actor, ctx.surface
     own_pool = ctx.pool is None
-    pool = ctx.pool or await to_thread.run_sync(TransportPool, ctx.settings)  # its TLS context reads certificates
+    pool = ctx.pool if ctx.pool is not None else await _off(TransportPool, ctx.settings)  # TLS set-up reads certificates
     try:
         evidence = await ctx.evidence(plan.cluster, plan.roles, f"before restart {action_id}")
         refusal = await _begin(ctx, action_id, plan, roles, cluster, evidence)
@@ -196,7 +196,8 @@ async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles:
         steps: list[StepResult] = []
         verification = None
         try:
-            transports = {r.node: await pool.get(_node(ctx.inventory, plan.cluster, r.node)) for r in roles}
+            transports: dict[str, Transport] = {r.node: await pool.get(_node(ctx.inventory, plan.cluster, r.node))
+                                               for r in roles}
             await _run_steps(transports, plan, roles, ctx.settings, steps)
             if all(s.ok for s in steps):
                 verification = await verify_roles(ctx.look, plan.cluster, roles, ctx.settings)

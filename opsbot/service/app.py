@@ -5,9 +5,9 @@ from __future__ import annotations
 import gc
 import importlib
 import logging
-from functools import partial
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from anyio import to_thread

@@ -155,7 +155,7 @@ class IncidentMessages:
 
     async def _sync(self, incident_id: str) -> None:
         incident, actions, finding = await self._snapshot(incident_id)
-        if incident is None:
+        if incident is None or not self.channel:
             return
         blocks = incident_blocks(incident, actions, finding, self.page_url(f"/probes/{incident.probes[-1]}"))
         text = headline(incident)

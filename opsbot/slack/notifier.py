@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 import aiohttp
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from opsbot.settings import Settings
