@@ -1,9 +1,11 @@
 """The one way opsbot talks to Slack: every post, edit, ephemeral answer and file upload, whoever sends
 it (incident messages, alert threads, command answers, button outcomes, reports, recall runs).
 
-A pipeline of named stages, shaped like Alertmanager's notify pipeline (notify/notify.go: ``DedupStage``
-sends only what changed since the last notification of a group, ``RetryStage`` retries with backoff until
-the notification's deadline)::
+A pipeline of named stages, shaped like Alertmanager's notify pipeline (v0.34, commit 68fb2d5:
+notify/notify.go:209-210 puts a ``DedupStage`` before a ``RetryStage`` for every integration;
+notify/dedup_stage.go:52 ``needsUpdate`` sends only what changed since the group's last notification or
+after the repeat interval; notify/retry_stage.go:88 ``exec`` retries with backoff until the deadline;
+notify/util.go:245-252 ``Retrier.Check`` retries 5xx answers)::
 
     fit -> dedup -> queue per channel (order) -> rate limit per channel -> retry (429 Retry-After; 5xx, timeouts)
 
