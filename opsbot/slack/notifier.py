@@ -203,9 +203,14 @@ class SlackNotifier:
             await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
 
     async def close(self) -> None:
+        """Stop delivering (shutdown): what is still queued is cancelled, its callers told so."""
         for task in list(self._workers.values()):
             task.cancel()
         await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
+        for queue in self._queues.values():
+            for call in queue:
+                call.result.cancel()
+        self._queues.clear()
 
     @property
     def queued(self) -> int:
@@ -215,6 +220,8 @@ class SlackNotifier:
     def _duplicate(self, dedup: Dedup) -> bool:
         """The same state under the same key was sent (or is queued) within ``dedup_for_s``; else it is noted."""
         now = self.clock()
+        if len(self._sent) > 10_000:  # keep only what can still suppress a notification
+            self._sent = {k: v for k, v in self._sent.items() if now - v[1] < self.dedup_for_s}
         last = self._sent.get(dedup.key)
         if last is not None and last[0] == dedup.state and now - last[1] < self.dedup_for_s:
             log.info("slack: %s already notified as %s; not sent again", dedup.key, dedup.state)
@@ -236,6 +243,7 @@ class SlackNotifier:
 
     async def _work(self, channel: str) -> None:
         queue = self._queues[channel]
+        call: _Call | None = None
         try:
             while queue:
                 call = queue.popleft()
@@ -252,6 +260,10 @@ class SlackNotifier:
                         del self._sent[call.dedup.key]  # not sent: the next one like it goes
                     log.warning("slack %s to %s not delivered: %s", call.method.value, channel, exc)
                     call.result.set_exception(exc if isinstance(exc, NotDelivered) else NotDelivered(described(exc)))
+        except asyncio.CancelledError:
+            if call is not None and not call.result.done():
+                call.result.cancel()
+            raise
         finally:
             del self._workers[channel]
             if not queue:
@@ -267,6 +279,7 @@ class SlackNotifier:
             try:
                 if maybe_sent and (found := await self._find_posted(call)) is not None:
                     return found
+                maybe_sent = False  # looked: not there
                 return await asyncio.wait_for(self._once(call), self.timeout_s)
             except Exception as exc:  # noqa: BLE001 - sorted below: transient, or refused for good
                 if not transient(exc):
@@ -280,7 +293,10 @@ class SlackNotifier:
                                        f"{described(exc)}") from exc
                 log.info("slack %s to %s: %s; again in %.1f s", call.method.value, call.channel, described(exc), wait)
                 if call.on_retry is not None:
-                    await call.on_retry(described(exc))
+                    try:
+                        await call.on_retry(described(exc))
+                    except Exception:  # noqa: BLE001 - noting the attempt must not lose the message
+                        log.exception("slack %s to %s: the failed attempt was not noted", call.method.value, call.channel)
                 await asyncio.sleep(wait)
 
     async def _once(self, call: _Call) -> Delivered:
@@ -303,8 +319,14 @@ class SlackNotifier:
         meta = call.args.get("metadata")
         if call.method is not Method.post or not isinstance(meta, dict):
             return None
-        answer = await asyncio.wait_for(self.client.conversations_history(
-            channel=call.channel, limit=100, include_all_metadata=True), self.timeout_s)
+        try:
+            answer = await asyncio.wait_for(self.client.conversations_history(
+                channel=call.channel, limit=100, include_all_metadata=True), self.timeout_s)
+        except SlackApiError as exc:
+            if transient(exc):
+                raise
+            log.warning("slack: cannot look for an earlier post in %s (%s); sending it again", call.channel, exc)
+            return None
         for message in answer.get("messages") or []:
             found = message.get("metadata") or {}
             if found.get("event_type") == meta["event_type"] and found.get("event_payload") == meta["event_payload"]:
