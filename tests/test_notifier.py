@@ -104,6 +104,18 @@ async def test_a_channel_is_rate_limited(slack):
         assert call.at - posts[0].at >= (i - 10) / 50 - 0.02, f"post {i} came too early"
 
 
+async def test_by_default_100_groups_reach_a_channel_ten_at_once_then_one_a_second(slack, tmp_path):
+    from opsbot.settings import Settings
+
+    n = SlackNotifier.from_settings(Settings(data_dir=tmp_path, slack_bot_token="xoxb-test", slack_api_url=slack.url))
+    posts = [asyncio.ensure_future(n.post("C0ALERTS", f"group {i}")) for i in range(100)]
+    await asyncio.sleep(2.0)
+    assert 10 <= len(slack.posted("C0ALERTS")) <= 13, "the burst, then about one a second"
+    await n.close()
+    left = await asyncio.gather(*posts[13:], return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in left), "shutdown tells the callers still waiting"
+
+
 async def test_the_same_notification_is_sent_once_and_queued_edits_keep_the_latest(slack):
     n = notifier(slack)
     group = Dedup("alert-group:abc", "fa:firing|decode-wedged")

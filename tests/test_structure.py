@@ -599,3 +599,20 @@ def test_the_service_finds_the_labs_monitoring_through_the_file_it_writes(tmp_pa
     assert (found.prometheus_url, found.alertmanager_url) == ("http://127.0.0.1:9090", "http://127.0.0.1:9093")
     assert with_running_monitoring(Settings(data_dir=tmp_path, prometheus_url="http://prom:9090")).prometheus_url \
         == "http://prom:9090"
+
+
+def test_slack_is_written_to_only_through_the_notifier():
+    """One notifier (opsbot/slack/notifier.py) sends every message: no other module of opsbot calls a Slack
+    method that writes (its rate limit, retries and order would be bypassed)."""
+    import ast
+
+    writes = {"chat_postMessage", "chat_update", "chat_postEphemeral", "chat_delete", "files_upload_v2",
+              "files_upload", "chat_scheduleMessage"}
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path == ROOT / "slack" / "notifier.py" or "lab" in path.relative_to(ROOT).parts[:1]:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in writes:
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: .{node.attr}")
+    assert found == []
