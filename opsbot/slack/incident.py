@@ -159,22 +159,26 @@ class IncidentMessages:
             return
         blocks = incident_blocks(incident, actions, finding, self.page_url(f"/probes/{incident.probes[-1]}"))
         text = headline(incident)
+
+        async def noted(why: str) -> None:  # Slack is being retried: the status page shows why meanwhile
+            await self.db(self.store.slack_failed_attempt, incident_id, why)
+
         if incident.slack_ts is None:
             if not await self.db(self.store.claim_slack_post, incident_id, CLAIM_STALE, self.instance, self.lease):
                 return  # posted meanwhile, or another instance is posting it
             # an earlier claim (a killed instance's, a timed-out post) may have reached Slack: the notifier looks first
             posted = await self.notifier.post(
                 self.channel, text, blocks, metadata={"event_type": EVENT_TYPE, "event_payload": {"incident": incident_id}},
-                maybe_sent=incident.slack_attempts > 0,
-                on_retry=lambda why: self.db(self.store.slack_failed_attempt, incident_id, why))
+                maybe_sent=incident.slack_attempts > 0, on_retry=noted)
             assert posted is not None  # no dedup key: never skipped
             await self.db(self.store.slack_posted, incident_id, self.channel, posted.ts, 0)
             channel, ts, shown = self.channel, posted.ts, 0
         else:
             channel, ts, shown = incident.slack_channel, incident.slack_ts, incident.slack_version
-            await self.notifier.update(channel, ts, text, blocks)
+            await self.notifier.update(channel, ts, text, blocks, on_retry=noted)
         for i, event in enumerate(incident.timeline[shown:], start=shown):
-            await self.notifier.post(channel, f"{event['at'][11:19]} UTC · {escape(event['what'])}", thread_ts=ts)
+            await self.notifier.post(channel, f"{event['at'][11:19]} UTC · {escape(event['what'])}", thread_ts=ts,
+                                     on_retry=noted)
             await self.db(self.store.slack_updated, incident_id, i + 1)
 
 

@@ -177,14 +177,15 @@ class SlackNotifier:
             return None
         return await self._send(_Call(Method.post, channel, args, self._future(), dedup, maybe_sent, on_retry))
 
-    async def update(self, channel: str, ts: str, text: str, blocks: list[Block]) -> Delivered:
+    async def update(self, channel: str, ts: str, text: str, blocks: list[Block], *,
+                     on_retry: OnRetry | None = None) -> Delivered:
         """``chat.update``; an edit of the same message still queued is replaced by this one (the latest wins)."""
         args: dict[str, object] = {"ts": ts, "text": clip(text), "blocks": fit(blocks)}
         queued = self._queued_updates.get((channel, ts))
         if queued is not None:
             queued.args = args
             return await asyncio.shield(queued.result)
-        call = _Call(Method.update, channel, args, self._future())
+        call = _Call(Method.update, channel, args, self._future(), on_retry=on_retry)
         self._queued_updates[(channel, ts)] = call
         return await self._send(call)
 
