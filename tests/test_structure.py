@@ -3,8 +3,11 @@ the unit's state machine, progress by source, ordering by cause and what would d
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -511,8 +514,6 @@ PRODUCTION = [*sorted(ROOT.glob("service/**/*.py")),
 
 def _imports(path: Path) -> list[tuple[int, str]]:
     """Every module a file imports, at its top or inside a function (``from . import x`` resolved)."""
-    import ast
-
     package = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts[:-1])
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -537,9 +538,6 @@ def test_the_production_service_imports_nothing_from_the_lab():
     code = ("import sys; import opsbot.service.app, opsbot.slack.app, opsbot.flow, opsbot.collect.pool; "
             f"[__import__(m) for m in {HANDLER_MODULES!r}]; "
             "print(sorted(m for m in sys.modules if m == 'opsbot.lab' or m.startswith('opsbot.lab.')))")
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=ROOT.parent).stdout
     assert out.strip() == "[]"
@@ -548,8 +546,6 @@ def test_the_production_service_imports_nothing_from_the_lab():
 def test_store_calls_in_async_code_go_through_a_thread():
     """No ``async def`` of opsbot (the lab aside) calls the store directly: a store method is handed to
     ``flow.db`` / ``to_thread`` (``db(store.x, ...)``), never called on the event loop."""
-    import ast
-
     files = [p for p in sorted(ROOT.rglob("*.py")) if p.relative_to(ROOT).parts[0] != "lab"]
     calls = []
     for path in files:
@@ -565,21 +561,17 @@ def test_store_calls_in_async_code_go_through_a_thread():
     assert calls == []
 
 
-def _names_store(node: object) -> bool:
-    import ast
-
+def _names_store(node: ast.expr) -> bool:
     return (isinstance(node, ast.Name) and node.id == "store") or (
         isinstance(node, ast.Attribute) and node.attr == "store")
 
 
-def _inside_sync(fn: object, target: object) -> bool:
+def _inside_sync(fn: ast.AsyncFunctionDef, target: ast.AST) -> bool:
     """Whether ``target`` sits inside a nested sync function or lambda of ``fn`` (run in a thread)."""
-    import ast
-
-    for node in ast.walk(fn):  # type: ignore[arg-type]
-        if node is not fn and isinstance(node, (ast.FunctionDef, ast.Lambda)):
-            if any(child is target for child in ast.walk(node)):
-                return True
+    for node in ast.walk(fn):
+        if (node is not fn and isinstance(node, (ast.FunctionDef, ast.Lambda))
+                and any(child is target for child in ast.walk(node))):
+            return True
     return False
 
 
@@ -604,8 +596,6 @@ def test_the_service_finds_the_labs_monitoring_through_the_file_it_writes(tmp_pa
 def test_slack_is_written_to_only_through_the_notifier():
     """One notifier (opsbot/slack/notifier.py) sends every message: no other module of opsbot calls a Slack
     method that writes (its rate limit, retries and order would be bypassed)."""
-    import ast
-
     writes = {"chat_postMessage", "chat_update", "chat_postEphemeral", "chat_delete", "files_upload_v2",
               "files_upload", "chat_scheduleMessage"}
     found = []

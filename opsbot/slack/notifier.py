@@ -213,10 +213,6 @@ class SlackNotifier:
                 call.result.cancel()
         self._queues.clear()
 
-    @property
-    def queued(self) -> int:
-        return sum(len(q) for q in self._queues.values())
-
     # -- dedup stage ----------------------------------------------------------------------------
     def _duplicate(self, dedup: Dedup) -> bool:
         """The same state under the same key was sent (or is queued) within ``dedup_for_s``; else it is noted."""
