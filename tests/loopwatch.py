@@ -2,6 +2,10 @@
 to its scheduler (a blocking database call, a long regex, a synchronous sleep) is recorded with the
 stack the loop thread was in, sampled from a second thread while it was stuck.
 
+A stretch in which the loop thread neither ran (its CPU time hardly moved) nor could be sampled (no
+thread of the process ran) is the machine starving the process, not the loop being held: it is kept
+in ``starved``, not failed on. A thread blocked in a call shows in its sample; one computing, in its CPU time.
+
 The fixture ``loop_watchdog`` (tests/conftest.py) arms it for a test and fails the test on any stall;
 ``tests.servicekit.served`` watches from the moment the service has started until it stops, so the
 test's own setup (creating a database) is not counted, only the service: its handlers, its workers,
@@ -38,8 +42,10 @@ class Stall:
 class LoopWatchdog:
     limit_s: float = LIMIT_S
     stalls: list[Stall] = field(default_factory=list)
+    starved: list[float] = field(default_factory=list)
     worst_s: float = 0.0
     _beat: float = 0.0
+    _cpu: float = 0.0
     _sample: str | None = None
     _loop_thread: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -61,7 +67,7 @@ class LoopWatchdog:
     async def start(self) -> LoopWatchdog:
         self._stop = threading.Event()
         self._loop_thread = threading.get_ident()
-        self._beat = time.monotonic()
+        self._beat, self._cpu = time.monotonic(), time.thread_time()
         self._task = asyncio.create_task(self._tick(), name="loop-watchdog")
         self._thread = threading.Thread(target=self._watch, name="loop-watchdog", daemon=True)
         self._thread.start()
@@ -82,14 +88,19 @@ class LoopWatchdog:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
-            now = time.monotonic()
+            now, cpu = time.monotonic(), time.thread_time()
             lag = now - self._beat - TICK_S
-            self.worst_s = max(self.worst_s, lag)
             if lag > self.limit_s:
-                sample = self._sample or "(no sample taken)"
-                if not _idle(sample):
-                    self.stalls.append(Stall(lag, sample))
-            self._beat, self._sample = now, None
+                ran = cpu - self._cpu  # the loop thread's own CPU time over the stretch
+                if self._sample is None and ran < self.limit_s / 2:
+                    self.starved.append(lag)
+                elif not _idle(self._sample or ""):
+                    self.worst_s = max(self.worst_s, lag)
+                    self.stalls.append(Stall(lag, self._sample or f"(no sample: the loop thread computed {ran * 1000:.0f} ms "
+                                                                  "holding the GIL)"))
+            else:
+                self.worst_s = max(self.worst_s, lag)
+            self._beat, self._cpu, self._sample = now, cpu, None
 
     def _watch(self) -> None:
         """From outside the loop: while the loop is late by half the limit, keep its thread's stack."""
