@@ -93,12 +93,12 @@ class TokenBucket:
 
     rate: float
     burst: int
-    tokens: float = -1.0
+    tokens: float | None = None  # None: full, from the first post on
     at: float = 0.0
 
     def take(self, now: float) -> float:
         """Reserve one post; the seconds to wait before sending it (0: now)."""
-        if self.tokens < 0 and self.at == 0.0:
+        if self.tokens is None:
             self.tokens, self.at = float(self.burst), now
         self.tokens = min(float(self.burst), self.tokens + (now - self.at) * self.rate) - 1
         self.at = now
