@@ -357,7 +357,7 @@ class Flow:
         async def look(cluster: str, roles: list[str], why: str) -> tuple[Bundle, Diagnosis]:
             bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
                                       trigger=trigger.model_copy(update={"text": why}), **self._kept())
-            return bundle, self.diagnose(bundle)
+            return bundle, await to_thread.run_sync(self.diagnose, bundle)
 
         return RunContext(store=self.store, inventory=self.inventory(), settings=self.settings, actor=actor,
                           surface=surface, evidence=evidence, look=look, capture=self.capture_first)

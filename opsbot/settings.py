@@ -10,6 +10,7 @@ an unknown key or a wrong type, naming the file, the line and the key.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from enum import StrEnum
@@ -161,6 +162,8 @@ class Settings(BaseSettings):
     spec: Path | None = Field(None, description="serving spec YAML: the reports' critical context")
     prometheus_url: str | None = Field(None, description="Prometheus base URL for the weekly report's figures")
     alertmanager_url: str | None = Field(None, description="Alertmanager base URL; the status page checks it answers")
+    monitoring_file: Path | None = Field(None, description="JSON naming the running Prometheus and Alertmanager, used "
+                                         "when their URLs are not set; default: the lab's (opsbot lab up writes it)")
     public_url: str | None = Field(None, description="opsbot's URL as operators reach it (Slack evidence links); "
                                    "default http://HOST:PORT")
     prometheus_timeout_s: float = Field(10.0, gt=0, description="per query; a slower answer is reported missing")
@@ -214,6 +217,14 @@ class Settings(BaseSettings):
     slack_alert_channel: str | None = Field(None, description="channel id where alert findings are posted")
     slack_approvers: list[str] = Field(default_factory=list, description="Slack user ids allowed to approve")
     slack_approver_groups: list[str] = Field(default_factory=list, description="Slack user group ids allowed to approve")
+    slack_channel_rate_per_s: float = Field(1.0, gt=0, description="posts per second per channel, after the burst "
+                                            "(Slack: about one message per second per channel)")
+    slack_channel_burst: int = Field(10, ge=1, description="posts a channel takes at once before the rate applies")
+    slack_retry_for_s: float = Field(600.0, gt=0, description="how long a Slack call is retried (429, 5xx, timeouts) "
+                                     "before it is reported failed")
+    slack_timeout_s: float = Field(10.0, gt=0, description="one Slack Web API call's deadline")
+    slack_dedup_for_s: float = Field(4 * 3600.0, ge=0, description="an identical notification of the same key "
+                                     "within this long is sent once (Alertmanager's repeat_interval)")
 
     @classmethod
     def settings_customise_sources(
@@ -237,6 +248,32 @@ class Settings(BaseSettings):
 
     def db_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'opsbot.db').resolve()}"
+
+    def monitoring_path(self) -> Path:
+        """Where a local monitoring stack says which Prometheus and Alertmanager run: ``MONITORING_FILE``,
+        else the one ``opsbot lab up`` writes (``OPSBOT_LAB_DIR``, default DATA_DIR/lab, then
+        ``monitoring/monitoring.json``)."""
+        if self.monitoring_file is not None:
+            return self.monitoring_file
+        lab = os.environ.get("OPSBOT_LAB_DIR") or self.data_dir / "lab"
+        return Path(lab).resolve() / "monitoring" / "monitoring.json"
+
+
+def with_running_monitoring(settings: Settings) -> Settings:
+    """Settings whose Prometheus and Alertmanager default to the running ones ``monitoring_path()`` names.
+
+    Called where a command composes its settings (``opsbot serve``, status, weekly report); what the
+    environment sets always wins, and without the file nothing changes.
+    """
+    try:
+        running = json.loads(settings.monitoring_path().read_text())
+    except (OSError, ValueError):
+        return settings
+    if not isinstance(running, dict):
+        return settings
+    update = {f"{name}_url": running[name] for name in ("prometheus", "alertmanager")
+              if isinstance(running.get(name), str) and running[name] and getattr(settings, f"{name}_url") is None}
+    return settings.model_copy(update=update) if update else settings
 
 
 def origins(settings_cls: type[Settings] = Settings) -> dict[str, Origin]:

@@ -1,16 +1,18 @@
 """Shared fixtures. ``lab``: one two-node lab of real systemd + sshd nodes for the whole session;
-``database_url`` / ``postgres_server``: real databases (tests/databases.py)."""
+``database_url`` / ``postgres_server``: real databases (tests/databases.py); ``loop_watchdog``: fails
+the test if anything holds its event loop over 100 ms (tests/loopwatch.py)."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from opsbot.lab.nodes import Lab, isolated_settings
 from opsbot.lab.rootfs import is_complete, rootfs_path
 from tests.databases import database_url, postgres_server  # noqa: F401
+from tests.loopwatch import ARMED, LoopWatchdog
 from tests.realparts import need, need_binary, need_root
 
 
@@ -36,3 +38,20 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield lab
     finally:
         lab.down()
+
+
+@pytest.fixture
+async def loop_watchdog() -> AsyncIterator[LoopWatchdog]:
+    """Watches the service's event loop while it runs (``tests.servicekit.served``, or
+    ``async with loop_watchdog.watching()``); at the end, fails the test with the stack of every
+    stretch over 100 ms that the loop was held (a blocking store call, a synchronous wait)."""
+    watchdog = LoopWatchdog()
+    ARMED.append(watchdog)
+    try:
+        yield watchdog
+    finally:
+        ARMED.remove(watchdog)
+        await watchdog.stop()
+    if watchdog.stalls:
+        pytest.fail(f"{len(watchdog.stalls)} stall(s) of the event loop over {watchdog.limit_s * 1000:.0f} ms:\n\n"
+                    + watchdog.problems(), pytrace=False)

@@ -20,6 +20,7 @@ from opsbot.inventory import Inventory
 from opsbot.service.app import create_app
 from opsbot.settings import Settings
 from opsbot.store import Store
+from tests.loopwatch import watching_if_armed
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -74,7 +75,7 @@ def flow_for(settings: Settings, probe: Any) -> Flow:
 async def served(settings: Settings, flow: Flow) -> AsyncIterator[httpx.AsyncClient]:
     """The app with its lifespan running (intake worker, Slack), driven in this event loop."""
     app = create_app(settings, flow=flow)
-    async with app.router.lifespan_context(app):
+    async with app.router.lifespan_context(app), watching_if_armed():  # the loop watchdog, when the test arms it
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://opsbot.test") as client:
             client.app = app  # type: ignore[attr-defined]

@@ -21,7 +21,8 @@ from aiohttp import web
 class Call:
     method: str
     args: dict[str, Any]
-    status: int = 200  # what the recorder answered (500 when told to fail)
+    status: int = 200  # what the recorder answered (500 or 429 when told to fail)
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -34,12 +35,14 @@ class SlackRecorder:
     _changed: asyncio.Event | None = None
     envelopes: list[dict[str, Any]] = field(default_factory=list)
     zones: dict[str, str] = field(default_factory=dict)  # user id -> tz of the profile (users.info)
-    failures: dict[str, list[str]] = field(default_factory=dict)  # method -> queue of "500" | "timeout"
+    failures: dict[str, list[str]] = field(default_factory=dict)  # method -> "500" | "429" | "refused" | "timeout"
+    retry_after: str = "1"  # the Retry-After header of a 429 answer, in seconds as Slack sends it
     slow_s: float = 3.0  # how long a "timeout" answer takes (the message is kept, as Slack would)
     messages: list[dict[str, Any]] = field(default_factory=list)  # what chat.postMessage put in channels
 
     def fail(self, method: str, *how: str) -> None:
-        """The next calls of ``method`` answer 500 (not posted) or answer late ("timeout": posted)."""
+        """The next calls of ``method`` answer 500 (not posted), 429 ``ratelimited`` with ``Retry-After``
+        (not posted, as Slack's Web API rate limits answer) or answer late ("timeout": posted)."""
         self.failures.setdefault(method, []).extend(how)
 
     def posted(self, channel: str | None = None) -> list[dict[str, Any]]:
@@ -105,6 +108,13 @@ class SlackRecorder:
         if how == "500":
             self.calls.append(Call(method, args, 500))
             return web.json_response({"ok": False, "error": "internal_error"}, status=500)
+        if how == "refused":  # Slack's answer to a call it will never accept (HTTP 200, ok: false)
+            self.calls.append(Call(method, args, 200))
+            return web.json_response({"ok": False, "error": "not_in_channel"})
+        if how == "429":
+            self.calls.append(Call(method, args, 429))
+            return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
+                                     headers={"Retry-After": self.retry_after})
         await self._record(method, args)
         answer: dict[str, Any] = {"ok": True}
         if method == "auth.test":

@@ -15,6 +15,8 @@ from tests.servicekit import block_actions_body, lab_settings, replay, flow_for,
 from tests.slackrecorder import SlackRecorder
 from tests.test_service_alerts import HDR, alert, webhook
 
+pytestmark = pytest.mark.usefixtures("loop_watchdog")  # a handler holding the loop over 100 ms fails the test
+
 
 @pytest.fixture
 async def slack():
@@ -126,8 +128,8 @@ async def test_slack_down_retried_and_never_posted_twice(settings, slack, how):
     slack.slow_s = 1.0
     flow = flow_for(settings, replay("decode-hang-health-200"))
     async with served(settings, flow) as client:
-        client.app.state.slack.incidents.first_delay_s = 0.05
-        client.app.state.slack.incidents.timeout_s = 0.5
+        client.app.state.slack.notifier.first_delay_s = 0.05
+        client.app.state.slack.notifier.timeout_s = 0.5
         await client.post("/alerts", json=webhook(alert("fa")), headers=HDR)
         await client.app.state.intake.drain()
         (incident,) = flow.store.incidents()  # recorded and probed whatever Slack does
@@ -147,8 +149,9 @@ async def test_slack_down_for_good_is_shown_on_the_status_page(settings, slack):
     slack.fail("chat.postMessage", *["500"] * 50)
     flow = flow_for(settings, replay("decode-hang-health-200"))
     async with served(settings, flow) as client:
-        messages = client.app.state.slack.incidents
-        messages.first_delay_s, messages.attempts, messages.resync_delays_s = 0.01, 2, []
+        client.app.state.slack.notifier.first_delay_s = 0.01
+        client.app.state.slack.notifier.retry_for_s = 0.05  # given up on within 50 ms
+        client.app.state.slack.incidents.resync_delays_s = []
         await client.post("/alerts", json=webhook(alert("fa")), headers=HDR)
         await settle(client)
         (incident,) = flow.store.incidents()

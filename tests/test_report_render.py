@@ -19,7 +19,8 @@ from opsbot.report.model import (
     WeeklyReport,
 )
 from opsbot.report.prom import FIGURES, WeekData
-from opsbot.report.render import SLACK_BLOCKS_LIMIT, change, number, render
+from opsbot.report.render import change, number, render
+from opsbot.slack.limits import BLOCKS_MAX
 from opsbot.report.status import notes_from
 from opsbot.report.week import parse_week, zone
 from opsbot.report.weekly import episodes, figures, missing_lines
@@ -101,7 +102,7 @@ def test_any_text_renders_in_every_format_and_blocks_stay_within_slack_limits(ti
     html = render(report, "html")
     assert "<script" not in html.replace("&lt;script", "")
     blocks = json.loads(render(report, "blocks"))
-    assert 1 <= len(blocks) <= SLACK_BLOCKS_LIMIT
+    assert 1 <= len(blocks) <= BLOCKS_MAX
     for b in blocks:
         text = b.get("text", {}).get("text", "")
         assert len(text) <= 3000

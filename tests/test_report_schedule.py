@@ -17,6 +17,7 @@ from sqlalchemy import select
 from opsbot.report.schedule import JOB, SlackPoster, run_weekly, schedule_weekly, start_report_scheduler, weekly_trigger
 from opsbot.report.week import last_complete_week, zone
 from opsbot.settings import Settings
+from opsbot.slack.notifier import SlackNotifier
 from opsbot.store import Store
 from opsbot.store.models import JobRun
 from tests.reportseed import seed_week
@@ -166,7 +167,7 @@ async def test_slack_poster_sends_blocks_then_charts_through_slack_sdk():
     try:
         client = AsyncWebClient(token="xoxb-test", base_url=f"{base}/api/")
         png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
-        await SlackPoster(client).post_report("#ops-reports", "Weekly report", [{"type": "divider"}], [("latency.png", png)])
+        await SlackPoster(SlackNotifier(client)).post_report("#ops-reports", "Weekly report", [{"type": "divider"}], [("latency.png", png)])
     finally:
         await runner.cleanup()
     methods = [m for m, _ in calls]

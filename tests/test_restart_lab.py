@@ -24,6 +24,7 @@ from opsbot.flow import Flow
 from opsbot.parse.metrics import parse_samples
 from opsbot.settings import Settings
 from opsbot.store import Store
+from tests.loopwatch import LoopWatchdog
 
 pytestmark = pytest.mark.lab
 REPO = Path(__file__).resolve().parents[1]
@@ -62,13 +63,17 @@ def _cli(settings: Settings, *args: str, **extra: str) -> subprocess.Popen[str]:
 
 
 def _restart(store, inventory, settings, role="decode", actor="alice", pair=False, approver=None):
-    """Request, approve and execute through the flow, as every surface does."""
+    """Request, approve and execute through the flow, as every surface does; the event loop watched all along
+    (a restart in the service must never hold it over 100 ms: tests/loopwatch.py)."""
     flow = Flow(settings=settings, store=store)
 
     async def go():
-        action, _ = await flow.request_restart([role] if isinstance(role, str) else role, None, actor=actor,
-                                               surface="cli", reason="test", pair=pair)
-        return await flow.approve_and_execute(action.id, approver=approver or actor, surface="cli")
+        async with LoopWatchdog().watching() as watchdog:
+            action, _ = await flow.request_restart([role] if isinstance(role, str) else role, None, actor=actor,
+                                                   surface="cli", reason="test", pair=pair)
+            outcome = await flow.approve_and_execute(action.id, approver=approver or actor, surface="cli")
+        assert not watchdog.stalls, watchdog.problems()
+        return outcome
 
     return asyncio.run(go())
 

@@ -10,6 +10,8 @@ from opsbot.act import plan_remedies
 from opsbot.store import Store
 from tests.servicekit import flow_for, lab_settings, replay, served
 
+pytestmark = pytest.mark.usefixtures("loop_watchdog")  # a handler holding the loop over 100 ms fails the test
+
 
 @pytest.fixture
 def settings(tmp_path, database_url):

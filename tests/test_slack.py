@@ -12,6 +12,8 @@ import pytest
 from tests.servicekit import block_actions_body, flow_for, lab_settings, replay, served, signed, slash_body
 from tests.slackrecorder import SlackRecorder
 
+pytestmark = pytest.mark.usefixtures("loop_watchdog")  # a handler holding the loop over 100 ms fails the test
+
 
 @pytest.fixture
 async def slack():

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opsbot.diagnose import Finding, Remedy
-from opsbot.slack.blocks import BLOCKS_MAX, SECTION_MAX, decided_blocks, finding_blocks
+from opsbot.slack.blocks import decided_blocks, finding_blocks
+from opsbot.slack.limits import BLOCKS_MAX, TEXT_MAX
 from opsbot.slack.commands import parse_command
 
 text = st.text(min_size=0, max_size=3500)
@@ -29,7 +30,7 @@ def test_finding_blocks_respect_slack_limits(fs, plans):
     assert 1 <= len(blocks) <= BLOCKS_MAX
     for b in blocks:
         if b["type"] == "section":
-            assert len(b["text"]["text"]) <= SECTION_MAX
+            assert len(b["text"]["text"]) <= TEXT_MAX
     after = decided_blocks(blocks, "approved by <@U1>")
     assert len(after) <= BLOCKS_MAX
     assert not [b for b in after if b["type"] == "actions"] and after[-1]["text"]["text"] == "approved by <@U1>"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
@@ -20,7 +20,8 @@ from tests.databases import free_port
 from tests.findings import diagnosis, finding
 
 TABLES = {"probes", "findings", "alerts", "actions", "approvals", "audit", "reports", "notes", "decisions",
-          "job_runs", "api_tokens", "role_locks", "slack_threads", "slack_signatures", "instances", "incidents", "action_captures"}
+          "job_runs", "api_tokens", "role_locks", "slack_group_threads", "slack_signatures", "instances", "incidents",
+          "action_captures"}
 
 
 
@@ -221,6 +222,42 @@ def test_a_group_thread_is_claimed_once_across_instances_and_a_stale_claim_is_ta
     finally:
         a.close()
         b.close()
+
+
+def test_a_group_key_of_any_length_claims_its_thread(database_url):
+    """Alertmanager's groupKey is as long as the route's matchers (5,000 characters here): the thread is
+    keyed by its SHA-256, so the claim holds on SQLite and PostgreSQL alike, and two keys differing only
+    at their end are two threads."""
+    long_key = '{}/{alertname=~"^(?:' + "|".join(f"SGLang{i:04d}" for i in range(500)) + ')$"}'
+    long_key = (long_key + "x" * 5000)[:5000]
+    other = long_key[:-1] + "y"
+    with Store(database_url) as s:
+        assert s.claim_slack_thread(long_key, "C0ALERTS", timedelta(minutes=2))
+        assert s.claim_slack_thread(other, "C0ALERTS", timedelta(minutes=2)), "another group, another thread"
+        assert not s.claim_slack_thread(long_key, "C0ALERTS", timedelta(minutes=2))
+        s.save_slack_thread(long_key, "C0ALERTS", "1700000000.000100", "firing")
+        assert s.slack_thread(long_key).ts == "1700000000.000100" and s.slack_thread(other) is None
+
+
+def test_threads_are_rekeyed_by_the_migration(database_url):
+    """A thread kept before the hash (revision 0008) is found by its groupKey after the upgrade."""
+    from alembic import command
+
+    from opsbot.store.alerts import group_hash
+    from opsbot.store.database import alembic_config
+
+    with Store(database_url) as s:
+        s.save_slack_thread("g", "C0ALERTS", "1700000000.000100", "firing")
+        config = alembic_config()
+        with s.engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0008")
+            conn.execute(text("INSERT INTO slack_threads (group_key, channel, ts, state, created_at, updated_at) "
+                              "VALUES ('{}:{alertname=\"X\"}', 'C0ALERTS', '1700000000.000200', 'firing', "
+                              ":at, :at)"), {"at": datetime.now(timezone.utc)})
+            command.upgrade(config, "head")
+        row = s.slack_thread('{}:{alertname="X"}')
+        assert row is not None and row.ts == "1700000000.000200" and row.group_hash == group_hash('{}:{alertname="X"}')
 
 
 def test_concurrent_claimers_exactly_one_wins(database_url):

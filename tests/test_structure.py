@@ -3,8 +3,11 @@ the unit's state machine, progress by source, ordering by cause and what would d
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -507,3 +510,106 @@ def test_a_traceback_without_its_header_and_the_call_its_last_frame_was_making()
 def test_a_launchers_task_label_before_every_line_changes_nothing(task, block):
     labelled = parse_exceptions(_lines([f"{task}: {line}" for line in block]))
     assert [(x.type, x.frames, x.stage) for x in labelled] == [(x.type, x.frames, x.stage) for x in parse_exceptions(_lines(block))]
+
+
+# -- the production service stands apart from the lab ---------------------------------------------------
+ROOT = Path(__file__).parent.parent / "opsbot"
+PRODUCTION = [*sorted(ROOT.glob("service/**/*.py")),
+              *sorted(ROOT.glob("slack/**/*.py")), ROOT / "flow.py",
+              *sorted(p for p in ROOT.glob("cli/*.py") if p.name != "lab.py")]
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """Every module a file imports, at its top or inside a function (``from . import x`` resolved)."""
+    package = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts[:-1])
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return found
+
+
+def test_the_production_service_imports_nothing_from_the_lab():
+    """opsbot/service, opsbot/slack, opsbot/flow.py and the CLI but ``opsbot lab`` name no opsbot.lab module, even
+    inside a function; and importing the service, with what its handlers import, loads none (a subprocess)."""
+    named = [f"{p.relative_to(ROOT.parent)}:{line}: {module}" for p in PRODUCTION for line, module in _imports(p)
+             if module == "opsbot.lab" or module.startswith("opsbot.lab.")]
+    assert named == []
+    from opsbot.service.app import HANDLER_MODULES
+
+    code = ("import sys; import opsbot.service.app, opsbot.slack.app, opsbot.flow, opsbot.collect.pool; "
+            f"[__import__(m) for m in {HANDLER_MODULES!r}]; "
+            "print(sorted(m for m in sys.modules if m == 'opsbot.lab' or m.startswith('opsbot.lab.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT.parent).stdout
+    assert out.strip() == "[]"
+
+
+def test_store_calls_in_async_code_go_through_a_thread():
+    """No ``async def`` of opsbot (the lab aside) calls the store directly: a store method is handed to
+    ``flow.db`` / ``to_thread`` (``db(store.x, ...)``), never called on the event loop."""
+    files = [p for p in sorted(ROOT.rglob("*.py")) if p.relative_to(ROOT).parts[0] != "lab"]
+    calls = []
+    for path in files:
+        for fn in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(fn, ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not fn:
+                    continue  # a sync helper or a lambda, handed to a thread
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and _names_store(node.func.value) and not _inside_sync(fn, node)):
+                    calls.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)[:80]}")
+    assert calls == []
+
+
+def _names_store(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "store") or (
+        isinstance(node, ast.Attribute) and node.attr == "store")
+
+
+def _inside_sync(fn: ast.AsyncFunctionDef, target: ast.AST) -> bool:
+    """Whether ``target`` sits inside a nested sync function or lambda of ``fn`` (run in a thread)."""
+    for node in ast.walk(fn):
+        if (node is not fn and isinstance(node, (ast.FunctionDef, ast.Lambda))
+                and any(child is target for child in ast.walk(node))):
+            return True
+    return False
+
+
+def test_the_service_finds_the_labs_monitoring_through_the_file_it_writes(tmp_path, monkeypatch):
+    """Without an import of the lab: ``opsbot lab up`` writes LAB_DIR/monitoring/monitoring.json, the service's
+    settings default to what it names; what the environment sets wins; no file, no change."""
+    import json
+
+    from opsbot.settings import Settings, with_running_monitoring
+
+    monkeypatch.delenv("OPSBOT_LAB_DIR", raising=False)
+    assert with_running_monitoring(Settings(data_dir=tmp_path)).prometheus_url is None
+    (tmp_path / "lab" / "monitoring").mkdir(parents=True)
+    (tmp_path / "lab" / "monitoring" / "monitoring.json").write_text(
+        json.dumps({"prometheus": "http://127.0.0.1:9090", "alertmanager": "http://127.0.0.1:9093"}))
+    found = with_running_monitoring(Settings(data_dir=tmp_path))
+    assert (found.prometheus_url, found.alertmanager_url) == ("http://127.0.0.1:9090", "http://127.0.0.1:9093")
+    assert with_running_monitoring(Settings(data_dir=tmp_path, prometheus_url="http://prom:9090")).prometheus_url \
+        == "http://prom:9090"
+
+
+def test_slack_is_written_to_only_through_the_notifier():
+    """One notifier (opsbot/slack/notifier.py) sends every message: no other module of opsbot calls a Slack
+    method that writes (its rate limit, retries and order would be bypassed)."""
+    writes = {"chat_postMessage", "chat_update", "chat_postEphemeral", "chat_delete", "files_upload_v2",
+              "files_upload", "chat_scheduleMessage"}
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path == ROOT / "slack" / "notifier.py" or "lab" in path.relative_to(ROOT).parts[:1]:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in writes:
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: .{node.attr}")
+    assert found == []

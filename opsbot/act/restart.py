@@ -2,7 +2,9 @@
 
 Every transition is a compare-and-set on the action's state with its audit entry in the same
 transaction, so an action runs at most once; an action found ``executing`` with no live owner
-was interrupted and is reconciled by looking at the unit, never by running it again.
+was interrupted and is reconciled by looking at the unit, never by running it again. The async
+paths (``execute``, ``reconcile``) make every store call in a worker thread (``_off``): the
+service's event loop never waits on the database.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ import asyncio
 import os
 import socket
 import time
-from datetime import datetime, timedelta
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any, TypeVar
 
+from anyio import to_thread
 from pydantic import BaseModel, Field
 
 from opsbot.act.cost import with_cost
@@ -33,6 +37,7 @@ from opsbot.settings import Settings
 from opsbot.store import Store
 from opsbot.store.models import Action, now
 
+R = TypeVar("R")
 BUDGET_LOCK = "*budget*"  # a short-lived cluster lock around the budget check and the move to executing
 # The flow's port: probe these roles of the cluster, diagnose, record; the probe id and its diagnosis (text says why).
 Evidence = Callable[[str, list[str], str], Awaitable[tuple[str, Diagnosis]]]
@@ -70,6 +75,11 @@ class ActionOutcome(BaseModel):
     @property
     def ok(self) -> bool:
         return self.state == ActionState.succeeded
+
+
+async def _off(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """A store call (or a guard reading the store) in a worker thread, off the event loop."""
+    return await to_thread.run_sync(partial(fn, *args, **kwargs))
 
 
 def holder_id() -> str:
@@ -118,7 +128,7 @@ def request_restart(store: Store, inventory: Inventory, roles: list[str], *, act
 async def execute(ctx: RunContext, action_id: str) -> ActionOutcome:
     """Run an approved restart behind its guards; the outcome is recorded whatever happens."""
     store, actor, surface = ctx.store, ctx.actor, ctx.surface
-    action = store.action(action_id)
+    action = await _off(store.action, action_id)
     plan = RestartPlan.model_validate(action.plan)
     if action.state == ActionState.planned:
         return ActionOutcome(action_id=action_id, state=ActionState.planned,
@@ -129,26 +139,26 @@ async def execute(ctx: RunContext, action_id: str) -> ActionOutcome:
                              message=f"action is already {action.state}; nothing was done ({action.outcome or ''})")
     if action.expires_at <= now():
         msg = f"approval expired at {action.expires_at:%Y-%m-%d %H:%M:%S} UTC; request the restart again"
-        move(store, action_id, (ActionState.approved,), ActionState.expired, actor=actor, surface=surface,
-             what="restart expired", outcome=msg)
+        await _off(move, store, action_id, (ActionState.approved,), ActionState.expired, actor=actor, surface=surface,
+                   what="restart expired", outcome=msg)
         return ActionOutcome(action_id=action_id, state=ActionState.expired, message=msg)
     _, cluster = ctx.inventory.cluster(plan.cluster)
     roles = cluster.select(plan.roles)
-    refusal = _guards(store, plan, roles, cluster, ctx.settings) or _take_locks(store, plan, action_id, ctx.settings)
+    refusal = await _off(lambda: _guards(store, plan, roles, cluster, ctx.settings)
+                         or _take_locks(store, plan, action_id, ctx.settings))
     if refusal:
-        return _refuse(store, action_id, actor, surface, *refusal)
+        return await _off(_refuse, store, action_id, actor, surface, *refusal)
     try:
         return await _run_locked(ctx, action_id, plan, roles, cluster)
     finally:
-        for r in roles:
-            store.release_lock(plan.cluster, r.key, action_id)
+        await _off(_release, store, plan.cluster, [r.key for r in roles], action_id)
 
 
 async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list[Role],
                       cluster: Cluster) -> ActionOutcome:
     store, actor, surface = ctx.store, ctx.actor, ctx.surface
     own_pool = ctx.pool is None
-    pool = ctx.pool or TransportPool(ctx.settings)
+    pool = ctx.pool if ctx.pool is not None else await _off(TransportPool, ctx.settings)  # TLS set-up reads certificates
     try:
         watched = sorted(set(plan.roles) | set(plan.finding_roles))  # a remedy's finding may be on another role
         before = ctx.evidence(plan.cluster, watched, f"before restart {action_id}")
@@ -158,14 +168,15 @@ async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles:
             evidence, seen = await before
         holds, check = finding_check(plan, seen, evidence)
         if not holds:
-            return _refuse(store, action_id, actor, surface, check)
+            return await _off(_refuse, store, action_id, actor, surface, check)
         refusal = await _begin(ctx, action_id, plan, roles, cluster, evidence, check)
         if refusal:
-            return _refuse(store, action_id, actor, surface, *refusal)
+            return await _off(_refuse, store, action_id, actor, surface, *refusal)
         steps: list[StepResult] = []
         verification = None
         try:
-            transports = {r.node: await pool.get(_node(ctx.inventory, plan.cluster, r.node)) for r in roles}
+            transports: dict[str, Transport] = {r.node: await pool.get(_node(ctx.inventory, plan.cluster, r.node))
+                                               for r in roles}
             await _run_steps(transports, plan, roles, ctx.settings, steps)
             if all(s.ok for s in steps):
                 verification = await verify_roles(ctx.look, plan.cluster, roles, ctx.settings)
@@ -174,10 +185,15 @@ async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, roles:
                                     detail=f"{type(exc).__name__}: {exc}"))
         # The after-probe is the record of how it ended: the recovery, or the evidence of the failure.
         after, _ = await ctx.evidence(plan.cluster, plan.roles, f"after restart {action_id}")
-        return _record(store, action_id, plan, actor, surface, evidence, after, steps, verification)
+        return await _off(_record, store, action_id, plan, actor, surface, evidence, after, steps, verification)
     finally:
         if own_pool:
             await pool.close()
+
+
+def _release(store: Store, cluster: str, keys: list[str], action_id: str) -> None:
+    for key in keys:
+        store.release_lock(cluster, key, action_id)
 
 
 def _node(inventory: Inventory, cluster: str, name: str) -> Node:
@@ -284,32 +300,41 @@ async def _begin(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list
                  evidence: str, check: str) -> tuple[str, datetime | None] | None:
     """Re-check the guards under the cluster's budget lock, then move to ``executing`` (counts in the budget);
     ``check``: what the evidence probe said of the plan's finding, kept in the audit."""
-    store, settings = ctx.store, ctx.settings
+    store = ctx.store
     deadline = time.monotonic() + 10
-    while (held := store.take_lock(plan.cluster, BUDGET_LOCK, action_id, holder_id(), timedelta(seconds=30))):
+    while (held := await _off(store.take_lock, plan.cluster, BUDGET_LOCK, action_id, holder_id(),
+                                  timedelta(seconds=30))):
         if time.monotonic() > deadline:
             return (f"budget check busy: held by {held.holder}; retry", None)
         await asyncio.sleep(0.1)
     try:
-        refusal = _guards(store, plan, roles, cluster, settings)
-        if refusal:
-            return refusal
-        row = move(store, action_id, (ActionState.approved,), ActionState.executing, actor=ctx.actor,
-                   surface=ctx.surface, what="restart executing",
-                   audit_detail={"evidence_probe": evidence, "finding_check": check},
-                   started_at=now(), evidence_probe_id=evidence)
-        if row is None:
-            return ("the action is no longer approved (run elsewhere?); nothing was done", None)
-        return None
+        return await _off(_start, ctx, action_id, plan, roles, cluster, evidence, check)
     finally:
-        store.release_lock(plan.cluster, BUDGET_LOCK, action_id)
+        await _off(store.release_lock, plan.cluster, BUDGET_LOCK, action_id)
+
+
+def _start(ctx: RunContext, action_id: str, plan: RestartPlan, roles: list[Role], cluster: Cluster,
+           evidence: str, check: str) -> tuple[str, datetime | None] | None:
+    """Under the budget lock: the guards again, then the move to ``executing``; a refusal or None. ``check``:
+    what the evidence probe said of the plan's finding, kept in the audit."""
+    refusal = _guards(ctx.store, plan, roles, cluster, ctx.settings)
+    if refusal:
+        return refusal
+    row = move(ctx.store, action_id, (ActionState.approved,), ActionState.executing, actor=ctx.actor,
+               surface=ctx.surface, what="restart executing",
+               audit_detail={"evidence_probe": evidence, "finding_check": check},
+               started_at=now(), evidence_probe_id=evidence)
+    if row is None:
+        return ("the action is no longer approved (run elsewhere?); nothing was done", None)
+    return None
 
 
 async def reconcile(ctx: RunContext) -> list[ActionOutcome]:
     """Settle actions left ``executing`` by a process that died: look at the unit, record, never re-run."""
     store = ctx.store
-    expire_overdue(store)
-    orphans = [a for a in store.actions(state=ActionState.executing, limit=1000) if _orphaned(store, a)]
+    await _off(expire_overdue, store)
+    orphans = await _off(lambda: [a for a in store.actions(state=ActionState.executing, limit=1000)
+                                  if _orphaned(store, a)])
     quick = ctx.settings.model_copy(update={"verify_deadline_s": min(ctx.settings.verify_deadline_s, 10.0)})
     out: list[ActionOutcome] = []
     for a in orphans:
@@ -320,11 +345,10 @@ async def reconcile(ctx: RunContext) -> list[ActionOutcome]:
         problems = "; ".join(p for r in verification["roles"] for p in r["problems"])
         msg = ("interrupted while executing (opsbot stopped before recording); reconciled at start-up: "
                + ("the role is active and healthy" if verification["ok"] else f"the role is not healthy: {problems}"))
-        row = move(store, a.id, (ActionState.executing,), state, actor=OWNER, surface="reconcile",
-                    what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
-                    finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
-        for r in roles:
-            store.release_lock(plan.cluster, r.key, a.id)
+        row = await _off(move, store, a.id, (ActionState.executing,), state, actor=OWNER, surface="reconcile",
+                         what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
+                         finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
+        await _off(_release, store, plan.cluster, [r.key for r in roles], a.id)
         if row is not None:
             out.append(ActionOutcome(action_id=a.id, state=state, message=msg, evidence_probe_id=a.evidence_probe_id,
                                      verification=verification))

@@ -86,11 +86,10 @@ def status(
     out: Path | None = typer.Option(None, "--out", help="write into this directory instead of printing"),
 ) -> None:
     """Where the deployment stands: goal, current state, incidents, actions, notes, decisions, context."""
-    from opsbot.lab.monitoring import with_lab_monitoring
     from opsbot.report.status import build_status
-    from opsbot.settings import get_settings
+    from opsbot.settings import get_settings, with_running_monitoring
 
-    settings = with_lab_monitoring(get_settings())
+    settings = with_running_monitoring(get_settings())
     kind = _format(fmt)
     store = _store(settings)
     bundle, incidents = _fresh_probe(settings) if probe else (None, None)
@@ -110,12 +109,11 @@ def weekly(
     """The weekly report: figures from Prometheus and opsbot's history, charts, the week before."""
     import asyncio
 
-    from opsbot.lab.monitoring import with_lab_monitoring
     from opsbot.report.week import WeekError
     from opsbot.report.weekly import build_weekly
-    from opsbot.settings import get_settings
+    from opsbot.settings import get_settings, with_running_monitoring
 
-    settings = with_lab_monitoring(get_settings())
+    settings = with_running_monitoring(get_settings())
     kind = _format(fmt)
     store = _store(settings)
     try:

@@ -96,7 +96,7 @@ async def probe(
     started = utcnow()
     since = since_timestamp(s.log_since, datetime.now(timezone.utc))
     own = pool is None
-    pool = pool or TransportPool(s)
+    pool = pool if pool is not None else await asyncio.to_thread(TransportPool, s)  # its TLS set-up holds the GIL
     try:
         transports = {n.name: await pool.get(n) for n in nodes}
 

@@ -24,8 +24,6 @@ import yaml
 
 import serving
 from opsbot.lab.layout import ALERTMANAGER_OFFSET, PROMETHEUS_OFFSET, LabPlan
-from opsbot.lab.settings import lab_path_for
-from opsbot.settings import Settings
 from serving.alerts import alert_rules_yaml
 from serving.render import alertmanager_config
 from serving.spec import DeploymentSpec, load_spec
@@ -226,15 +224,3 @@ def _running(lab_dir: Path) -> dict[str, str]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def with_lab_monitoring(settings: Settings) -> Settings:
-    """Settings whose Prometheus and Alertmanager default to the lab's, when the lab's monitoring runs.
-
-    Called where a command composes its settings (``opsbot serve``, status, weekly report); what the
-    environment sets always wins, and without a lab nothing changes.
-    """
-    running = _running(lab_path_for(settings))
-    update = {f"{name}_url": running[name] for name in ("prometheus", "alertmanager")
-              if running.get(name) and getattr(settings, f"{name}_url") is None}
-    return settings.model_copy(update=update) if update else settings

@@ -37,13 +37,6 @@ class LabSettings(Settings):
     def lab_path(self) -> Path:
         return (self.lab_dir or self.data_dir / "lab").resolve()
 
-
-def lab_path_for(settings: Settings) -> Path:
-    """The lab directory a non-lab command (serve, the reports) looks in for the lab's monitoring.
-
-    Read from the environment here, at the command's composition root: ``OPSBOT_LAB_DIR``, else
-    ``DATA_DIR/lab`` of the settings given.
-    """
-    if isinstance(settings, LabSettings):
-        return settings.lab_path()
-    return LabSettings(data_dir=settings.data_dir).lab_path()
+    def monitoring_path(self) -> Path:
+        """The monitoring this lab runs (``opsbot.lab.monitoring`` writes it)."""
+        return self.monitoring_file or self.lab_path() / "monitoring" / "monitoring.json"

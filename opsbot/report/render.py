@@ -10,13 +10,12 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from opsbot.parse.recall import short_length
 from opsbot.report.model import Figure, StatusReport
+from opsbot.slack.limits import BLOCKS_MAX, clip
 
 Format = Literal["markdown", "html", "blocks", "json"]
 FORMATS: dict[str, Format] = {"md": "markdown", "markdown": "markdown", "html": "html", "blocks": "blocks",
                               "slack": "blocks", "json": "json"}
 _TEMPLATES = {"markdown": "report.md.j2", "html": "report.html.j2", "blocks": "report.blocks.j2"}
-SLACK_TEXT_LIMIT = 2900  # a section's text is capped at 3000 characters by Slack
-SLACK_BLOCKS_LIMIT = 50
 
 
 def age(seconds: float | None) -> str:
@@ -72,11 +71,6 @@ def change(fig: Figure) -> str:
     return f"{pct:+.0f} % ({'worse' if worse else 'better'})"
 
 
-def clip(text: str | None, limit: int = SLACK_TEXT_LIMIT) -> str:
-    text = text or ""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def slack(text: object) -> str:
     """Escape what Slack's mrkdwn treats as markup (``&``, ``<``, ``>``)."""
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -96,6 +90,12 @@ def _environment() -> Environment:
 _ENV = _environment()
 
 
+def load_templates() -> None:
+    """Compile every template now (the service does it at start-up, off the event loop)."""
+    for name in _TEMPLATES.values():
+        _ENV.get_template(name)
+
+
 def render(report: StatusReport, fmt: Format | str = "markdown") -> str:
     """The report as text in ``fmt``; Block Kit comes back as a JSON array of blocks."""
     kind = FORMATS.get(fmt)
@@ -106,8 +106,8 @@ def render(report: StatusReport, fmt: Format | str = "markdown") -> str:
     text = _ENV.get_template(_TEMPLATES[kind]).render(r=report)
     if kind == "blocks":
         blocks = [json.loads(line) for line in text.splitlines() if line.strip()]
-        if len(blocks) > SLACK_BLOCKS_LIMIT:
-            blocks = blocks[: SLACK_BLOCKS_LIMIT - 1] + [
+        if len(blocks) > BLOCKS_MAX:
+            blocks = blocks[: BLOCKS_MAX - 1] + [
                 {"type": "context", "elements": [{"type": "mrkdwn", "text": "(report shortened for Slack)"}]}]
         return json.dumps(blocks, indent=1)
     return text

@@ -12,7 +12,7 @@ import base64
 import json
 import logging
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from typing import Protocol
 
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -22,6 +22,7 @@ from opsbot.report.render import render
 from opsbot.report.week import last_complete_week, zone
 from opsbot.report.weekly import build_weekly
 from opsbot.settings import Settings
+from opsbot.slack.notifier import SlackNotifier
 from opsbot.store import Store
 
 JOB = "weekly-report"
@@ -36,17 +37,15 @@ class ReportPoster(Protocol):
 
 
 class SlackPoster:
-    """Posts through a slack_sdk ``AsyncWebClient``: the Block Kit message, then the charts as files."""
+    """Posts through the Slack notifier (``opsbot.slack.notifier``): the Block Kit message, then the charts as files."""
 
-    def __init__(self, client: Any) -> None:
-        self.client = client
+    def __init__(self, notifier: SlackNotifier) -> None:
+        self.notifier = notifier
 
     async def post_report(self, channel: str, text: str, blocks: list[dict], files: list[tuple[str, bytes]]) -> None:
-        sent = await self.client.chat_postMessage(channel=channel, text=text, blocks=blocks)
-        if files:
-            await self.client.files_upload_v2(
-                channel=sent["channel"], thread_ts=sent["ts"],
-                file_uploads=[{"filename": name, "content": data, "title": name} for name, data in files])
+        sent = await self.notifier.post(channel, text, blocks)
+        if files and sent is not None:
+            await self.notifier.upload(sent.channel, sent.ts, files)
 
 
 async def run_weekly(store: Store, settings: Settings, poster: ReportPoster | None = None, *,

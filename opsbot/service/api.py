@@ -6,6 +6,7 @@ import asyncio
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
+from anyio import to_thread
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -171,7 +172,7 @@ async def get_status(request: Request, _: Annotated[Caller, Depends(require("rea
     flow = request.app.state.flow
     media, fmt = negotiate(request.headers.get("accept"))
     report = await flow.db(build_status, flow.store, None, flow.settings)
-    return Response(render(report, fmt), media_type=media)
+    return Response(await to_thread.run_sync(render, report, fmt), media_type=media)
 
 
 class ReportSummary(BaseModel):

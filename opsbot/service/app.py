@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import gc
-
+import importlib
 import logging
-from functools import partial
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
+from anyio import to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from opsbot import __version__
 from opsbot.flow import Flow, InventoryUnavailable
-from opsbot.lab.monitoring import with_lab_monitoring
 from opsbot.service import api, pages
 from opsbot.service.chainwatch import ChainWatch
 from opsbot.service.intake import AlertIntake
 from opsbot.service.jobs import Jobs
 from opsbot.service.lease import Lease
 from opsbot.service.limits import BodyLimit, inventory_unavailable, validation_error
-from opsbot.settings import Settings, get_settings
+from opsbot.settings import Settings, get_settings, with_running_monitoring
 from opsbot.store.exclusive import hold_single_instance, release_single_instance
 
 log = logging.getLogger(__name__)
@@ -67,13 +67,35 @@ async def _reconcile(flow: Flow) -> None:
         log.exception("reconciling interrupted actions failed; they stay 'executing' until the next start")
 
 
+# What handlers import on first use: imported at start-up in a thread, so no first request holds the loop.
+HANDLER_MODULES = ("opsbot.act", "opsbot.scope", "opsbot.report.status", "opsbot.report.render", "opsbot.report.weekly",
+                   "opsbot.chat.answers", "opsbot.parse.recall", "opsbot.collect.recall", "opsbot.collect.probe",
+                   "opsbot.diagnose", "opsbot.diagnose.evaluate")
+
+
+def _prepare_handlers(app: FastAPI) -> None:
+    """Off the loop, before the first request: FastAPI builds each route's validators on its first match
+    (a few hundred ms for all of them), handlers import modules on first use, jinja2 compiles a template
+    on its first render. All are done here."""
+    for name in HANDLER_MODULES:
+        importlib.import_module(name)
+    from opsbot.report.render import load_templates
+
+    load_templates()
+    for page in pages.templates.env.list_templates():
+        pages.templates.env.get_template(page)
+    nowhere = {"type": "http", "path": "/\x00", "method": "GET", "root_path": "", "headers": [], "query_string": b""}
+    for route in app.router.routes:
+        route.matches(nowhere)  # walks every route of every included router: each is built once
+
+
 def create_app(settings: Settings | None = None, *, flow: Flow | None = None) -> FastAPI:
     """The service's composition root: one Settings, one Flow, and every trigger started in the lifespan.
 
     ``flow`` lets tests and benchmarks choose the store and probe function. In the lab, Prometheus and
     Alertmanager default to the lab's monitoring when it runs.
     """
-    settings = with_lab_monitoring(settings or get_settings())
+    settings = with_running_monitoring(settings or get_settings())
     if flow is None:
         from opsbot.collect.pool import KeptPool
 
@@ -86,6 +108,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
         lock = hold_single_instance(flow.store.url) if hasattr(flow.store, "url") else None
         await flow.db(_check_clock, flow)
         await flow.prepare()
+        await to_thread.run_sync(_prepare_handlers, app)
         gc.freeze()  # what start-up loaded lives as long as the process: full collections need not scan it
         await _reconcile(flow)
         lease = Lease(flow, sweeps=[app.state.intake.recover, flow.sweep_incidents, *_report_sweeps(flow, slack),
@@ -110,6 +133,7 @@ def create_app(settings: Settings | None = None, *, flow: Flow | None = None) ->
             await app.state.jobs.close()
             if slack:
                 await slack.incidents.close()
+                await slack.notifier.close()
             if flow.pool is not None:
                 await flow.pool.close()
             release_single_instance(lock)
@@ -143,7 +167,7 @@ def _report_sweeps(flow: Flow, slack: Any) -> list[Any]:
         return []
     from opsbot.report.schedule import SlackPoster, resume_weekly
 
-    poster = SlackPoster(slack.client) if slack is not None else None
+    poster = SlackPoster(slack.notifier) if slack is not None else None
     return [partial(resume_weekly, flow.store, flow.settings, poster, instance=flow.instance)]
 
 
@@ -153,7 +177,7 @@ def _start_reports(flow: Flow, slack: Any) -> Any:
         return None
     from opsbot.report.schedule import SlackPoster, start_report_scheduler
 
-    poster = SlackPoster(slack.client) if slack is not None else None
+    poster = SlackPoster(slack.notifier) if slack is not None else None
     return start_report_scheduler(flow.store, flow.settings, poster, instance=flow.instance)
 
 
@@ -167,7 +191,7 @@ def _start_recall(flow: Flow, slack: Any) -> Any:
     from opsbot.service.recall_schedule import schedule_recall, slack_poster
 
     scheduler = AsyncIOScheduler(timezone=zone(flow.settings.report_timezone))
-    schedule_recall(scheduler, flow, slack_poster(flow.settings, slack.client if slack is not None else None))
+    schedule_recall(scheduler, flow, slack_poster(flow.settings, slack.notifier if slack is not None else None))
     scheduler.start()
     return scheduler
 

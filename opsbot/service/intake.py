@@ -169,7 +169,10 @@ class AlertIntake:
             for a in alerts:
                 by_group[a.group_key].append(a)
             for group_key, items in by_group.items():
-                await self.notifier.finding(group_key, items, result, error)
+                try:
+                    await self.notifier.finding(group_key, items, result, error)
+                except Exception:  # noqa: BLE001 - one group's failure never skips the later groups
+                    log.exception("alert group %.80s: its Slack thread was not posted", group_key)
 
     async def drain(self) -> None:
         """Wait until every accepted alert has been handled (tests, benchmarks, shutdown)."""

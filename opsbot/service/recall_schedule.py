@@ -20,6 +20,7 @@ from opsbot.parse.recall import short_length
 from opsbot.report.week import zone
 from opsbot.settings import Settings
 from opsbot.slack.blocks import recall_blocks
+from opsbot.slack.notifier import SlackNotifier
 
 JOB = "recall"
 log = logging.getLogger("opsbot.recall")
@@ -30,24 +31,20 @@ class RecallPoster(Protocol):
 
 
 class SlackRecallPoster:
-    """Posts to a channel through a slack_sdk ``AsyncWebClient``."""
+    """Posts to a channel through the Slack notifier (``opsbot.slack.notifier``)."""
 
-    def __init__(self, client: Any, channel: str) -> None:
-        self.client, self.channel = client, channel
+    def __init__(self, notifier: SlackNotifier, channel: str) -> None:
+        self.notifier, self.channel = notifier, channel
 
     async def post(self, text: str, blocks: list[dict]) -> None:
-        await self.client.chat_postMessage(channel=self.channel, text=text, blocks=blocks)
+        await self.notifier.post(self.channel, text, blocks)
 
 
-def slack_poster(settings: Settings, client: Any | None = None) -> SlackRecallPoster | None:
+def slack_poster(settings: Settings, notifier: SlackNotifier | None = None) -> SlackRecallPoster | None:
     """A poster when Slack is configured (a bot token and the alert channel), else None."""
     if not (settings.slack_bot_token and settings.slack_alert_channel):
         return None
-    if client is None:
-        from slack_sdk.web.async_client import AsyncWebClient
-
-        client = AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
-    return SlackRecallPoster(client, settings.slack_alert_channel)
+    return SlackRecallPoster(notifier or SlackNotifier.from_settings(settings), settings.slack_alert_channel)
 
 
 async def report_worse(result: Any, poster: RecallPoster | None, why: str) -> None:

@@ -2,9 +2,9 @@
 
 Every request's signature is verified on the raw bytes (and its replay refused) before it is parsed;
 bolt verifies it again before a listener runs.
-Listeners acknowledge at once (Slack allows 3 s), then do the work and post the answer with
-``chat.postMessage`` to the channel; the Web API base URL comes from settings, so tests point it
-at a local recording server. Socket Mode (``OPSBOT_SLACK_SOCKET_MODE=true`` + an ``xapp-`` token)
+Listeners acknowledge at once (Slack allows 3 s), then do the work and post the answer to the channel
+through the one notifier (``opsbot.slack.notifier``); the Web API base URL comes from settings, so
+tests point it at a local recording server. Socket Mode (``OPSBOT_SLACK_SOCKET_MODE=true`` + an ``xapp-`` token)
 connects out to Slack instead, for clusters with no public ingress.
 """
 
@@ -16,6 +16,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from anyio import to_thread
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
@@ -29,6 +30,7 @@ from opsbot.parse.lines import linear
 from opsbot.slack.blocks import context, decided_blocks, escape, finding_blocks, help_blocks, plan_blocks, section
 from opsbot.slack.commands import Command, parse_command
 from opsbot.slack.incident import IncidentMessages
+from opsbot.slack.notifier import SlackNotifier
 from opsbot.slack.signing import WINDOW_S, body_problem, signature_problem
 from opsbot.slack.threads import AlertThreads
 
@@ -67,10 +69,11 @@ class SlackSurface:
         s = flow.settings
         self.flow = flow
         self.client = AsyncWebClient(token=s.slack_bot_token, base_url=s.slack_api_url)
+        self.notifier = SlackNotifier.from_settings(s, self.client)  # every message goes out through it
         self.bolt = AsyncApp(client=self.client, signing_secret=s.slack_signing_secret, process_before_response=False)
         self.handler = AsyncSlackRequestHandler(self.bolt)
         self.threads = AlertThreads(self)
-        self.incidents = IncidentMessages(self.client, flow.store, flow.db, s.slack_alert_channel, s.page_url,
+        self.incidents = IncidentMessages(self.notifier, flow.store, flow.db, s.slack_alert_channel, s.page_url,
                                           instance=flow.instance, lease=timedelta(seconds=s.instance_lease_s))
         flow.incidents.notifier = self.incidents
         self.bolt.command(s.slack_command)(self._command)
@@ -109,7 +112,7 @@ class SlackSurface:
             log.info("slack command %r failed: %s", cmd.text, exc)
             await respond(text=f":warning: {escape(exc)}", response_type="ephemeral")
             return
-        await self.client.chat_postMessage(channel=channel, blocks=blocks, text=text)
+        await self.notifier.post(channel, text, blocks)
 
     async def _answer(self, cmd: Command, user: str) -> tuple[list[dict[str, Any]], str]:
         flow = self.flow
@@ -118,7 +121,7 @@ class SlackSurface:
             from opsbot.report.status import build_status
 
             report = await flow.db(build_status, flow.store, None, flow.settings)
-            return json.loads(render(report, "blocks")), report.title
+            return json.loads(await to_thread.run_sync(render, report, "blocks")), report.title
         if cmd.verb == "report":
             from opsbot.report.render import render
             from opsbot.report.weekly import build_weekly
@@ -126,7 +129,7 @@ class SlackSurface:
             if cmd.args[:1] != ["weekly"]:
                 raise ValueError("say `report weekly`")
             weekly = await build_weekly(flow.store, flow.settings.prometheus_url, None, settings=flow.settings)
-            return json.loads(render(weekly, "blocks")), weekly.title
+            return json.loads(await to_thread.run_sync(render, weekly, "blocks")), weekly.title
         if cmd.verb == "restart":
             if len(cmd.args) != 1:
                 raise ValueError("say which role: `restart decode`")
@@ -177,7 +180,7 @@ class SlackSurface:
                              else await self._answer(cmd, user))
         except Exception as exc:  # noqa: BLE001 - the operator sees why, escaped (it may quote their words)
             blocks, title = [section(f":warning: {escape(str(exc))}")], escape(str(exc))
-        await self.client.chat_postMessage(channel=event["channel"], thread_ts=thread, blocks=blocks, text=title)
+        await self.notifier.post(event["channel"], title, blocks, thread_ts=thread)
 
     def result_blocks(self, result: ProbeResult) -> list[dict[str, Any]]:
         """The findings, with the flow's planned restart (buttons) for each remedy that needs approval."""
@@ -208,28 +211,25 @@ class SlackSurface:
         if not await self.allowed(user):
             await self.flow.db(self.flow.store.audit, f"slack:{user}", "slack", "approval refused: not allowed",
                                   {"action": action_id})
-            await self.client.chat_postEphemeral(
-                channel=channel, user=user,
-                text=f":no_entry: <@{user}> is not allowed to approve restarts (ask someone in the approvers list).",
-            )
+            await self.notifier.ephemeral(
+                channel, user, f":no_entry: <@{user}> is not allowed to approve restarts (ask someone in the approvers list).")
             return
         if await self.flow.db(self.flow.store.incident_for_action, action_id) is not None:
             try:  # the incident's message follows the restart (the flow tells it)
                 await self.flow.approve_and_execute(action_id, approver=f"slack:{user}", surface="slack")
             except ApprovalRefused as exc:
-                await self.client.chat_postEphemeral(channel=channel, user=user, text=f":warning: not done: {escape(exc)}")
+                await self.notifier.ephemeral(channel, user, f":warning: not done: {escape(exc)}")
             return
         running = f":hourglass_flowing_sand: *{escape(label)}* approved by <@{user}>; running…"
-        await self.client.chat_update(channel=channel, ts=ts, text=label, blocks=decided_blocks(original, running))
+        await self.notifier.update(channel, ts, label, decided_blocks(original, running))
         try:
             outcome = await self.flow.approve_and_execute(action_id, approver=f"slack:{user}", surface="slack")
         except ApprovalRefused as exc:
-            await self.client.chat_update(channel=channel, ts=ts, text=escape(exc),
-                                          blocks=decided_blocks(original, f":warning: not done: {escape(exc)}"))
+            await self.notifier.update(channel, ts, escape(exc), decided_blocks(original, f":warning: not done: {escape(exc)}"))
             return
         icon = ":white_check_mark:" if outcome.ok else ":x:"
         line = f"{icon} *{escape(label)}* approved by <@{user}>: *{outcome.state}*. {escape(outcome.message)}"
-        await self.client.chat_update(channel=channel, ts=ts, text=line, blocks=decided_blocks(original, line))
+        await self.notifier.update(channel, ts, line, decided_blocks(original, line))
 
     async def _dismiss(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         """Dismissing a plan cancels a restart: it takes an approver, as approving does."""
@@ -239,20 +239,17 @@ class SlackSurface:
         if not await self.allowed(user):
             await self.flow.db(self.flow.store.audit, f"slack:{user}", "slack", "dismissal refused: not allowed",
                                   {"action": action_id})
-            await self.client.chat_postEphemeral(
-                channel=channel, user=user,
-                text=f":no_entry: <@{user}> is not allowed to dismiss restarts (ask someone in the approvers list).",
-            )
+            await self.notifier.ephemeral(
+                channel, user, f":no_entry: <@{user}> is not allowed to dismiss restarts (ask someone in the approvers list).")
             return
         row = await self.flow.dismiss(action_id, actor=f"slack:{user}", surface="slack")
         if row is None:
-            await self.client.chat_postEphemeral(channel=channel, user=user, text=await self._not_pending(action_id))
+            await self.notifier.ephemeral(channel, user, await self._not_pending(action_id))
             return
         if await self.flow.db(self.flow.store.incident_for_action, action_id) is not None:
             return  # the incident's message says it
         line = f":heavy_multiplication_x: dismissed by <@{user}>"
-        await self.client.chat_update(channel=channel, ts=ts, text=line,
-                                      blocks=decided_blocks((body.get("message") or {}).get("blocks", []), line))
+        await self.notifier.update(channel, ts, line, decided_blocks((body.get("message") or {}).get("blocks", []), line))
 
 
     async def _not_pending(self, action_id: str) -> str:

@@ -1,7 +1,7 @@
 """Block Kit messages for findings, plans and outcomes (pure: data in, blocks out).
 
-Slack's limits are respected here: section text is cut at 3000 characters and a message
-carries at most 50 blocks (``msg_blocks_too_long`` otherwise). Every text that came from outside
+Slack's limits (``opsbot.slack.limits``) are respected here: section text is cut where a reader sees
+it cut, and a message carries at most 50 blocks (``msg_blocks_too_long`` otherwise). Every text that came from outside
 (alert labels, log lines, findings' evidence, reasons, operator text) goes through ``escape``, so
 ``<!channel>`` or ``<https://x|click>`` in it shows as text and never pings or links.
 """
@@ -16,22 +16,18 @@ from opsbot.contracts import SEVERITY_EMOJI, UNKNOWN_EMOJI, Finding, RestartCost
 from opsbot.parse.recall import grid, short_length, summarize
 from opsbot.report.render import slack as escape
 from opsbot.slack.commands import HELP
+from opsbot.slack.limits import BLOCKS_MAX, clip
+from opsbot.slack.limits import fit_blocks as _fit
 
 Block = dict[str, Any]
-SECTION_MAX = 3000
-BLOCKS_MAX = 50
-
-
-def _text(s: str) -> str:
-    return s if len(s) <= SECTION_MAX else s[: SECTION_MAX - 1] + "…"
 
 
 def section(markdown: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": _text(markdown)}}
+    return {"type": "section", "text": {"type": "mrkdwn", "text": clip(markdown)}}
 
 
 def context(markdown: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": _text(markdown)}]}
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(markdown)}]}
 
 
 def help_blocks(command: str) -> list[Block]:
@@ -130,13 +126,6 @@ def decided_blocks(original: list[Block], line: str) -> list[Block]:
     """The original message with its buttons replaced by who decided what (no double clicks)."""
     kept = [b for b in original if b.get("type") != "actions"]
     return _fit(kept, room=BLOCKS_MAX - 1) + [section(line)]
-
-
-def _fit(blocks: list[Block], room: int = BLOCKS_MAX) -> list[Block]:
-    """At most ``room`` blocks; the last one says how many were left out (the status page has them all)."""
-    if len(blocks) <= room:
-        return blocks
-    return blocks[: room - 1] + [context(f"{len(blocks) - room + 1} more blocks left out; see the status page")]
 
 
 def recall_blocks(recall: Recall, title: str, note: str | None = None) -> list[Block]:

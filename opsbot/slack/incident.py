@@ -3,9 +3,9 @@ place (``chat.update``) as it moves (alerts coalesced, a second probe, approval 
 verified, resolved); each timeline entry is also a reply in its thread.
 
 ``incident_blocks`` is pure (the incident, its actions and its latest finding in, blocks out).
-``IncidentMessages`` does the I/O: a claim in the store makes the message posted at most once across
-instances; Slack errors are retried with backoff, and a post that may have reached Slack (a timeout)
-is looked up by its metadata before it is sent again.
+``IncidentMessages`` does the I/O through the one notifier (``opsbot.slack.notifier``): a claim in the
+store makes the message posted at most once across instances; the notifier retries Slack's errors, and
+looks a post that may have reached Slack (a timeout) up by its metadata before sending it again.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
-from slack_sdk.errors import SlackApiError, SlackClientError
 
 from opsbot.contracts import ActionState, IncidentState, RestartPlan
 from opsbot.slack.blocks import context, cost_blocks, escape, restart_buttons, section
+from opsbot.slack.notifier import SlackNotifier
 from opsbot.store.incidents import duration_text
 
 log = logging.getLogger(__name__)
@@ -95,13 +95,11 @@ Snapshot = tuple[Any, list[Any], Any | None]
 class IncidentMessages:
     """Keeps each incident's message current; ``changed(id)`` after every change (from the flow)."""
 
-    def __init__(self, client: Any, store: Any, db: Callable[..., Awaitable[Any]], channel: str | None,
-                 page_url: Callable[[str], str], *, attempts: int = 5, first_delay_s: float = 0.5,
-                 timeout_s: float = 10.0, instance: str | None = None, lease: timedelta | None = None) -> None:
-        self.client, self.store, self.db, self.channel = client, store, db, channel
+    def __init__(self, notifier: SlackNotifier, store: Any, db: Callable[..., Awaitable[Any]], channel: str | None,
+                 page_url: Callable[[str], str], *, instance: str | None = None, lease: timedelta | None = None) -> None:
+        self.notifier, self.store, self.db, self.channel = notifier, store, db, channel
         self.page_url = page_url
         self.instance, self.lease = instance, lease  # whose claims these are; a dead instance's are free
-        self.attempts, self.first_delay_s, self.timeout_s = attempts, first_delay_s, timeout_s
         self.resync_delays_s = [5.0, 15.0, 30.0, 60.0, 120.0, 300.0]  # Slack still down: try again later
         self._dirty: set[str] = set()
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -163,70 +161,31 @@ class IncidentMessages:
 
     async def _sync(self, incident_id: str) -> None:
         incident, actions, finding = await self._snapshot(incident_id)
-        if incident is None:
+        if incident is None or not self.channel:
             return
         blocks = incident_blocks(incident, actions, finding, self.page_url(f"/probes/{incident.probes[-1]}"))
         text = headline(incident)
+
+        async def noted(why: str) -> None:  # Slack is being retried: the status page shows why meanwhile
+            await self.db(self.store.slack_failed_attempt, incident_id, why)
+
         if incident.slack_ts is None:
             if not await self.db(self.store.claim_slack_post, incident_id, CLAIM_STALE, self.instance, self.lease):
                 return  # posted meanwhile, or another instance is posting it
-            # an earlier claim (a killed instance's, a timed-out post) may have reached Slack: look first
-            ts = await self._post_once(incident_id, text, blocks, maybe_sent=incident.slack_attempts > 0)
-            await self.db(self.store.slack_posted, incident_id, self.channel, ts, 0)
-            channel, shown = self.channel, 0
+            # an earlier claim (a killed instance's, a timed-out post) may have reached Slack: the notifier looks first
+            posted = await self.notifier.post(
+                self.channel, text, blocks, metadata={"event_type": EVENT_TYPE, "event_payload": {"incident": incident_id}},
+                maybe_sent=incident.slack_attempts > 0, on_retry=noted)
+            assert posted is not None  # no dedup key: never skipped
+            await self.db(self.store.slack_posted, incident_id, self.channel, posted.ts, 0)
+            channel, ts, shown = self.channel, posted.ts, 0
         else:
             channel, ts, shown = incident.slack_channel, incident.slack_ts, incident.slack_version
-            await self._retry(lambda: self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks))
+            await self.notifier.update(channel, ts, text, blocks, on_retry=noted)
         for i, event in enumerate(incident.timeline[shown:], start=shown):
-            await self._retry(lambda e=event: self.client.chat_postMessage(
-                channel=channel, thread_ts=ts, text=f"{e['at'][11:19]} UTC · {escape(e['what'])}"))
+            await self.notifier.post(channel, f"{event['at'][11:19]} UTC · {escape(event['what'])}", thread_ts=ts,
+                                     on_retry=noted)
             await self.db(self.store.slack_updated, incident_id, i + 1)
-
-    async def _post_once(self, incident_id: str, text: str, blocks: list[Block], *, maybe_sent: bool = False) -> str:
-        """``chat.postMessage`` with retries; after a timeout the channel is searched for the message first."""
-        metadata = {"event_type": EVENT_TYPE, "event_payload": {"incident": incident_id}}
-        delay = self.first_delay_s
-        for attempt in range(1, self.attempts + 1):
-            if maybe_sent and (ts := await self._find_posted(incident_id)):
-                return ts
-            try:
-                answer = await asyncio.wait_for(self.client.chat_postMessage(
-                    channel=self.channel, text=text, blocks=blocks, metadata=metadata), self.timeout_s)
-                return str(answer["ts"])
-            except (asyncio.TimeoutError, SlackClientError, OSError) as exc:
-                maybe_sent = maybe_sent or not _refused(exc)
-                if attempt == self.attempts:
-                    raise
-                log.info("incident %s: post attempt %d failed (%s); retrying in %.1f s", incident_id, attempt, exc, delay)
-                await self.db(self.store.slack_failed_attempt, incident_id, f"{type(exc).__name__}: {exc}")
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 8.0)
-        raise AssertionError("unreachable")
-
-    async def _find_posted(self, incident_id: str) -> str | None:
-        answer = await asyncio.wait_for(self.client.conversations_history(
-            channel=self.channel, limit=100, include_all_metadata=True), self.timeout_s)
-        for message in answer.get("messages") or []:
-            meta = message.get("metadata") or {}
-            if meta.get("event_type") == EVENT_TYPE and (meta.get("event_payload") or {}).get("incident") == incident_id:
-                return str(message["ts"])
-        return None
-
-    async def _retry(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        delay = self.first_delay_s
-        for attempt in range(1, self.attempts + 1):
-            try:
-                return await asyncio.wait_for(call(), self.timeout_s)
-            except (asyncio.TimeoutError, SlackClientError, OSError):
-                if attempt == self.attempts:
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 8.0)
-
-
-def _refused(exc: BaseException) -> bool:
-    """Slack answered and said no (the message was not posted): safe to send again without looking."""
-    return isinstance(exc, SlackApiError) and exc.response is not None and exc.response.status_code < 500
 
 
 def _snapshot(store: Any, incident_id: str) -> Snapshot:

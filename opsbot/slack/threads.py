@@ -7,6 +7,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from opsbot.slack.blocks import escape, section
+from opsbot.slack.notifier import Dedup, SlackNotifier
+from opsbot.store.alerts import group_hash
 
 if TYPE_CHECKING:
     from opsbot.contracts.alerts import StoredAlert
@@ -20,13 +22,13 @@ class ThreadSurface(Protocol):
     """What the alert threads use of the Slack surface (``opsbot.slack.app.SlackSurface``)."""
 
     flow: Flow
-    client: Any  # slack_sdk's AsyncWebClient
+    notifier: SlackNotifier
 
     def result_blocks(self, result: ProbeResult) -> list[dict[str, Any]]: ...
 
 
 class AlertThreads:
-    """Maps an alert group (``groupKey``) to its thread, kept in the store's ``slack_threads`` table."""
+    """Maps an alert group (``groupKey``, kept hashed) to its thread, in the store's ``slack_group_threads`` table."""
 
     def __init__(self, surface: ThreadSurface) -> None:
         self.surface = surface
@@ -35,7 +37,7 @@ class AlertThreads:
         channel = self.surface.flow.settings.slack_alert_channel
         if not channel:
             return
-        client = self.surface.client
+        notifier = self.surface.notifier
         store = self.surface.flow.store
         resolved = all(a.status == "resolved" for a in alerts)
         state = "resolved" if resolved else "firing"
@@ -47,24 +49,29 @@ class AlertThreads:
         else:
             body = [section(f":warning: the probe could not run: {escape(error)}")]
         blocks = [section(head)] + body
+        dedup = Dedup(f"alert-group:{group_hash(group_key)}", _said(alerts, result, error))
         db = self.surface.flow.db
         thread = await db(store.slack_thread, group_key)
         if thread is None and await db(store.claim_slack_thread, group_key, channel, CLAIM_STALE):
             try:
-                posted = await client.chat_postMessage(channel=channel, text=head, blocks=blocks)
+                posted = await notifier.post(channel, head, blocks, dedup=dedup)
             except BaseException:
                 await db(store.release_slack_thread, group_key)
                 raise
-            await db(store.save_slack_thread, group_key, channel, posted["ts"], state)
+            if posted is None:
+                await db(store.release_slack_thread, group_key)
+                return
+            await db(store.save_slack_thread, group_key, channel, posted.ts, state)
             return
         thread = thread or await self._posted_by_another(group_key)
         if thread is None:  # the other instance's post never came: better twice than not at all
-            await client.chat_postMessage(channel=channel, text=head, blocks=blocks)
+            await notifier.post(channel, head, blocks, dedup=dedup)
             return
-        await client.chat_postMessage(channel=thread.channel, thread_ts=thread.ts, text=head, blocks=blocks)
+        if await notifier.post(thread.channel, head, blocks, thread_ts=thread.ts, dedup=dedup) is None:
+            return
         if resolved:
-            await client.chat_update(channel=thread.channel, ts=thread.ts, text=head,
-                                     blocks=[section(f"{head}\n_the thread has the probe taken after it resolved_")])
+            await notifier.update(thread.channel, thread.ts, head,
+                                  [section(f"{head}\n_the thread has the probe taken after it resolved_")])
         if state != thread.state:
             await self.surface.flow.db(store.save_slack_thread, group_key, thread.channel, thread.ts, state)
 
@@ -77,3 +84,10 @@ class AlertThreads:
                 return thread
             await asyncio.sleep(0.25)
         return None
+
+
+def _said(alerts: list[StoredAlert], result: ProbeResult | None, error: str | None) -> str:
+    """What a group's notification says, for the dedup stage: its alerts and their status (as Alertmanager's
+    notification log keeps the firing and resolved sets) and what the probe found."""
+    found = sorted(f.incident for f in result.diagnosis.findings) if result is not None else [f"error: {error}"]
+    return "|".join(sorted(f"{a.fingerprint}:{a.status}" for a in alerts)) + "|" + ",".join(found)

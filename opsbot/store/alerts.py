@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,6 +24,11 @@ from opsbot.store.models import (
 )
 
 ALERT_CHUNK = 500
+
+
+def group_hash(group_key: str) -> str:
+    """An Alertmanager ``groupKey`` as the key of its Slack thread: 64 hex characters whatever its length."""
+    return hashlib.sha256(group_key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass
@@ -155,34 +161,37 @@ class AlertRecords(Gateway):
 
     def slack_thread(self, group_key: str) -> SlackThread | None:
         """The group's thread once posted (a claim still posting, ``ts`` empty, is not one yet)."""
-        row = self.read(lambda s: s.get(SlackThread, group_key))
+        row = self.read(lambda s: s.get(SlackThread, group_hash(group_key)))
         return row if row is not None and row.ts else None
 
     def claim_slack_thread(self, group_key: str, channel: str, stale_after: timedelta) -> bool:
         """Take the right to post the group's first message, once across instances; a claim whose poster
         went quiet for ``stale_after`` (killed mid-post) can be taken again."""
+        key = group_hash(group_key)
         try:
-            self.write(lambda s: s.add(SlackThread(group_key=group_key, channel=channel, ts="", state="posting")),
+            self.write(lambda s: s.add(SlackThread(group_hash=key, channel=channel, ts="", state="posting")),
                        "claim slack thread")
             return True
         except IntegrityError:
             at = now()
-            take = (update(SlackThread).where(SlackThread.group_key == group_key, SlackThread.ts == "",
+            take = (update(SlackThread).where(SlackThread.group_hash == key, SlackThread.ts == "",
                                               SlackThread.updated_at < at - stale_after).values(updated_at=at))
             return bool(self.write(lambda s: s.execute(take).rowcount, "take over slack thread"))  # type: ignore[attr-defined]
 
     def release_slack_thread(self, group_key: str) -> None:
         """The claimed post failed: the next finding of the group may post it."""
-        self.write(lambda s: s.execute(delete(SlackThread).where(SlackThread.group_key == group_key,
+        key = group_hash(group_key)
+        self.write(lambda s: s.execute(delete(SlackThread).where(SlackThread.group_hash == key,
                                                                  SlackThread.ts == "")), "release slack thread")
 
     def save_slack_thread(self, group_key: str, channel: str, ts: str, state: str) -> SlackThread:
         """Remember (or update the state of) an alert group's thread; the first thread of a group is kept."""
+        key = group_hash(group_key)
 
         def _save(s: Session) -> SlackThread:
-            row = s.get(SlackThread, group_key)
+            row = s.get(SlackThread, key)
             if row is None:
-                row = SlackThread(group_key=group_key, channel=channel, ts=ts, state=state)
+                row = SlackThread(group_hash=key, channel=channel, ts=ts, state=state)
                 s.add(row)
             elif not row.ts:  # this instance's claim, now posted
                 row.channel, row.ts, row.state, row.updated_at = channel, ts, state, now()

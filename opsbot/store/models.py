@@ -133,10 +133,11 @@ class Instance(Base):
 
 
 class SlackThread(Base):
-    """The Slack thread of one Alertmanager group (``groupKey``): where its findings are posted."""
+    """The Slack thread of one Alertmanager group: where its findings are posted. Keyed by the SHA-256 of
+    the ``groupKey`` (``group_hash``), which is as long as the route's matchers make it."""
 
-    __tablename__ = "slack_threads"
-    group_key: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    __tablename__ = "slack_group_threads"
+    group_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     channel: Mapped[str] = mapped_column(String(64))
     ts: Mapped[str] = mapped_column(String(32))
     state: Mapped[str] = mapped_column(String(16))  # firing | resolved
