@@ -26,7 +26,7 @@ from opsbot.bundle import Trigger
 from opsbot.contracts.alerts import StoredAlert
 from opsbot.flow import ProbeResult, Flow
 from opsbot.inventory import Inventory, UnknownRole
-from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope
+from opsbot.service.alertmanager import ALL_ROLES, Alert, Webhook, alert_scope, label_fingerprint
 from opsbot.service.coalesce import Coalescer
 from opsbot.service.groupcommit import GroupCommit
 from opsbot.store import AlertIn
@@ -187,7 +187,7 @@ class AlertIntake:
 def _alert_in(hook: Webhook, alert: Alert, default_cluster: str) -> AlertIn:
     cluster, role = alert_scope(alert, default_cluster)
     return AlertIn(
-        fingerprint=alert.fingerprint,
+        fingerprint=alert.fingerprint or label_fingerprint(alert.labels),
         status=alert.status,
         labels=alert.labels,
         annotations=alert.annotations,

@@ -159,6 +159,8 @@ class SlackSurface:
             inventory = None
         tz = zone(await self._user_zone(user), flow.settings.report_timezone)
         said = await flow.db(answer, intent, flow.store, inventory, flow.settings, tz, datetime.now(timezone.utc))
+        if said is None:  # a probe request: the caller probes it; nothing for the store to answer
+            return [section("That asks for a probe: `/opsbot probe`")], "That asks for a probe"
         lines = "\n".join(f"• {escape(line)}" for line in said.lines)
         return [context(said.understood), section(f"*{escape(said.title)}*\n{lines}")], said.title
 
