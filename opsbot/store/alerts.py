@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import String, any_, bindparam, delete, func, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -74,16 +75,15 @@ class AlertRecords(Gateway):
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
         # one statement for every row (executemany with RETURNING: SQLAlchemy's insertmanyvalues), compiled
         # once and cached; a multi-row VALUES would be compiled afresh for every row count
+        # RETURNING the new rows' ids: only the duplicates' ids are looked up after (none in a fresh storm)
         stmt = insert(Alert.__table__).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(
-            Alert.__table__.c.dedup_key)
-        values, keys = list(rows.values()), list(rows)
+            Alert.__table__.c.dedup_key, Alert.__table__.c.id)
+        values = list(rows.values())
 
         def _save(s: Session) -> list[tuple[int, bool]]:
-            fresh = set(s.scalars(stmt, values).all())
-            ids: dict[str, int] = {}
-            for i in range(0, len(keys), ALERT_CHUNK):  # keeps each IN under SQLite's bound-parameter limit
-                ids.update(s.execute(select(Alert.dedup_key, Alert.id)
-                                     .where(Alert.dedup_key.in_(keys[i:i + ALERT_CHUNK]))).all())
+            ids: dict[str, int] = dict(s.execute(stmt, values).all())
+            fresh = set(ids)
+            self._existing_ids([k for k in rows if k not in fresh], s, ids)
             seen: set[str] = set()
             out = []
             for a in alerts:
@@ -93,6 +93,21 @@ class AlertRecords(Gateway):
             return out
 
         return self.write(_save, "save alerts")
+
+    def _existing_ids(self, keys: list[str], s: Session, ids: dict[str, int]) -> None:
+        """Add the ids of already stored ``keys`` to ``ids``. PostgreSQL gets one array parameter, so the
+        statement is the same for any count (an ``IN`` of N parameters is a new prepared statement per N,
+        and psycopg's prepared ``IN`` lists planned at 10-15 ms for 64 keys); SQLite gets ``IN`` chunks
+        under its bound-parameter limit."""
+        if not keys:
+            return
+        if self.engine.dialect.name == "postgresql":
+            ids.update(s.execute(select(Alert.dedup_key, Alert.id)
+                                 .where(Alert.dedup_key == any_(bindparam("keys", keys, type_=ARRAY(String))))).all())
+            return
+        for i in range(0, len(keys), ALERT_CHUNK):
+            ids.update(s.execute(select(Alert.dedup_key, Alert.id)
+                                 .where(Alert.dedup_key.in_(keys[i:i + ALERT_CHUNK]))).all())
 
     def link_alert_probe(self, alert_ids: list[int], probe_id: str) -> None:
         self.write(lambda s: s.execute(update(Alert).where(Alert.id.in_(alert_ids)).values(probe_id=probe_id)))
