@@ -4,6 +4,7 @@ and resolves, posted concurrently to ``POST /alerts`` of a real uvicorn on loopb
     python bench/alert_storm.py [--alerts 10000] [--groups 50] [--concurrency 64] [--window 2]
                                 [--target local|lab] [--database sqlite|postgresql] [--queue-max 5000]
                                 [--profile storm.speedscope.json] [--rate 1000]
+                                [--baseline DIR --rounds N] [--db-cpu CPU]
 
 opsbot runs as ``opsbot serve`` in its own process with a fresh SQLite file or PostgreSQL database. Its probes are
 the real ``opsbot.collect.probe`` against the chosen target: ``local`` (default) is a cheap
@@ -15,6 +16,9 @@ the last is answered: the most the server accepts, latency = connections / rate 
 ``--rate`` offers a fixed number of alerts/s on a clock instead (the latency at that load, measured
 from each call's due time). Printed: accepted/s, p50/p99 latency, 503s, alerts lost (accepted
 but not in the database: must be 0) and probes started per role against the coalescing bound.
+``--baseline DIR`` runs another checkout's server (the code before a change) and this one's in turn,
+``--rounds`` times, against the same database server; ``--db-cpu`` pins PostgreSQL to one CPU and the
+service and this client to the others.
 """
 
 from __future__ import annotations
