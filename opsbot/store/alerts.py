@@ -103,7 +103,7 @@ class AlertRecords(Gateway):
     def _among(self, column: InstrumentedAttribute[Any], values: Sequence[Any]) -> ColumnElement[bool]:
         """``column IN values``; on PostgreSQL ``= ANY`` of one array parameter, so the statement is the same
         for any count: an ``IN`` of N parameters is a new statement per N, which psycopg splits in Python
-        holding the GIL (the event loop's) and PostgreSQL prepares afresh (700 ids: 22 ms against 2 ms)."""
+        holding the GIL (the event loop's) and PostgreSQL prepares afresh (linking 700 ids: 22 -> 16 ms)."""
         if self.engine.dialect.name == "postgresql":
             return column == any_(bindparam(f"{column.key}_any", list(values), type_=ARRAY(column.type)))
         return column.in_(values)
