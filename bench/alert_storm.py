@@ -4,6 +4,7 @@ and resolves, posted concurrently to ``POST /alerts`` of a real uvicorn on loopb
     python bench/alert_storm.py [--alerts 10000] [--groups 50] [--concurrency 64] [--window 2]
                                 [--target local|lab] [--database sqlite|postgresql] [--queue-max 5000]
                                 [--profile storm.speedscope.json] [--rate 1000]
+                                [--baseline DIR --rounds N] [--db-cpu CPU]
 
 opsbot runs as ``opsbot serve`` in its own process with a fresh SQLite file or PostgreSQL database. Its probes are
 the real ``opsbot.collect.probe`` against the chosen target: ``local`` (default) is a cheap
@@ -15,6 +16,9 @@ the last is answered: the most the server accepts, latency = connections / rate 
 ``--rate`` offers a fixed number of alerts/s on a clock instead (the latency at that load, measured
 from each call's due time). Printed: accepted/s, p50/p99 latency, 503s, alerts lost (accepted
 but not in the database: must be 0) and probes started per role against the coalescing bound.
+``--baseline DIR`` runs another checkout's server (the code before a change) and this one's in turn,
+``--rounds`` times, against the same database server; ``--db-cpu`` pins PostgreSQL to one CPU and the
+service and this client to the others.
 """
 
 from __future__ import annotations
@@ -287,7 +291,8 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[q - 1] * 1000 if len(values) > 1 else values[0] * 1000
 
 
-def start_server(tmp: Path, port: int, db_url: str, args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
+def start_server(tmp: Path, port: int, db_url: str, args: argparse.Namespace,
+                 checkout: Path | None = None) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "OPSBOT_DATA_DIR": str(tmp), "OPSBOT_DATABASE_URL": db_url,
            "OPSBOT_ALERT_TOKEN": TOKEN, "OPSBOT_COALESCE_WINDOW_S": str(args.window), "OPSBOT_PORT": str(port),
            "OPSBOT_ALERT_QUEUE_MAX": str(args.queue_max)}
@@ -299,7 +304,11 @@ def start_server(tmp: Path, port: int, db_url: str, args: argparse.Namespace) ->
         inv = Path(os.environ.get("OPSBOT_INVENTORY", ".opsbot/inventory.yaml")).resolve()
         env["OPSBOT_INVENTORY"] = str(inv)
         cluster = next(iter(__import__("yaml").safe_load(inv.read_text())["clusters"]))
+    if checkout is not None:  # another checkout's opsbot (e.g. the code before a change), same interpreter
+        env["PYTHONPATH"] = str(checkout)
     argv = [sys.executable, "-m", "opsbot", "serve", "--log-level", "warning"]
+    if args.db_cpu is not None:  # the service and the load generator off the database's core
+        argv = ["taskset", "-c", args.others_cpu, *argv]
     if args.profile:  # py-spy samples the server for the whole run (needs ptrace: root)
         argv = ["py-spy", "record", "--format", "speedscope", "-o", str(args.profile), "--", *argv]
     log = open(tmp / "serve.log", "w")  # noqa: SIM115
@@ -332,7 +341,7 @@ def query(db_url: str, sql: str) -> list[tuple]:
         engine.dispose()
 
 
-def database(kind: str, tmp: Path) -> tuple[str, object | None]:
+def database(kind: str, tmp: Path, args_db_cpu: str | None = None) -> tuple[str, object | None]:
     """The database URL for the run and the PostgreSQL server to stop afterwards (if any)."""
     if kind == "sqlite":
         return f"sqlite:///{tmp / 'opsbot.db'}", None
@@ -341,6 +350,9 @@ def database(kind: str, tmp: Path) -> tuple[str, object | None]:
 
     server = PostgresServer()
     server.start()
+    if args_db_cpu is not None:  # the whole server (postmaster and its backends) on its own core
+        pid = int((server.data / "postmaster.pid").read_text().split()[0])
+        subprocess.run(["taskset", "-a", "-p", "-c", args_db_cpu, str(pid)], check=True, capture_output=True)
     return server.fresh_database(), server
 
 
@@ -359,12 +371,50 @@ async def main() -> None:
     ap.add_argument("--rate", type=float, default=0.0,
                     help="alerts/s offered in an open loop (calls due on a clock, --concurrency connections at most); "
                          "0: closed loop, every connection sends its next call at once (the most the server takes)")
+    ap.add_argument("--baseline", type=Path,
+                    help="another checkout (e.g. the code before a change): each round runs its server, then this "
+                         "checkout's, against the same database server (a fresh database each); a summary follows")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of (baseline, this checkout) with --baseline")
+    ap.add_argument("--db-cpu", help="CPU for the PostgreSQL server alone (taskset); the service and this "
+                                     "load generator get the other CPUs")
     args = ap.parse_args()
+    args.others_cpu = None
+    if args.db_cpu is not None:
+        others = sorted(os.sched_getaffinity(0) - {int(args.db_cpu)})
+        args.others_cpu = ",".join(map(str, others))
+        os.sched_setaffinity(0, others)
 
     tmp = Path(tempfile.mkdtemp(prefix="opsbot-storm-"))
+    db_url, pg = database(args.database, tmp, args.db_cpu)
+    here = Path(__file__).resolve().parents[1]
+    runs = [("after", here)] if args.baseline is None else [("before", args.baseline.resolve()), ("after", here)]
+    summary: list[tuple[str, int, dict[str, float]]] = []
+    try:
+        for r in range(args.rounds):
+            for label, checkout in runs:
+                if r or label != runs[0][0]:
+                    db_url = pg.fresh_database() if pg is not None else f"sqlite:///{tmp / f'opsbot-{r}-{label}.db'}"
+                console.rule(f"round {r + 1}: {label} ({checkout})")
+                summary.append((label, r + 1, await run_once(args, tmp, db_url, checkout)))
+    finally:
+        if pg is not None:
+            pg.stop()
+    if args.baseline is not None:
+        table = Table(title=f"before ({args.baseline}) / after ({here}), {args.database}, same database server")
+        for col in ("run", "round", "alerts/s", "p50 ms", "p99 ms", "healthz p99 ms", "lost"):
+            table.add_column(col, justify="right" if col != "run" else "left")
+        for label, r, fig in summary:
+            table.add_row(label, str(r), f"{fig['alerts_s']:.0f}", f"{fig['p50']:.1f}", f"{fig['p99']:.1f}",
+                          f"{fig['base_p99']:.1f}", str(int(fig['lost'])))
+        console.print(table)
+    if any(fig["failed"] for _, _, fig in summary):
+        raise SystemExit("FAILED: alerts lost, left unprobed, or more probes than windows")
+
+
+async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: Path) -> dict[str, float]:
+    """One storm against a fresh server of ``checkout`` on ``db_url``; its figures."""
     port = free_port()
-    db_url, pg = database(args.database, tmp)
-    proc, cluster = start_server(tmp, port, db_url, args)
+    proc, cluster = start_server(tmp, port, db_url, args, checkout)
     try:
         await wait_ready(port, proc)
         bodies = storm(args.alerts, args.groups, cluster, args.per_call)
@@ -415,8 +465,11 @@ async def main() -> None:
         for r in ROLES:
             facts.add_row(f"probes started for {r} (bound: one per {args.window:g} s window = {bound})", str(per_role[r]))
         console.print(facts)
-        if lost or left or any(n > bound for n in per_role.values()):
-            raise SystemExit("FAILED: alerts lost, left unprobed, or more probes than windows")
+        failed = bool(lost or left or any(n > bound for n in per_role.values()))
+        if failed:
+            console.print("[red]FAILED: alerts lost, left unprobed, or more probes than windows")
+        return {"alerts_s": sent_alerts / elapsed, "p50": pct(lat, 50), "p99": pct(lat, 99),
+                "base_p99": pct(base_lat, 99), "lost": len(lost), "failed": failed}
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -424,8 +477,6 @@ async def main() -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if pg is not None:
-            pg.stop()
 
 
 if __name__ == "__main__":

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import ColumnElement, any_, bindparam, delete, func, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from opsbot.store.gateway import Gateway
 from opsbot.store.models import (
@@ -80,15 +81,14 @@ class AlertRecords(Gateway):
         insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
         # one statement for every row (executemany with RETURNING: SQLAlchemy's insertmanyvalues), compiled
         # once and cached; a multi-row VALUES would be compiled afresh for every row count
-        stmt = insert(Alert).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Alert.dedup_key)
-        values, keys = list(rows.values()), list(rows)
+        # RETURNING the new rows' ids: only the duplicates' ids are looked up after (none in a fresh storm)
+        stmt = insert(Alert).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Alert.dedup_key, Alert.id)
+        values = list(rows.values())
 
         def _save(s: Session) -> list[tuple[int, bool]]:
-            fresh = set(s.scalars(stmt, values).all())
-            ids: dict[str, int] = {}
-            for i in range(0, len(keys), ALERT_CHUNK):  # keeps each IN under SQLite's bound-parameter limit
-                ids.update(s.execute(select(Alert.dedup_key, Alert.id)
-                                     .where(Alert.dedup_key.in_(keys[i:i + ALERT_CHUNK]))).all())
+            ids: dict[str, int] = dict(s.execute(stmt, values).all())
+            fresh = set(ids)
+            self._existing_ids([k for k in rows if k not in fresh], s, ids)
             seen: set[str] = set()
             out = []
             for a in alerts:
@@ -99,8 +99,22 @@ class AlertRecords(Gateway):
 
         return self.write(_save, "save alerts")
 
+    def _existing_ids(self, keys: list[str], s: Session, ids: dict[str, int]) -> None:
+        """Add the ids of already stored ``keys`` to ``ids`` (SQLite: ``IN`` chunks under its bound-parameter limit)."""
+        step = max(len(keys), 1) if self.engine.dialect.name == "postgresql" else ALERT_CHUNK
+        for i in range(0, len(keys), step):
+            ids.update(s.execute(select(Alert.dedup_key, Alert.id).where(self._among(Alert.dedup_key, keys[i:i + step]))).all())
+
+    def _among(self, column: InstrumentedAttribute[Any], values: Sequence[Any]) -> ColumnElement[bool]:
+        """``column IN values``; on PostgreSQL ``= ANY`` of one array parameter, so the statement is the same
+        for any count: an ``IN`` of N parameters is a new statement per N, which psycopg splits in Python
+        holding the GIL (the event loop's) and PostgreSQL prepares afresh (linking 700 ids: 22 -> 16 ms)."""
+        if self.engine.dialect.name == "postgresql":
+            return column == any_(bindparam(f"{column.key}_any", list(values), type_=ARRAY(column.type)))
+        return column.in_(values)
+
     def link_alert_probe(self, alert_ids: list[int], probe_id: str) -> None:
-        self.write(lambda s: s.execute(update(Alert).where(Alert.id.in_(alert_ids)).values(probe_id=probe_id)))
+        self.write(lambda s: s.execute(update(Alert).where(self._among(Alert.id, alert_ids)).values(probe_id=probe_id)))
 
     def alerts(self, *, since: datetime | None = None, limit: int = 1000) -> list[Alert]:
         q = select(Alert).order_by(Alert.received_at.desc()).limit(limit)
@@ -130,8 +144,8 @@ class AlertRecords(Gateway):
             if not ids:
                 return []
             # the WHERE is checked again row by row: a concurrent claimer's rows are left alone
-            s.execute(update(Alert).where(Alert.id.in_(ids), *open_, free).values(claimed_by=claimer, claimed_at=at))
-            return list(s.scalars(select(Alert).where(Alert.id.in_(ids), Alert.claimed_by == claimer,
+            s.execute(update(Alert).where(self._among(Alert.id, ids), *open_, free).values(claimed_by=claimer, claimed_at=at))
+            return list(s.scalars(select(Alert).where(self._among(Alert.id, ids), Alert.claimed_by == claimer,
                                                       Alert.claimed_at == at).order_by(Alert.id)).all())
 
         return self.write(_claim, "claim alerts")
@@ -141,7 +155,7 @@ class AlertRecords(Gateway):
         at = now()
 
         def _fail(s: Session) -> None:
-            for row in s.scalars(select(Alert).where(Alert.id.in_(alert_ids))).all():
+            for row in s.scalars(select(Alert).where(self._among(Alert.id, alert_ids))).all():
                 row.probe_error = error[:2000]
                 row.probe_attempts = (row.probe_attempts or 0) + 1
                 if final or row.probe_attempts >= max_attempts:
