@@ -228,7 +228,7 @@ def action_view(row: Any, message: str | None = None) -> ActionView:
         id=row.id, state=row.state, cluster=row.cluster, role=row.role, roles=row.roles, requested_by=row.requested_by,
         approved_by=row.approved_by, expires_at=row.expires_at, outcome=row.outcome,
         steps=plan_steps(row.plan), message=message,
-        cost=(row.plan or {}).get("cost"),
+        cost=plan_cost(row.plan),
     )
 
 
@@ -238,6 +238,15 @@ def plan_steps(plan: object) -> list[list[str]]:
     if not isinstance(steps, list):
         return []
     return [[str(a) for a in s["argv"]] for s in steps if isinstance(s, dict) and isinstance(s.get("argv"), list)]
+
+
+def plan_cost(plan: object) -> RestartCost | None:
+    """What a stored plan says its restart costs; None when the plan or its cost is not the expected shape."""
+    cost = plan.get("cost") if isinstance(plan, dict) else None
+    try:
+        return RestartCost.model_validate(cost) if isinstance(cost, dict) else None
+    except ValueError:
+        return None
 
 
 @router.post("/actions/restart", tags=["actions"], summary="Plan a restart; it runs once approved", status_code=201,

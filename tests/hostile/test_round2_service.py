@@ -156,7 +156,11 @@ async def test_since_out_of_range_is_422_and_markup_in_names_is_text(service):
                               headers={"X-Opsbot-Alert-Token": ALERT_TOKEN, "Content-Type": "application/json"})
         assert r.status_code == 200
         await drained(flow)
-    assert any("X [/] [bold]y" in i.alertnames for i in flow.store.incidents(limit=10))
+        # the incident is recorded just after the alert's probe is linked: wait for it, not for the probe alone
+        deadline = time.monotonic() + 20
+        while not any("X [/] [bold]y" in i.alertnames for i in flow.store.incidents(limit=10)):
+            assert time.monotonic() < deadline, "no incident for the alert named with markup"
+            await asyncio.sleep(0.1)
     env = {"OPSBOT_DATA_DIR": str(flow.settings.data_dir), "OPSBOT_DATABASE_URL": flow.settings.db_url(),
            "COLUMNS": "300"}
     get_settings.cache_clear()
