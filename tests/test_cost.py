@@ -167,7 +167,7 @@ def test_every_surface_shows_the_stored_cost(tmp_path, store):
     slack = json.dumps(plan_blocks("decode", action.id, ["systemctl stop x"], "12:00:00 UTC", plan.cost))
     assert "Cost of restarting decode" in slack and "requests lost: 8 (decode: 8 running" in slack
     findings = diagnose(read_bundle(WEDGED)).findings
-    blocks = finding_blocks("lab", "p", findings, {"decode": action.id}, {"decode": plan.cost})
+    blocks = finding_blocks("lab", "p", findings, {"decode": action.id}, costs={"decode": plan.cost})
     button = next(i for i, b in enumerate(blocks) if b["type"] == "actions")
     assert blocks[button - 1]["text"]["text"].startswith(":warning: *Cost of restarting decode*\n• warning: no other")
     env = {**os.environ, "OPSBOT_DATA_DIR": str(tmp_path), "OPSBOT_INVENTORY": str(inventory_path),

@@ -52,7 +52,7 @@ def test_a_role_whose_evidence_could_not_be_read_is_unknown_not_healthy(tmp_path
     assert [r["state"] for r in out["roles"]] == ["healthy", "unknown", "healthy"]
     text = CliRunner().invoke(app, ["diagnose", str(path)]).output
     assert "unknown (not healthy)" in text and "healthy: every role" not in text
-    blocks = json.dumps(finding_blocks("lab", "p-1", d.findings, {}, d.unknown_roles))
+    blocks = json.dumps(finding_blocks("lab", "p-1", d.findings, {}, unknown=d.unknown_roles))
     assert "unknown (not healthy)" in blocks and "no incident found" not in blocks
 
 

@@ -734,7 +734,7 @@ def role_facts(
     return facts
 
 
-_TIME_ONLY = re.compile(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?$")
+_TIME_ONLY = linear(r"^\d{2}:\d{2}:\d{2}(?:[.,]\d+)?$")
 
 
 def _stamp(ts: str | None, probe_at: datetime | None) -> datetime | None:

@@ -11,12 +11,12 @@ a map of facts out (``verdict.*``, runbooks/README.md).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from opsbot.parse.lines import linear
 from opsbot.parse.logs import LogEntry
 
 VERDICT_FACTS = frozenset("state abnormal unknown reasons lines severity notes stalled".split())
@@ -30,31 +30,31 @@ BATCH_FRESH_S = 90.0
 
 # A level an error line carries (Python logging, Rust tracing, glog's E/F, a Rust panic); SGLang's own
 # format prints no level, so its errors are read by what they are (kinds below).
-_ERROR_LEVEL = re.compile(
-    r"(?:^|[\s\[|:(])(?:ERROR|CRITICAL|FATAL|PANIC)(?=[\s\]|:)]|$)|\blevel=(?:error|fatal)\b|' panicked at "
+_ERROR_LEVEL = linear(
+    r"(?:^|[\s\[|:(])(?:ERROR|CRITICAL|FATAL|PANIC)(?:[\s\]|:)]|$)|\blevel=(?:error|fatal)\b|' panicked at "
 )
-_WARNING_LEVEL = re.compile(r"(?:^|[\s\[|:(])(?:WARNING|WARN)(?=[\s\]|:)]|$)|\bUserWarning\b|\bwarnings\.warn\b")
+_WARNING_LEVEL = linear(r"(?:^|[\s\[|:(])(?:WARNING|WARN)(?:[\s\]|:)]|$)|\bUserWarning\b|\bwarnings\.warn\b")
 # Line kinds (opsbot/parse/logs.py LOG_KINDS) that are errors by what they say, whatever their level.
 _ERROR_KINDS = frozenset({"crash", "traceback", "native", "oom", "health"})
 # NCCL at WARN or an error; INFO/TRACE chatter at start-up is not one
-_NCCL_ERROR = re.compile(r"NCCL WARN|NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError"
+_NCCL_ERROR = linear(r"NCCL WARN|NCCL error|ncclSystemError|ncclInternalError|ncclUnhandledCudaError"
                          r"|collective operation timeout|ncclRemoteError|ncclInvalidUsage")
-_XID = re.compile(r"\bXid\b")
+_XID = linear(r"\bXid\b")
 # a transfer line that reports a failure, not a statistic or a start-up step
 # (not a bare "timeout": start-up lines print their settings, "timeout=30")
-_FAILURE_WORDS = re.compile(r"Error\b|\b(?:[Ff]ail(?:ed|ure|s)?|timed out|exceeded|mismatch|[Uu]nreachable"
+_FAILURE_WORDS = linear(r"Error\b|\b(?:[Ff]ail(?:ed|ure|s)?|timed out|exceeded|mismatch|[Uu]nreachable"
                             r"|[Ll]ost|[Ll]osing|Flushed|refused|[Cc]ould not|[Uu]nable to)\b")
 # The soft watchdog: SGLang 0.5.23 utils/watchdog.py WatchdogRaw._watchdog_once logs
 # "{debug_name} watchdog timeout (self.watchdog_timeout=..., self.soft=True)" and goes on (soft: no SIGQUIT);
 # the TokenizerManager's (managers/tokenizer_manager.py:855) and the DataParallelController's
 # (managers/data_parallel_controller.py:259) are always soft, and so was the detokenizer's.
-SOFT_WATCHDOG = re.compile(r"self\.soft=True|(?:Detokenizer|Tokenizer)Manager watchdog timeout"
+SOFT_WATCHDOG = linear(r"self\.soft=True|(?:Detokenizer|Tokenizer)Manager watchdog timeout"
                            r"|DataParallelController watchdog timeout")
 # systemd's own words for a run that ended badly (its lines of the current run count too)
-_SYSTEMD_FAILED = re.compile(r"Failed with result|Main process exited, code=(?:killed|dumped)"
+_SYSTEMD_FAILED = linear(r"Failed with result|Main process exited, code=(?:killed|dumped)"
                              r"|Main process exited, code=exited, status=[1-9]|oom-kill|Out of memory")
 # A line's masked template: numbers, hex, paths and quoted values replaced, so repeats of one message match.
-_MASK = re.compile(r"0x[0-9a-fA-F]+|(?:/[\w.+-]+)+|'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?")
+_MASK = linear(r"0x[0-9a-fA-F]+|(?:/[\w.+-]+)+|'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?")
 
 
 def template(message: str) -> str:

@@ -187,7 +187,7 @@ class SlackSurface:
     def result_blocks(self, result: ProbeResult) -> list[dict[str, Any]]:
         """The findings, with the flow's planned restart (buttons) for each remedy that needs approval."""
         blocks = finding_blocks(result.bundle.cluster, str(result.probe_id), result.diagnosis.findings, result.plans,
-                                result.costs, result.kinds, result.diagnosis.unknown_roles)
+                                costs=result.costs, kinds=result.kinds, unknown=result.diagnosis.unknown_roles)
         return blocks + [section(f":no_entry: {escape(n)}") for n in result.refused]
 
     # -- buttons ------------------------------------------------------------------------------

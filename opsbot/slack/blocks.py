@@ -77,7 +77,7 @@ def cost_blocks(role: str, cost: RestartCost | None) -> list[Block]:
     return [section(f"{icon}*Cost of restarting {escape(role)}*\n" + "\n".join(f"• {escape(c)}" for c in cost.said()))]
 
 
-def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans: dict[str, str],
+def finding_blocks(cluster: str, probe_ref: str, findings: list[Finding], plans: dict[str, str], *,
                    costs: dict[str, RestartCost] | None = None, kinds: dict[str, str] | None = None,
                    unknown: Sequence[RoleHealth] = ()) -> list[Block]:
     """One section per finding (title, summary, evidence, remedies) and buttons for ``plans`` (role → plan id),
