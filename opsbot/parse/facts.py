@@ -588,11 +588,12 @@ def _aliased(gauges: dict[str, float], deltas: dict[str, float]) -> None:
 
 def _progress(
     gauges: dict[str, float], deltas: dict[str, float], window: float | None, batches: int | None = None,
-    fresh: int | None = None, age: float | None = None,
+    fresh: int | None = None, age: float | None = None, unserved: bool = False,
 ) -> dict[str, Any]:
     """Token progress per phase from the best source the role's SGLang exports, naming the source.
     ``batches``: the current run's batch lines (None: the journal was not read); ``fresh``: the role's own
-    batch lines stamped near the probe (None: the journal was not read or its stamps cannot be compared)."""
+    batch lines stamped near the probe (None: the journal was not read or its stamps cannot be compared);
+    ``unserved``: the role's own server did not serve (its /health failed, every rank canary timed out)."""
     out: dict[str, Any] = {}
     groups = {"delta": deltas, "metrics": gauges}
     for phase, sources in PROGRESS_SOURCES.items():
@@ -606,7 +607,8 @@ def _progress(
     # and the last Decode batch line's throughput was 0. A finish counter alone at 0 proves nothing.
     # A batch line younger than the idle path's gauge hold: the scheduler worked moments ago and its running
     # gauge may be the last batch's (opsbot/parse/verdict.py IDLE_GAUGE_HOLD_S): a flat counter proves nothing yet.
-    recent = age is not None and age < IDLE_GAUGE_HOLD_S
+    # Unless the server itself says it does not serve: an idle scheduler answers /health and a pinned canary.
+    recent = age is not None and age < IDLE_GAUGE_HOLD_S and not unserved
     if PROGRESS_COUNTER["decode"] in deltas:
         out["decode_stalled"] = deltas[PROGRESS_COUNTER["decode"]] == 0 and not recent
     elif "generation_tokens" in deltas and ("gen_throughput" in gauges or fresh is not None):
@@ -628,6 +630,13 @@ def _progress(
     if waiting:
         out["transfer_waiting"] = sum(waiting)
     return out
+
+
+def _unserved(ev: RoleEvidence, ranks: dict[str, Any]) -> bool:
+    """The role's own server did not serve during the probe: /health answered 5xx (SGLang's health check
+    timed out on its scheduler), or every rank canary sent timed out and none answered."""
+    health_failed = ev.health.status is not None and ev.health.status >= 500
+    return health_failed or (bool(ranks.get("canary_timed_out")) and not ranks.get("canary_answered"))
 
 
 def _with_journal_xids(gpu: dict[str, Any], ev: RoleEvidence) -> dict[str, Any]:
@@ -697,6 +706,7 @@ def role_facts(
     # a role that stopped (or restarts) without an Xid on its node: its last error line may be the start-up error
     stopped = unit.get("active_state") in ("failed", "activating") or unit.get("n_restarts") or read.restarts_logged
     down = _down_now(unit)
+    ranks = rank_facts(ev)
     facts: dict[str, Any] = {
         "role": ev.role,
         "name": ev.key,
@@ -716,12 +726,12 @@ def role_facts(
             (last_run,) if down else None, "unknown" if down and not unit.get("crash_looping") else "startup",
         ) if ev.logs.ok else {},
         "engine": read.engine,
-        "progress": _progress(gauges, deltas, window, read.current_batch_lines, fresh, age) | (
+        "progress": _progress(gauges, deltas, window, read.current_batch_lines, fresh, age, _unserved(ev, ranks)) | (
             {"batches": read.current_batch_lines} if read.current_batch_lines is not None else {}
         ) | ({"last_batch_age_s": age} if age is not None else {}),
         "routing": _routing(gauges, deltas),
         "patch": patch_seen(bundle, ev, started, read.entries).facts(),
-        "ranks": rank_facts(ev),
+        "ranks": ranks,
     }
     if facts["exception"] and unit.get("active_state") == "active" and started is not None:
         looping = _looping(read.raised, table, started, _line_time(bundle.started_at))

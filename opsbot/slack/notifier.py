@@ -297,18 +297,18 @@ class SlackNotifier:
                 await asyncio.sleep(wait)
 
     async def _once(self, call: _Call) -> Delivered:
-        c, args = self.client, call.args
+        client, args = self.client, call.args
         if call.method is Method.post:
-            answer = await c.chat_postMessage(channel=call.channel, **args)  # type: ignore[arg-type]
+            answer = await client.chat_postMessage(channel=call.channel, **args)  # type: ignore[arg-type]
             return Delivered(str(answer.get("channel") or call.channel), str(answer["ts"]))
         if call.method is Method.update:
-            answer = await c.chat_update(channel=call.channel, **args)  # type: ignore[arg-type]
+            answer = await client.chat_update(channel=call.channel, **args)  # type: ignore[arg-type]
             return Delivered(call.channel, str(answer.get("ts") or args["ts"]))
         if call.method is Method.ephemeral:
-            await c.chat_postEphemeral(channel=call.channel, **args)  # type: ignore[arg-type]
+            await client.chat_postEphemeral(channel=call.channel, **args)  # type: ignore[arg-type]
             return Delivered(call.channel, None)
         uploads = [{"filename": name, "content": data, "title": name} for name, data in call.files]
-        await c.files_upload_v2(channel=call.channel, file_uploads=uploads, **args)  # type: ignore[arg-type]
+        await client.files_upload_v2(channel=call.channel, file_uploads=uploads, **args)  # type: ignore[arg-type]
         return Delivered(call.channel, None)
 
     async def _find_posted(self, call: _Call) -> Delivered | None:
