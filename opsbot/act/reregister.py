@@ -35,7 +35,7 @@ from typing import Any
 
 from opsbot.act.lifecycle import move
 from opsbot.act.plan import PlanRefused
-from opsbot.act.restart import ActionOutcome, RunContext, holder_id
+from opsbot.act.restart import ActionOutcome, RunContext, _off, holder_id
 from opsbot.act.steps import StepResult
 from opsbot.collect.transport import HttpResult, Transport, TransportPool
 from opsbot.contracts import ActionState, RestartCost, RestartPlan, Step, StepKind
@@ -127,36 +127,36 @@ def request_reregister(store: Store, inventory: Inventory, role: str, *, actor: 
 async def execute_reregister(ctx: RunContext, action_id: str) -> ActionOutcome:
     """Run an approved re-registration behind the router's lock; the outcome is recorded whatever happens."""
     store, actor, surface = ctx.store, ctx.actor, ctx.surface
-    action = store.action(action_id)
+    action = await _off(store.action, action_id)
     if action.state != ActionState.approved:
         return ActionOutcome(action_id=action_id, state=action.state,
                              message=f"not approved (it is {action.state}); nothing was done")
     if action.expires_at <= now():
         msg = f"approval expired at {action.expires_at:%H:%M:%S} UTC; nothing was done"
-        move(store, action_id, (ActionState.approved,), ActionState.expired, actor=actor, surface=surface, what="reregister expired",
+        await _off(move, store, action_id, (ActionState.approved,), ActionState.expired, actor=actor, surface=surface, what="reregister expired",
             outcome=msg)
         return ActionOutcome(action_id=action_id, state="expired", message=msg)
     plan = RestartPlan.model_validate(action.plan)
     router = ctx.inventory.cluster(plan.cluster)[1].select(plan.roles)[0]
-    held = store.take_lock(plan.cluster, router.key, action_id, holder_id(),
+    held = await _off(store.take_lock, plan.cluster, router.key, action_id, holder_id(),
                            timedelta(seconds=ctx.settings.lock_ttl_s))
     if held is not None:
         msg = f"lock: {router.key} is being acted on by action {held.action_id}; nothing was done"
-        move(store, action_id, (ActionState.approved,), ActionState.refused, actor=actor, surface=surface, what="reregister refused",
+        await _off(move, store, action_id, (ActionState.approved,), ActionState.refused, actor=actor, surface=surface, what="reregister refused",
             outcome=msg, finished_at=now())
         return ActionOutcome(action_id=action_id, state="refused", message=msg)
     try:
         return await _run_locked(ctx, action_id, plan, router)
     finally:
-        store.release_lock(plan.cluster, router.key, action_id)
+        await _off(store.release_lock, plan.cluster, router.key, action_id)
 
 
 async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, router: Role) -> ActionOutcome:
     store, actor, surface = ctx.store, ctx.actor, ctx.surface
     evidence, _seen = await ctx.evidence(plan.cluster, plan.roles, f"before reregister {action_id}")
-    if move(store, action_id, (ActionState.approved,), ActionState.executing, actor=actor, surface=surface, what="reregister executing",
+    if await _off(move, store, action_id, (ActionState.approved,), ActionState.executing, actor=actor, surface=surface, what="reregister executing",
            started_at=now(), evidence_probe_id=evidence) is None:
-        return ActionOutcome(action_id=action_id, state=store.action(action_id).state,
+        return ActionOutcome(action_id=action_id, state=(await _off(store.action, action_id)).state,
                              message="the action is no longer approved (run elsewhere?); nothing was done")
     own_pool = ctx.pool is None
     pool = ctx.pool or TransportPool(ctx.settings)
@@ -180,7 +180,7 @@ async def _run_locked(ctx: RunContext, action_id: str, plan: RestartPlan, router
     msg += f" (evidence: probe {evidence} before, probe {after} after)"
     verification = {**verification, "after_probe": after}
     execution = [s.model_dump() for s in steps]
-    move(store, action_id, (ActionState.executing,), state, actor=actor, surface=surface, what=f"reregister {state}",
+    await _off(move, store, action_id, (ActionState.executing,), state, actor=actor, surface=surface, what=f"reregister {state}",
         audit_detail={"outcome": msg}, finished_at=now(), execution=execution, verification=verification, outcome=msg)
     return ActionOutcome(action_id=action_id, state=state, message=msg, evidence_probe_id=evidence,
                          after_probe_id=after, execution=execution, verification=verification)
