@@ -177,7 +177,7 @@ def _loopback(host: str) -> str:
 def roles_of(node: str, found: list[FoundUnit], taken: set[str]) -> list[dict[str, object]]:
     """Inventory role entries for a node's PD units (names made unique across the cluster in ``taken``)."""
     roles = []
-    for f in found:
+    for f in _one_per_port(found):
         if f.kind not in (UnitKind.PREFILL, UnitKind.DECODE, UnitKind.ROUTER):
             continue
         key, n = f.kind.value, 2
@@ -195,6 +195,17 @@ def roles_of(node: str, found: list[FoundUnit], taken: set[str]) -> list[dict[st
             entry["name"] = key
         roles.append(entry)
     return roles
+
+
+def _one_per_port(found: list[FoundUnit]) -> list[FoundUnit]:
+    """Two units of a kind on one port cannot both serve: the active one is the role, the other a leftover
+    (a unit a deploy left installed and stopped); the order is kept."""
+    best: dict[tuple[UnitKind, str, int], FoundUnit] = {}
+    for f in found:
+        key = (f.kind, f.host, f.port)
+        if key not in best or (f.active == "active" and best[key].active != "active"):
+            best[key] = f
+    return [f for f in found if best[(f.kind, f.host, f.port)] is f]
 
 
 def describe(found: list[FoundUnit]) -> str:
