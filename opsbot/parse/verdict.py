@@ -54,7 +54,7 @@ SOFT_WATCHDOG = linear(r"self\.soft=True|(?:Detokenizer|Tokenizer)Manager watchd
 _SYSTEMD_FAILED = linear(r"Failed with result|Main process exited, code=(?:killed|dumped)"
                              r"|Main process exited, code=exited, status=[1-9]|oom-kill|Out of memory")
 # A line's masked template: numbers, hex, paths and quoted values replaced, so repeats of one message match.
-_MASK = linear(r"0x[0-9a-fA-F]+|(?:/[\w.+-]+)+|'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?")
+_MASK = linear(r"0x[0-9a-fA-F]+|(?:/[\w.+-]+)+|'[^']*'|\"[^\"]*\"|\p{Nd}+(?:\.\p{Nd}+)?")  # Unicode digits too
 
 
 def template(message: str) -> str:
