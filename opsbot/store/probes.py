@@ -109,6 +109,11 @@ class ProbeRecords(Gateway):
     def recall_runs(self, *, cluster: str | None = None, since: datetime | None = None,
                     until: datetime | None = None, limit: int = 10_000) -> list[RecallRun]:
         """Probes that carried a recall run, oldest first, with the run's record (no bundle is read)."""
+        return self._kept_runs("recall", cluster, since, until, limit)
+
+    def _kept_runs(self, axis: str, cluster: str | None, since: datetime | None, until: datetime | None,
+                   limit: int) -> list[RecallRun]:
+        """Probes whose ``ok_axes`` keep a record under ``axis`` (a recall or fidelity run), oldest first."""
         q = select(Probe.id, Probe.cluster, Probe.started_at, Probe.trigger_kind, Probe.ok_axes).order_by(
             Probe.started_at.desc()).limit(limit)
         if cluster:
@@ -118,8 +123,8 @@ class ProbeRecords(Gateway):
         if until:
             q = q.where(Probe.started_at < until)
         rows = self.read(lambda s: s.execute(q).all())
-        runs = [RecallRun(pid, cl, at, kind, axes["recall"]) for pid, cl, at, kind, axes in rows
-                if isinstance(axes, dict) and isinstance(axes.get("recall"), dict)]
+        runs = [RecallRun(pid, cl, at, kind, axes[axis]) for pid, cl, at, kind, axes in rows
+                if isinstance(axes, dict) and isinstance(axes.get(axis), dict)]
         return runs[::-1]
 
     def probe_figures(self, probe_id: str) -> list[RoleFigures] | None:
@@ -130,18 +135,7 @@ class ProbeRecords(Gateway):
     def fidelity_runs(self, *, cluster: str | None = None, since: datetime | None = None,
                       until: datetime | None = None, limit: int = 10_000) -> list[RecallRun]:
         """Probes that carried a fidelity run, oldest first, with its record (``fidelity_record``)."""
-        q = select(Probe.id, Probe.cluster, Probe.started_at, Probe.trigger_kind, Probe.ok_axes).order_by(
-            Probe.started_at.desc()).limit(limit)
-        if cluster:
-            q = q.where(Probe.cluster == cluster)
-        if since:
-            q = q.where(Probe.started_at >= since)
-        if until:
-            q = q.where(Probe.started_at < until)
-        rows = self.read(lambda s: s.execute(q).all())
-        runs = [RecallRun(pid, cl, at, kind, axes["fidelity"]) for pid, cl, at, kind, axes in rows
-                if isinstance(axes, dict) and isinstance(axes.get("fidelity"), dict)]
-        return runs[::-1]
+        return self._kept_runs("fidelity", cluster, since, until, limit)
 
     def load_bundle(self, probe_id: str) -> Bundle:
         row = self.read(lambda s: s.get(Probe, probe_id))
