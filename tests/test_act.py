@@ -275,3 +275,22 @@ def test_overdue_actions_are_expired_at_start_up(inventory, settings, store, cou
     assert asyncio.run(Flow(settings=settings, store=store).reconcile()) == []
     assert store.action(pending.id).state == "expired" and "request the restart again" in store.action(pending.id).outcome
     assert store.action(fresh.id).state == "planned" and counter.connections == 0
+
+
+def test_reconcile_frees_every_lock_a_killed_restart_held(inventory, settings, store, counter):
+    """Killed between its move to executing and the budget lock's release: both its locks go at start-up."""
+    import asyncio
+
+    from opsbot.act.restart import BUDGET_LOCK
+
+    plan, _ = request_restart(store, inventory, ["decode"], actor="alice", surface="cli", settings=settings)
+    approve(store, plan.id, "alice", "cli", settings)
+    store.transition(plan.id, ("approved",), "executing", actor="alice", surface="cli", what="restart executing")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    holder = f"{socket.gethostname()}:{dead.stdout.strip()}"
+    for key in ("decode", BUDGET_LOCK):
+        assert store.take_lock("lab", key, plan.id, holder, timedelta(seconds=600)) is None
+    quick = settings.model_copy(update={"verify_deadline_s": 1.0})
+    (out,) = asyncio.run(Flow(settings=quick, store=store).reconcile())
+    assert out.action_id == plan.id and out.message.startswith("interrupted while executing")
+    assert store.locks("lab") == []

@@ -348,7 +348,8 @@ async def reconcile(ctx: RunContext) -> list[ActionOutcome]:
         row = await _off(move, store, a.id, (ActionState.executing,), state, actor=OWNER, surface="reconcile",
                          what=f"restart {state} (reconciled)", audit_detail={"outcome": msg},
                          finished_at=now(), verification={**verification, "reconciled": True}, outcome=msg)
-        await _off(_release, store, plan.cluster, [r.key for r in roles], a.id)
+        # The budget lock too: a process killed between its move to executing and the lock's release left it.
+        await _off(_release, store, plan.cluster, [r.key for r in roles] + [BUDGET_LOCK], a.id)
         if row is not None:
             out.append(ActionOutcome(action_id=a.id, state=state, message=msg, evidence_probe_id=a.evidence_probe_id,
                                      verification=verification))
