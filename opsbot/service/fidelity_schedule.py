@@ -7,8 +7,7 @@ database run each slot once (``Store.claim_period``).
 
 from __future__ import annotations
 
-import logging
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -16,40 +15,27 @@ from apscheduler.triggers.cron import CronTrigger
 
 from opsbot.bundle import Trigger
 from opsbot.report.week import zone
+from opsbot.service.periodic import crontab_trigger, run_claimed
 from opsbot.settings import Settings
 
 if TYPE_CHECKING:
     from opsbot.flow import Flow
 
 JOB = "fidelity"
-log = logging.getLogger("opsbot.fidelity")
 
 
 async def run_scheduled(flow: Flow, *, now: datetime | None = None) -> str | None:
     """One scheduled run, unless another instance claimed this slot; returns the probe id."""
-    now = now or datetime.now(UTC)
-    slot = now.strftime("%Y-%m-%dT%H:%M")
-    if not await flow.db(flow.store.claim_period, JOB, slot, flow.instance):
-        log.info("fidelity %s: already claimed by another instance", slot)
-        return None
-    try:
+    async def work() -> str:
         result = await flow.run_fidelity(None, Trigger(kind="schedule", text="fidelity (OPSBOT_FIDELITY_SCHEDULE)"))
-    except Exception as exc:
-        await flow.db(flow.store.finish_period, JOB, slot, f"failed: {type(exc).__name__}: {exc}")
-        raise
-    await flow.db(flow.store.finish_period, JOB, slot, f"probe {result.probe_id}")
-    return result.probe_id
+        return result.probe_id
+
+    return await run_claimed(flow, JOB, work, now=now)
 
 
 def fidelity_trigger(settings: Settings) -> CronTrigger:
     """``OPSBOT_FIDELITY_SCHEDULE``: a crontab line in the report time zone; refused when malformed."""
-    if not settings.fidelity_schedule:
-        raise ValueError("OPSBOT_FIDELITY_SCHEDULE is not set")
-    try:
-        return CronTrigger.from_crontab(settings.fidelity_schedule, timezone=zone(settings.report_timezone))
-    except ValueError as exc:
-        raise ValueError(f"OPSBOT_FIDELITY_SCHEDULE={settings.fidelity_schedule!r}: {exc}; write a crontab line "
-                         "such as '*/30 * * * *'") from exc
+    return crontab_trigger(settings, settings.fidelity_schedule, "OPSBOT_FIDELITY_SCHEDULE", "*/30 * * * *")
 
 
 def start_fidelity_scheduler(flow: Flow) -> AsyncIOScheduler:

@@ -7,9 +7,8 @@ A run that recalls less than the last good one is posted to Slack with its grid
 
 from __future__ import annotations
 
-import logging
-from datetime import datetime, timezone
-from typing import Any, Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
 
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -17,13 +16,15 @@ from apscheduler.triggers.cron import CronTrigger
 
 from opsbot.bundle import Trigger
 from opsbot.parse.recall import short_length
-from opsbot.report.week import zone
+from opsbot.service.periodic import crontab_trigger, run_claimed
 from opsbot.settings import Settings
 from opsbot.slack.blocks import recall_blocks
 from opsbot.slack.notifier import SlackNotifier
 
+if TYPE_CHECKING:
+    from opsbot.flow import Flow, RecallResult
+
 JOB = "recall"
-log = logging.getLogger("opsbot.recall")
 
 
 class RecallPoster(Protocol):
@@ -47,7 +48,7 @@ def slack_poster(settings: Settings, notifier: SlackNotifier | None = None) -> S
     return SlackRecallPoster(notifier or SlackNotifier.from_settings(settings), settings.slack_alert_channel)
 
 
-async def report_worse(result: Any, poster: RecallPoster | None, why: str) -> None:
+async def report_worse(result: RecallResult, poster: RecallPoster | None, why: str) -> None:
     """Post a run with its grid when it recalls less than the last good run (``result.worse_than``)."""
     if poster is None or result.worse_than is None or result.bundle.recall is None:
         return
@@ -59,35 +60,22 @@ async def report_worse(result: Any, poster: RecallPoster | None, why: str) -> No
     await poster.post(title, recall_blocks(result.bundle.recall, title, f"diagnosis: {incidents}; probe {result.probe_id}"))
 
 
-async def run_scheduled(flow: Any, poster: RecallPoster | None, *, now: datetime | None = None) -> str | None:
+async def run_scheduled(flow: Flow, poster: RecallPoster | None, *, now: datetime | None = None) -> str | None:
     """One scheduled run, unless another instance claimed this slot; returns the probe id."""
-    now = now or datetime.now(timezone.utc)
-    slot = now.strftime("%Y-%m-%dT%H:%M")
-    if not await flow.db(flow.store.claim_period, JOB, slot, flow.instance):
-        log.info("recall %s: already claimed by another instance", slot)
-        return None
-    try:
+    async def work() -> str:
         result = await flow.run_recall(None, Trigger(kind="schedule", text="recall (OPSBOT_RECALL_SCHEDULE)"))
         await report_worse(result, poster, "on its schedule")
-    except Exception as exc:
-        await flow.db(flow.store.finish_period, JOB, slot, f"failed: {type(exc).__name__}: {exc}")
-        raise
-    await flow.db(flow.store.finish_period, JOB, slot, f"probe {result.probe_id}")
-    return result.probe_id
+        return result.probe_id
+
+    return await run_claimed(flow, JOB, work, now=now)
 
 
 def recall_trigger(settings: Settings) -> CronTrigger:
     """``OPSBOT_RECALL_SCHEDULE``: a crontab line (``0 */6 * * *``) in the report time zone; refused when malformed."""
-    if not settings.recall_schedule:
-        raise ValueError("OPSBOT_RECALL_SCHEDULE is not set")
-    try:
-        return CronTrigger.from_crontab(settings.recall_schedule, timezone=zone(settings.report_timezone))
-    except ValueError as exc:
-        raise ValueError(f"OPSBOT_RECALL_SCHEDULE={settings.recall_schedule!r}: {exc}; write a crontab line "
-                         "such as '0 */6 * * *'") from exc
+    return crontab_trigger(settings, settings.recall_schedule, "OPSBOT_RECALL_SCHEDULE", "0 */6 * * *")
 
 
-def schedule_recall(scheduler: AsyncIOScheduler, flow: Any, poster: RecallPoster | None) -> Job:
+def schedule_recall(scheduler: AsyncIOScheduler, flow: Flow, poster: RecallPoster | None) -> Job:
     return scheduler.add_job(run_scheduled, recall_trigger(flow.settings), id=JOB, name="recall probe",
                              replace_existing=True, kwargs={"flow": flow, "poster": poster},
                              misfire_grace_time=600, coalesce=True, max_instances=1)
