@@ -31,7 +31,7 @@ _STAMP = linear(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\S*")  # journald short-is
 _JOURNAL_QUIET = ("No journal files were found.", "-- No entries --")
 _SECRET = re.compile(
     r"(?i)(\b(?:admin_api_key|api_key|hf_token|access_token|auth_token|password|passwd|secret)['\"]?\s*[=:]\s*['\"]?"
-    r"|--(?:admin-api-key|api-key|hf-token)[= ]+['\"]?|\bBearer\s+)(?!None\b)[^'\"\s,)]+"
+    r"|--(?:admin-api-key|api-key|hf-token)[= ]+['\"]?|\bBearer\s+)(?!(?-i:None)\b)[^'\"\s,)]+"
 )
 
 
