@@ -4,16 +4,24 @@ the test if anything holds its event loop over 100 ms (tests/loopwatch.py)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from opsbot.lab.nodes import Lab, isolated_settings
 from opsbot.lab.rootfs import is_complete, rootfs_path
 from tests.databases import database_url, postgres_server  # noqa: F401
 from tests.loopwatch import ARMED, LoopWatchdog
 from tests.realparts import need, need_binary, need_root
+
+# CI replays the same examples every run (a red run then says something about the change, not the draw) and
+# has no per-example deadline on its loaded 2 cores; local runs keep exploring new examples.
+hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")
