@@ -645,6 +645,29 @@ def _chat_500_access_only():
     return [p, d, r], {}
 
 
+@scenario("chat-completions-500-asgi-exception-pd", ANY, "https://github.com/sgl-project/sglang/issues/7083", "2025-06-11",
+          "the same failure in a PD deployment: the decode answers the chat completion with 500 and its own journal has "
+          "uvicorn's 'Exception in ASGI application' traceback; the router logs 'Decode server returned error status' "
+          "for it. A request's exception, not a KV transfer: nothing to restart",
+          must_not=("config-crashloop", "role-down", *RESTARTING))
+def _chat_500_asgi_pd():
+    p, d, r = roles("0.4.6", "sgl-router")
+    d.logs = d.logs + raw([
+        '[2025-06-11 06:19:30] INFO:     172.20.0.1:40106 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+        "[2025-06-11 06:19:30] ERROR:    Exception in ASGI application",
+        "Traceback (most recent call last):",
+        '  File "/root/anaconda3/envs/sglang/lib/python3.12/site-packages/uvicorn/protocols/http/h11_impl.py", line 403, in run_asgi',
+        "    result = await app(  # type: ignore[func-returns-value]",
+        "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    ]) + d.logs
+    r.logs = raw([
+        "2025-06-11 06:19:30 ERROR http_request{method=POST uri=/v1/chat/completions version=HTTP/1.1}: "
+        "sglang_router_rs::routers::pd_router: src/routers/pd_router.rs:565: Decode server returned error status "
+        "decode_url=http://10.0.0.2:30001 status=500 Internal Server Error",
+    ])
+    return [p, d, r], {}
+
+
 @scenario("batch-api-single-request-error-line", ANY, "https://github.com/sgl-project/sglang/pull/6170", "2025-05-10",
           "the OpenAI-compatible batch API fails on a batch of one request: SGLang logs 'error: 'NoneType' object is not "
           "iterable' (its level-less format, no traceback) and the batch fails, while the server keeps serving",
