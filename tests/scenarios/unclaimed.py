@@ -678,6 +678,17 @@ def _batch_api_error():
     return [p, d, r], {}
 
 
+@scenario("tool-call-streaming-parse-errors", ANY, "https://github.com/sgl-project/sglang/pull/7479", "2025-06-23",
+          "Qwen2.5 tool calls streamed with several calls in one answer: the tool-call parser fails on the model's output "
+          "again and again ('Error in parse_streaming_increment: Expecting value'), so the calls after the first are lost; "
+          "the server keeps serving and every request answers 200", must_not=("config-crashloop", "role-down", *RESTARTING))
+def _tool_call_stream_errors():
+    p, d, r = roles("0.4.6", "sgl-router")
+    d.logs = d.logs + raw(["[2025-06-23 07:22:00] Error in parse_streaming_increment: Expecting value: line 1 column 1 (char 0)"] * 4
+                          + [access("200 OK", port=40222, stamp="2025-06-23 07:22:00")]) + d.logs
+    return [p, d, r], {}
+
+
 @scenario("near-client-400-validation", "healthy", "https://github.com/sgl-project/sglang/pull/21959", "2026-04-02",
           "clients send malformed payloads and get 400 Bad Request (the PR logs the validation detail because the server "
           "only showed the status); a client's own bad request, the server serves everyone else",
