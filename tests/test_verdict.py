@@ -277,3 +277,17 @@ def test_an_idle_pair_is_no_transfer_failure_but_a_request_held_at_both_ends_is(
     p.gauges["num_prefill_inflight_queue_reqs"] = 1
     held = _diag([p, d, r])
     assert [f.incident for f in held.findings][:1] == ["kv-transfer-failure"]
+
+
+def test_a_bootstrap_failure_counted_for_a_client_abort_advises_no_restart():
+    """SGLang counts an aborted request's bootstrap as failed (reference/sglang.md §7.7): with the abort's own line
+    in the run, the counter is the client leaving, a note, not a transfer failure to restart for."""
+    roles = healthy_roles()
+    roles[1].counters["num_bootstrap_failed_reqs"] = (0, 1)
+    roles[1].logs = roles[1].logs + [
+        "Decode transfer failed for request rank=0 decode_req.req.rid='c3' decode_req.req.bootstrap_room=11 with exception "
+        "KVTransferError(bootstrap_room=11): Aborted by AbortReq."]
+    d = _diag(roles)
+    assert d.healthy, [f.incident for f in d.findings]
+    roles[1].logs = roles[1].logs[:1]  # no abort: the failed bootstrap is the transfer path's
+    assert [f.incident for f in _diag(roles).findings][:1] == ["kv-transfer-failure"]
