@@ -38,8 +38,12 @@ TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.94, 0.94, 0
 # (test_dev_diagnoses_as_labelled). test/ and holdout/ are measured, not fitted: these ceilings are what they
 # measured when holdout/ was read once at the end of issue 24 (2 each, goal 0: missed, said in its note), so
 # a rule that makes either worse fails here; lower them as general rules found on dev/ bring them down.
-TEST_FALSE_ALL_CLEAR_MAX = HOLDOUT_FALSE_ALL_CLEAR_MAX = 2
-HOLDOUT_UNSAFE_MAX = 2
+# 2026-12-03, second round (rules found on dev/: HTTP status class and SGLang's error reports, a parked transfer held at
+# both ends, the router's transport errors to a worker): holdout/ measured again, 1 false all-clear and no unsafe
+# advice (it is no longer unseen: the next round needs a new cut-off); test/ did not move.
+TEST_FALSE_ALL_CLEAR_MAX = 2
+HOLDOUT_FALSE_ALL_CLEAR_MAX = 1
+HOLDOUT_UNSAFE_MAX = 0
 
 
 def _case(path: Path) -> Case:

@@ -209,3 +209,85 @@ def test_a_router_that_marks_its_workers_unhealthy_is_not_healthy():
     r.gauges["smg_worker_health"] = 0  # the minimum over workers: one is down as the router sees it
     router = next(x for x in _diag([p, d, r]).roles if x.role == "router")
     assert router.state == RoleState.abnormal and any("marks a worker unhealthy" in why for why in router.reasons)
+
+
+def _line(message: str):
+    return parse_log_line(f"2026-11-29T09:59:30+0000 node2 python3[4242]: {message}")
+
+
+def test_a_server_error_answered_is_an_error_and_a_clients_bad_request_a_note():
+    """The status class says whose fault it is: 5xx the server's (abnormal, whatever else moves), 4xx the client's."""
+    five = _line('[2025-06-11 06:19:30] INFO:     172.20.0.1:40106 - "POST /v1/responses HTTP/1.1" 500 Internal Server Error')
+    four = _line('[2026-04-02 10:00:01] INFO:     172.20.0.1:52344 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request')
+    unavailable = _line('INFO:     10.0.0.3:5000 - "POST /generate HTTP/1.1" 503 Service Unavailable')
+    assert five.kind == four.kind == unavailable.kind == "access"
+    assert is_abnormal(five) and is_abnormal(unavailable) and not is_abnormal(four)
+    roles = healthy_roles()
+    roles[1].logs = roles[1].logs + ['INFO:     172.20.0.1:52344 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request']
+    d = _diag(roles)
+    assert d.healthy and any("client error (4xx)" in n for r in d.roles for n in r.notes)
+    roles = healthy_roles()
+    roles[1].logs = roles[1].logs + ['INFO:     172.20.0.1:40106 - "POST /v1/responses HTTP/1.1" 500 Internal Server Error']
+    d = _diag(roles)
+    assert not d.healthy and [f.incident for f in d.findings] == ["unexplained"] and _state(d, "decode") == RoleState.abnormal
+    assert not [r for f in d.findings for r in f.remedies if r.kind == "restart"]
+
+
+def test_an_error_report_in_sglangs_level_less_format_is_an_error_and_a_warning_is_not():
+    """SGLang prints no level: ``<what> error: <detail>`` is how its logger.error lines read; a line that carries a
+    level is read by it, and words that merely contain "error" are not a report."""
+    for text in ("[2025-05-11 16:51:15] error: 'NoneType' object is not iterable",
+                 "[2026-01-01 10:00:00 TP0] Tool call parsing error: Expecting value: line 1 column 1 (char 0)",
+                 "[2026-01-01 10:00:00] Reasoning parsing error: list index out of range"):
+        assert is_abnormal(_line(text)), text
+    for text in ("[2026-01-01 10:00:00] WARNING: Tool call parsing error: Expecting value",
+                 "[2026-01-01 10:00:00] Failed to parse JSON part: {\"name\": 1, JSON parse error: Expecting ',' delimiter",
+                 "[http_server] Error: Request is disconnected from the client side (type 3). Abort request obj.rid='61'",
+                 "[2026-01-01 10:00:00] server_args=ServerArgs(model_path='m', enable_error_logs=False)"):
+        assert not is_abnormal(_line(text)), text
+
+
+def test_the_router_that_cannot_reach_a_worker_says_so_at_any_log_level():
+    """Its health checker's failed checks at DEBUG, with no router metrics collected, are still no healthy worker."""
+    p, d, _ = era_roles()
+    r = RoleSpec("router", proc="sglang-router", drop=("metrics",), logs=[
+        "raw:2025-10-07 23:31:33 DEBUG sglang_router_rs::core::worker_manager: src/core/worker_manager.rs:1031: Worker "
+        "grpc://localhost:20000 health check failed: Connection failed for worker grpc://localhost:20000: transport error"])
+    diag = _diag([p, d, r])
+    assert diag.findings and diag.findings[0].incident == "router-no-healthy-workers"
+    # a client of the router going away is not a worker the router cannot reach
+    r.logs = ["raw:2026-11-29 09:59:30  WARN smg::middleware: middleware.rs:159: client closed the connection: "
+              "Connection reset by peer (os error 104)"]
+    assert _diag([p, d, r]).healthy
+
+
+def test_an_idle_pair_is_no_transfer_failure_but_a_request_held_at_both_ends_is():
+    """Idle (nothing runs or waits, no counter moves): one side's transfer-queue gauge is the last value it
+    published, and a restart-advising class must not rest on it. The same request parked in the prefill's
+    inflight queue and the decode's transfer queue while nothing moves is a transfer that never completes."""
+    p, d, r = era_roles()
+    for spec in (p, d):
+        spec.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+        spec.counters = {k: (v[0], 0) for k, v in spec.counters.items()}
+        spec.logs = []
+    r.counters = {k: (v[0], 0) for k, v in r.counters.items()}
+    assert d.gauges["num_decode_transfer_queue_reqs"] == 1
+    idle = _diag([p, d, r])
+    assert idle.healthy, [f.incident for f in idle.findings]
+    p.gauges["num_prefill_inflight_queue_reqs"] = 1
+    held = _diag([p, d, r])
+    assert [f.incident for f in held.findings][:1] == ["kv-transfer-failure"]
+
+
+def test_a_bootstrap_failure_counted_for_a_client_abort_advises_no_restart():
+    """SGLang counts an aborted request's bootstrap as failed (reference/sglang.md §7.7): with the abort's own line
+    in the run, the counter is the client leaving, a note, not a transfer failure to restart for."""
+    roles = healthy_roles()
+    roles[1].counters["num_bootstrap_failed_reqs"] = (0, 1)
+    roles[1].logs = roles[1].logs + [
+        "Decode transfer failed for request rank=0 decode_req.req.rid='c3' decode_req.req.bootstrap_room=11 with exception "
+        "KVTransferError(bootstrap_room=11): Aborted by AbortReq."]
+    d = _diag(roles)
+    assert d.healthy, [f.incident for f in d.findings]
+    roles[1].logs = roles[1].logs[:1]  # no abort: the failed bootstrap is the transfer path's
+    assert [f.incident for f in _diag(roles).findings][:1] == ["kv-transfer-failure"]

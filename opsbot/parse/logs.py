@@ -71,9 +71,16 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
         rf"|^{RELAY_PREFIX}?\s*[0-9]+\s+/\S.*\[0x[0-9a-f]+\]\s*$",  # "/\S.*", not "/\S+.*": PCRE2 on the node backtracks
     ),
     ("queue-full", r"The request queue is full\.|Request (waiting|running) timeout reached"),
+    # an HTTP server's access line answering with a client (4xx) or server (5xx) error: uvicorn's
+    # '"POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error' (SGLang's HTTP server)
+    ("access", r"\"[A-Z]+ \S+ HTTP/[0-9.]+\" [45][0-9][0-9]\b"),
     ("traceback", rf"Traceback \(most recent call last\)|^{RELAY_PREFIX}?\s+File \"|^{RELAY_PREFIX}?[A-Za-z_.]*(Error|Exception)\b"),
     ("batch", r"(Prefill|Decode) batch[ ,.\[]"),  # 0.4.x writes "Decode batch. #running-req: ..."
     ("error", r"ERROR|CRITICAL|FATAL|Error|error|Exception|exception|abort"),
+    # last, so that a line saying "error" keeps that kind (a start-up error): a client's transport failure to its
+    # upstream (the router's health checker and its HTTP/gRPC client: hyper, reqwest, tonic), whatever the level it
+    # was logged at, kept by the node-side filter; whose it is, the router's runbook reads (router_worker_unreachable)
+    ("upstream", r"health check failed|IncompleteMessage|ConnectionReset|[Cc]onnection reset by peer"),
 )
 
 _KINDS = linear_set([pattern for _kind, pattern in LOG_KINDS])  # one pass for every kind, not 16

@@ -44,6 +44,15 @@ _XID = linear(r"\bXid\b")
 # (not a bare "timeout": start-up lines print their settings, "timeout=30")
 _FAILURE_WORDS = linear(r"Error\b|\b(?:[Ff]ail(?:ed|ure|s)?|timed out|exceeded|mismatch|[Uu]nreachable"
                             r"|[Ll]ost|[Ll]osing|Flushed|refused|[Cc]ould not|[Uu]nable to)\b")
+# An HTTP access line's status (uvicorn: '"POST /v1/responses HTTP/1.1" 500 Internal Server Error'): the class says
+# whose fault it is. A 5xx is the server failing a request (an error of the current run, whatever else moves); a
+# 4xx is the client's own bad request (a note: the server refused it and goes on).
+_ACCESS_STATUS = linear(r'"[A-Z]+ \S+ HTTP/[0-9.]+" ([45])[0-9][0-9]\b')
+# SGLang's own format prints no level ("[time TP0] message"), so a logger.error() reads like any other line. Its
+# error reports have one shape: what failed, named as an error or exception, then a colon and the detail
+# ("Tool call parsing error: ...", "Reasoning parsing error: ...", "error: 'NoneType' object is not iterable").
+# A line with a level is read by its level instead (a WARNING saying "error" is a warning).
+_ERROR_REPORT = linear(r"^(?:[A-Za-z][\w .-]{0,60}?\b)?(?:[Ee]rror|[Ee]xception)\s?: \S")
 # The soft watchdog: SGLang 0.5.23 utils/watchdog.py WatchdogRaw._watchdog_once logs
 # "{debug_name} watchdog timeout (self.watchdog_timeout=..., self.soft=True)" and goes on (soft: no SIGQUIT);
 # the TokenizerManager's (managers/tokenizer_manager.py:855) and the DataParallelController's
@@ -66,12 +75,27 @@ def is_soft_watchdog(message: str) -> bool:
     return SOFT_WATCHDOG.search(message) is not None
 
 
+def access_status_class(message: str) -> str | None:
+    """``"4"`` or ``"5"`` for an HTTP access line answering with a client or a server error, else None."""
+    m = _ACCESS_STATUS.search(message)
+    return m.group(1) if m else None
+
+
+def _error_report(message: str) -> bool:
+    """A level-less line shaped as an error report (``<what> error: <detail>``); a line with a level is read by it."""
+    return _ERROR_REPORT.search(message) is not None and _WARNING_LEVEL.search(message) is None and " INFO" not in message
+
+
 def is_abnormal(entry: LogEntry) -> bool:
     """Whether a journal line is evidence that something went wrong (an error, not a warning)."""
     message = entry.message
     if entry.process == "systemd":
         return _SYSTEMD_FAILED.search(message) is not None
     kind = entry.kind
+    if kind == "access":
+        return access_status_class(message) == "5"
+    if kind == "error" and _error_report(message):
+        return True
     if kind in (None, "batch", "patch", "abort"):
         return kind is None and _ERROR_LEVEL.search(message) is not None
     if kind == "watchdog":
@@ -229,6 +253,10 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
     else:
         moving = True
         routing, gauges = facts.get("routing", {}), facts.get("metrics", {})
+        unreachable = facts.get("logs", {}).get("router_worker_unreachable", 0)
+        if unreachable:  # its health checker or its upstream client could not reach a worker, at whatever log level
+            abnormal.append(f"the router could not reach a worker ({unreachable} transport or health-check failure line(s))")
+            severity = "critical" if severity == "critical" else "high"
         if routing.get("no_worker_errors") or routing.get("breaker_open"):
             abnormal.append("the router failed requests for want of a worker")
             severity = "critical" if severity == "critical" else "high"
@@ -238,6 +266,9 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
             abnormal.append(f"the router marks a worker unhealthy (health {gauges.get('smg_worker_health')}, "
                             f"stalled {routing.get('stalled', 0)})")
             severity = "critical" if severity == "critical" else "high"
+    client_errors = sum(e.kind == "access" and access_status_class(e.message) == "4" for e in current)
+    if client_errors:  # the server refused a client's own bad request and went on: said, not held against it
+        notes.append(f"{client_errors} request(s) answered with a client error (4xx): the client's request, not the server")
     busy_note = []
     if not health.get("answered"):
         said = "/health did not answer" + (" (timed out)" if health.get("timed_out") else "")

@@ -599,6 +599,188 @@ def _deepgemm_jit_codegen():
     return [p, d, r], {}
 
 
+
+# === issue 24, second round (2026-12-03): written by the rule helper from threads not used before, dev/ only ======
+# Three kinds of miss, each with failures and healthy near misses: (a) a role that keeps serving while it answers
+# requests with server errors (5xx access lines, an error report in SGLang's level-less format), against a client's
+# own 4xx; (b) an idle server whose scheduler busy-polls a CPU core, against nothing (it is healthy); (c) a router
+# that cannot reach its workers (its transport errors and failed health checks, no metrics), against a router that
+# only sees its clients go away.
+
+def access(status: str, path: str = "/v1/chat/completions", port: int = 40106, stamp: str | None = None) -> str:
+    """uvicorn's access line as SGLang's HTTP server writes it (``INFO:`` then the client, request and status)."""
+    head = f"[{stamp}] " if stamp else ""
+    return f'{head}INFO:     172.20.0.1:{port} - "POST {path} HTTP/1.1" {status}'
+
+
+@scenario("chat-completions-500-asgi-exception", ANY, "https://github.com/sgl-project/sglang/issues/7083", "2025-06-11",
+          "SGLang 0.4.6-era server: a chat completion answers 500 Internal Server Error and uvicorn logs 'Exception in "
+          "ASGI application' with its traceback; the server stays up and serves the other requests",
+          must_not=("config-crashloop", "role-down", *RESTARTING))
+def _chat_500_asgi():
+    p, d, r = roles("0.4.6", "sgl-router")
+    d.logs = d.logs + raw([
+        '[2025-06-11 06:19:30] INFO:     172.20.0.1:40106 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+        "[2025-06-11 06:19:30] ERROR:    Exception in ASGI application",
+        "Traceback (most recent call last):",
+        '  File "/root/anaconda3/envs/sglang/lib/python3.12/site-packages/uvicorn/protocols/http/h11_impl.py", line 403, in run_asgi',
+        "    result = await app(  # type: ignore[func-returns-value]",
+        "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/root/anaconda3/envs/sglang/lib/python3.12/site-packages/uvicorn/middleware/proxy_headers.py", line 60, in __call__',
+        "    return await self.app(scope, receive, send)",
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    ]) + d.logs
+    return [p, d, r], {}
+
+
+@scenario("chat-completions-500-access-lines-only", ANY, "https://github.com/sgl-project/sglang/issues/7083", "2025-06-11",
+          "the same server as the thread shows it once its traceback has left the journal window (or the probe's filter "
+          "kept only the access lines): chat completions answered 500 Internal Server Error between 200s, the server "
+          "up and decoding", must_not=("config-crashloop", "role-down", *RESTARTING))
+def _chat_500_access_only():
+    p, d, r = roles("0.4.6", "sgl-router")
+    d.logs = d.logs + raw([
+        '[2025-06-11 06:19:30] INFO:     172.20.0.1:40106 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+    ]) + d.logs
+    return [p, d, r], {}
+
+
+@scenario("chat-completions-500-asgi-exception-pd", ANY, "https://github.com/sgl-project/sglang/issues/7083", "2025-06-11",
+          "the same failure in a PD deployment: the decode answers the chat completion with 500 and its own journal has "
+          "uvicorn's 'Exception in ASGI application' traceback; the router logs 'Decode server returned error status' "
+          "for it. A request's exception, not a KV transfer: nothing to restart",
+          must_not=("config-crashloop", "role-down", *RESTARTING))
+def _chat_500_asgi_pd():
+    p, d, r = roles("0.4.6", "sgl-router")
+    d.logs = d.logs + raw([
+        '[2025-06-11 06:19:30] INFO:     172.20.0.1:40106 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+        "[2025-06-11 06:19:30] ERROR:    Exception in ASGI application",
+        "Traceback (most recent call last):",
+        '  File "/root/anaconda3/envs/sglang/lib/python3.12/site-packages/uvicorn/protocols/http/h11_impl.py", line 403, in run_asgi',
+        "    result = await app(  # type: ignore[func-returns-value]",
+        "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    ]) + d.logs
+    r.logs = raw([
+        "2025-06-11 06:19:30 ERROR http_request{method=POST uri=/v1/chat/completions version=HTTP/1.1}: "
+        "sglang_router_rs::routers::pd_router: src/routers/pd_router.rs:565: Decode server returned error status "
+        "decode_url=http://10.0.0.2:30001 status=500 Internal Server Error",
+    ])
+    return [p, d, r], {}
+
+
+@scenario("batch-api-single-request-error-line", ANY, "https://github.com/sgl-project/sglang/pull/6170", "2025-05-10",
+          "the OpenAI-compatible batch API fails on a batch of one request: SGLang logs 'error: 'NoneType' object is not "
+          "iterable' (its level-less format, no traceback) and the batch fails, while the server keeps serving",
+          must_not=("config-crashloop", "role-down", *RESTARTING))
+def _batch_api_error():
+    p, d, r = roles("0.4.6", "sgl-router")
+    d.logs = d.logs + raw(["[2025-05-11 16:51:15] error: 'NoneType' object is not iterable"]) + d.logs
+    return [p, d, r], {}
+
+
+@scenario("tool-call-streaming-parse-errors", ANY, "https://github.com/sgl-project/sglang/pull/7479", "2025-06-23",
+          "Qwen2.5 tool calls streamed with several calls in one answer: the tool-call parser fails on the model's output "
+          "again and again ('Error in parse_streaming_increment: Expecting value'), so the calls after the first are lost; "
+          "the server keeps serving and every request answers 200", must_not=("config-crashloop", "role-down", *RESTARTING))
+def _tool_call_stream_errors():
+    p, d, r = roles("0.4.6", "sgl-router")
+    d.logs = d.logs + raw(["[2025-06-23 07:22:00] Error in parse_streaming_increment: Expecting value: line 1 column 1 (char 0)"] * 4
+                          + [access("200 OK", port=40222, stamp="2025-06-23 07:22:00")]) + d.logs
+    return [p, d, r], {}
+
+
+@scenario("near-client-400-validation", "healthy", "https://github.com/sgl-project/sglang/pull/21959", "2026-04-02",
+          "clients send malformed payloads and get 400 Bad Request (the PR logs the validation detail because the server "
+          "only showed the status); a client's own bad request, the server serves everyone else",
+          must_not=("unexplained", "config-crashloop"))
+def _client_400():
+    p, d, r = roles()
+    d.logs = d.logs + raw([access("400 Bad Request", port=52344), access("200 OK", port=52350),
+                           access("400 Bad Request", port=52362)]) + d.logs
+    return [p, d, r], {}
+
+
+def _idle(version: str, router: str) -> tuple[RoleSpec, RoleSpec, RoleSpec]:
+    """No request for minutes: nothing runs or waits, no counter moves, no batch line; every gauge else as last read."""
+    p, d, r = roles(version, router)
+    for spec in (p, d):
+        spec.gauges.update(num_running_reqs=0, num_queue_reqs=0)
+        spec.counters = {k: (v[0], 0) for k, v in spec.counters.items()}
+        spec.logs = []
+    r.counters = {k: (v[0], 0) for k, v in r.counters.items()}
+    return p, d, r
+
+
+@scenario("near-idle-scheduler-100pct-cpu", "healthy", "https://github.com/sgl-project/sglang/issues/9863", "2025-09-01",
+          "sglang::scheduler runs at 100% on two cores without any incoming request (it polls its sockets without "
+          "sleeping); the GPUs idle, nothing pending: an idle server, not a fault, and nothing to restart",
+          must_not=("kv-transfer-failure", "decode-wedged", "prefill-wedged", "unexplained"))
+def _idle_cpu_9863():
+    p, d, r = _idle("0.5.3", "sgl-router")
+    return [p, d, r], gpus_named("NVIDIA H200", 143771, 120000)
+
+
+@scenario("near-idle-scheduler-100pct-cpu-0.5.23", "healthy", "https://github.com/sgl-project/sglang/issues/9863", "2025-09-01",
+          "the same idle server as SGLang 0.5.23 exposes it (sleep_on_idle is still off by default): realtime token "
+          "counters flat on both roles, the decode's transfer-queue gauge holding the last value it published, nothing "
+          "running or queued; the scheduler's busy CPU core is no transfer failure",
+          must_not=("kv-transfer-failure", "decode-wedged", "prefill-wedged", "unexplained"))
+def _idle_cpu_9863_current():
+    p, d, r = _idle("0.5.23", "smg")
+    return [p, d, r], {}
+
+
+@scenario("near-idle-scheduler-thread-0.4.3", "healthy", "https://github.com/sgl-project/sglang/issues/3708", "2025-02-19",
+          "SGLang 0.4.3.post2 serving Llama 3.1 8B: the sglang::scheduler process hogs 100% of one core while nothing "
+          "is queued (a loop without back-off); idle and healthy", must_not=("decode-wedged", "prefill-wedged", "unexplained"))
+def _idle_cpu_3708():
+    p, d, r = _idle("0.4.3", "sgl-router")
+    return [p, d, r], {}
+
+
+@scenario("router-grpc-workers-unreachable", "router-no-healthy-workers", "https://github.com/sgl-project/sglang/pull/11310",
+          "2025-10-07",
+          "the router's health checker cannot connect to its gRPC workers (nothing listens at the registered "
+          "grpc:// ports): 'Failed to connect gRPC client for worker ... transport error' and 'health check failed: "
+          "Connection failed'; the engines themselves are up on their HTTP ports; the router's metrics were not collected",
+          must_not=("healthy", "kv-transfer-failure", "config-crashloop"))
+def _router_grpc_unreachable():
+    p, d, _ = roles()
+    r = RoleSpec("router", proc="sglang-router", drop=("metrics",), logs=raw([
+        "2025-10-07 23:31:33 DEBUG sglang_router_rs::grpc_client::sglang_scheduler: src/grpc_client/sglang_scheduler.rs:28: "
+        "Connecting to SGLang scheduler at grpc://localhost:20001",
+        "2025-10-07 23:31:33 ERROR sglang_router_rs::core::worker: src/core/worker.rs:517: Failed to connect gRPC client for "
+        "worker grpc://localhost:20000: transport error",
+        "2025-10-07 23:31:33 DEBUG sglang_router_rs::core::worker_manager: src/core/worker_manager.rs:1031: Worker "
+        "grpc://localhost:20000 health check failed: Connection failed for worker grpc://localhost:20000: Failed to connect "
+        "to gRPC server: transport error",
+        "2025-10-07 23:31:33 ERROR sglang_router_rs::core::worker: src/core/worker.rs:517: Failed to connect gRPC client for "
+        "worker grpc://localhost:20001: transport error",
+        "2025-10-07 23:31:33 DEBUG sglang_router_rs::core::worker_manager: src/core/worker_manager.rs:1031: Worker "
+        "grpc://localhost:20001 health check failed: Connection failed for worker grpc://localhost:20001: Failed to connect "
+        "to gRPC server: transport error",
+    ]))
+    return [p, d, r], {}
+
+
+@scenario("router-grpc-workers-unreachable-debug-only", "router-no-healthy-workers",
+          "https://github.com/sgl-project/sglang/pull/11310", "2025-10-07",
+          "the same router with only its health checker's lines in the window (DEBUG: 'Worker ... health check "
+          "failed: Connection failed'): no line at ERROR, no metrics; the router still cannot reach a worker",
+          must_not=("healthy", "kv-transfer-failure", "config-crashloop"))
+def _router_grpc_unreachable_debug():
+    p, d, _ = roles()
+    r = RoleSpec("router", proc="sglang-router", drop=("metrics",), logs=raw([
+        "2025-10-07 23:31:33 DEBUG sglang_router_rs::core::worker_manager: src/core/worker_manager.rs:1031: Worker "
+        "grpc://localhost:20000 health check failed: Connection failed for worker grpc://localhost:20000: Failed to connect "
+        "to gRPC server: transport error",
+        "2025-10-07 23:31:33 DEBUG sglang_router_rs::core::worker_manager: src/core/worker_manager.rs:1031: Worker "
+        "grpc://localhost:20001 health check failed: Connection failed for worker grpc://localhost:20001: Failed to connect "
+        "to gRPC server: transport error",
+    ]))
+    return [p, d, r], {}
+
+
 if __name__ == "__main__":
     for path in write(SCENARIOS):
         print(path)
