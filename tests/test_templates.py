@@ -1,0 +1,141 @@
+"""What differs from a role's own healthy probes (issue 24): log templates kept per role in the store, learned
+only from healthy probes, capped; a role that is not healthy names its lines whose templates it never printed
+while healthy. The pure part with composed bundles, the store on SQLite and PostgreSQL, the flow end to end."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from rich.console import Console
+
+from opsbot.bundle import Bundle
+from opsbot.cli.diagnosis_view import render
+from opsbot.contracts import RoleState
+from opsbot.diagnose import default_runbooks, diagnose
+from opsbot.parse.templates import (
+    MIN_HEALTHY_PROBES,
+    TEMPLATES_PER_PROBE,
+    RoleHistory,
+    line_template,
+    template_key,
+    visible,
+)
+from opsbot.slack.blocks import finding_blocks
+from tests.scenarios.compose import RoleSpec, bundle, healthy_roles
+
+NEW_LINE = "[2026-11-29 09:59:40] ERROR:    Scheduler saw page 4711 of req 9f3c2a71e0b44d1c freed twice"
+
+
+def _bundle(roles: list[RoleSpec]) -> Bundle:
+    return bundle(roles).model_copy(update={"id": uuid.uuid4().hex[:16]})
+
+
+def _broken() -> list[RoleSpec]:
+    roles = healthy_roles()
+    roles[1].logs += [f"raw:{NEW_LINE}"]
+    return roles
+
+
+def _decode(d: Any) -> Any:
+    return next(r for r in d.roles if r.role == "decode")
+
+
+# -- the template of a line ------------------------------------------------------------------------------
+
+
+def test_a_template_masks_what_varies_between_repeats_of_one_message():
+    a = line_template("Decode batch, #running-req: 32, #token: 11179, token usage: 0.08, gen throughput (token/s): 1635.11")
+    b = line_template("Decode batch, #running-req: 7, #token: 12, token usage: 0.91, gen throughput (token/s): 3.5")
+    assert a == b and "<*>" in a and "32" not in a
+    ids = [line_template(f"Abort request rid={rid} from 10.0.0.{n}:{port}")
+           for rid, n, port in (("9f3c2a71e0b44d1c", 3, 40052), ("deadbeefcafebabe", 17, 8998))]
+    assert ids[0] == ids[1]
+    assert line_template('File "/sgl/a.py", line 12, in run') == line_template('File "/usr/b.py", line 981, in run')
+    assert line_template("values [1, 2, 3, 4]") == line_template("values [5]")
+    assert line_template("KV transfer failed") != line_template("KV transfer done")
+
+
+@given(st.text(max_size=3000))
+def test_a_template_is_capped_and_never_carries_a_control_character(text: str):
+    t = line_template(text)
+    assert len(t) <= 200 and not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in t)
+    assert len(template_key(t)) == 32
+
+
+def test_visible_escapes_control_characters():
+    assert visible("a\x1b[31mb\x00c\x9b") == "a\\x1b[31mb\\x00c\\x9b"
+
+
+# -- the diagnosis with and without history --------------------------------------------------------------
+
+
+def test_offline_a_diagnosis_says_nothing_of_history():
+    d = diagnose(_bundle(_broken()), default_runbooks())
+    (f,) = d.findings
+    assert f.incident == "unexplained"
+    assert not any("healthy" in e for e in f.evidence) and not any("since healthy" in r for r in _decode(d).reasons)
+    assert all(r.templates is None for r in d.roles)
+
+
+def test_too_little_history_says_so():
+    history = {"decode": RoleHistory(MIN_HEALTHY_PROBES - 1, frozenset())}
+    (f,) = diagnose(_bundle(_broken()), default_runbooks(), history=history).findings
+    assert any(e.startswith("no healthy history yet: 2 healthy probe(s) of decode") for e in f.evidence)
+
+
+def test_a_line_never_seen_while_healthy_is_named_in_the_finding_and_the_role_verdict():
+    healthy = diagnose(_bundle(healthy_roles()), default_runbooks(), history={})
+    assert healthy.healthy
+    taught = _decode(healthy).templates
+    assert taught and all(isinstance(t, str) for t in taught.values())
+    history = {"decode": RoleHistory(MIN_HEALTHY_PROBES, frozenset(taught))}
+    d = diagnose(_bundle(_broken()), default_runbooks(), history=history)
+    (f,) = d.findings
+    (said,) = [e for e in f.evidence if "since healthy" in e]
+    assert said.startswith("new since healthy: 1 template(s) never seen on decode while healthy (3 healthy probes): ")
+    assert said.endswith("ERROR:    Scheduler saw page 4711 of req 9f3c2a71e0b44d1c freed twice")
+    decode = _decode(d)
+    assert decode.state == RoleState.abnormal and said in decode.reasons and decode.templates is None
+    assert said not in f.summary  # the summary keeps the verdict's own reasons
+    # every line seen while healthy: said, so a person knows the logs are not what changed
+    both = history | {"decode": RoleHistory(5, frozenset(taught) | {template_key(line_template(NEW_LINE.split("] ", 1)[1]))})}
+    (f,) = diagnose(_bundle(_broken()), default_runbooks(), history=both).findings
+    assert any(e.startswith("new since healthy: none") for e in f.evidence)
+
+
+def test_the_history_changes_no_finding_and_no_state():
+    """Only evidence lines differ: the findings, their order and every role's state are the offline ones."""
+    for roles in (healthy_roles(), _broken()):
+        b = _bundle(roles)
+        offline, online = diagnose(b, default_runbooks()), diagnose(b, default_runbooks(), history={})
+        assert [f.incident for f in offline.findings] == [f.incident for f in online.findings]
+        assert [r.state for r in offline.roles] == [r.state for r in online.roles]
+
+
+def test_a_hostile_line_is_shown_escaped_on_every_surface():
+    roles = healthy_roles()
+    roles[1].logs += ["raw:[2026-11-29 09:59:40] ERROR: <!channel> [bold]x[/bold] \x1b[2J <https://evil|click>"]
+    history = {"decode": RoleHistory(3, frozenset())}
+    d = diagnose(_bundle(roles), default_runbooks(), history=history)
+    (said,) = [e for e in d.findings[0].evidence if "since healthy" in e]
+    assert "\x1b" not in said and "\\x1b[2J" in said
+    blocks = json.dumps(finding_blocks("lab", "p-1", d.findings, {}))
+    assert "<!channel>" not in blocks and "&lt;!channel&gt;" in blocks
+    public = json.dumps(d.public())
+    assert "templates" not in public  # what the store learns is never part of the public diagnosis
+    out = io.StringIO()
+    Console(file=out, width=400, force_terminal=False).print(render(d))
+    assert "[bold]x[/bold]" in out.getvalue() and "\x1b" not in out.getvalue()  # no rich markup, no escape
+
+
+def test_a_flood_of_distinct_lines_teaches_at_most_the_per_probe_cap():
+    roles = healthy_roles()
+    roles[1].logs += [f"raw:[2026-11-29 09:59:40] INFO: line kind {chr(65 + i % 26)}{chr(65 + i // 26 % 26)}"
+                      f"{chr(65 + i // 676)}" for i in range(TEMPLATES_PER_PROBE + 50)]
+    d = diagnose(_bundle(roles), default_runbooks(), history={})
+    assert d.healthy and len(_decode(d).templates) == TEMPLATES_PER_PROBE
