@@ -7,11 +7,14 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
+from sqlalchemy import func, select
 
 from opsbot.bundle import Bundle
 from opsbot.cli.diagnosis_view import render
@@ -26,6 +29,9 @@ from opsbot.parse.templates import (
     visible,
 )
 from opsbot.slack.blocks import finding_blocks
+from opsbot.store import Store
+from opsbot.store import templates as store_templates
+from opsbot.store.models import RoleLogTemplate
 from tests.scenarios.compose import RoleSpec, bundle, healthy_roles
 
 NEW_LINE = "[2026-11-29 09:59:40] ERROR:    Scheduler saw page 4711 of req 9f3c2a71e0b44d1c freed twice"
@@ -139,3 +145,76 @@ def test_a_flood_of_distinct_lines_teaches_at_most_the_per_probe_cap():
                       f"{chr(65 + i // 676)}" for i in range(TEMPLATES_PER_PROBE + 50)]
     d = diagnose(_bundle(roles), default_runbooks(), history={})
     assert d.healthy and len(_decode(d).templates) == TEMPLATES_PER_PROBE
+
+
+# -- the store ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store(database_url):
+    s = Store(database_url)
+    yield s
+    s.close()
+
+
+def _save(store: Store, roles: list[RoleSpec], history: dict[str, RoleHistory] | None = None, at: datetime | None = None):
+    b = _bundle(roles)
+    if at is not None:
+        b = b.model_copy(update={"started_at": at.isoformat()})
+    d = diagnose(b, default_runbooks(), history=store.role_history(b.cluster, [r.key for r in b.roles])
+                 if history is None else history)
+    store.save_probe(b, d)
+    return b, d
+
+
+def test_healthy_probes_teach_and_the_history_round_trips(store):
+    assert store.role_history("lab", ["decode"]) == {"decode": RoleHistory()}
+    _b, d = _save(store, healthy_roles())
+    _save(store, healthy_roles())
+    h = store.role_history("lab", ["prefill", "decode", "router", "nobody"])
+    assert h["decode"].healthy_probes == 2 and h["decode"].keys == frozenset(_decode(d).templates)
+    assert h["nobody"] == RoleHistory() and h["router"].healthy_probes == 2
+    (row,) = store.role_templates("lab", "decode")
+    assert row.healthy_probes == 2 and row.template.startswith("Decode batch, #running-req: <*>")
+    assert row.first_seen <= row.last_seen and row.last_seen.tzinfo is not None
+    assert store.role_history("other", ["decode"])["decode"] == RoleHistory()  # per cluster
+
+
+def test_only_healthy_probes_teach(store):
+    _save(store, healthy_roles())
+    _b, d = _save(store, _broken())
+    assert _decode(d).state == RoleState.abnormal
+    h = store.role_history("lab", ["decode", "prefill"])
+    assert h["decode"].healthy_probes == 1 and len(h["decode"].keys) == 1  # the error line taught nothing
+    assert h["prefill"].healthy_probes == 2  # its own verdict was healthy in both probes
+    # a diagnosis made without history (offline) teaches nothing, not even a healthy probe
+    b = _bundle(healthy_roles())
+    store.save_probe(b, diagnose(b, default_runbooks()))
+    assert store.role_history("lab", ["decode"])["decode"].healthy_probes == 1
+
+
+def test_a_control_character_in_a_template_is_stored_on_every_database(store):
+    roles = healthy_roles()
+    roles[1].logs += ["raw:[2026-11-29 09:59:40] INFO: odd \x00 byte and \x1b escape"]
+    _b, d = _save(store, roles)
+    assert _decode(d).state == RoleState.healthy
+    assert any("\\x00" in r.template for r in store.role_templates("lab", "decode"))
+
+
+def test_the_templates_of_a_role_are_capped_least_recently_seen_first(store, monkeypatch):
+    monkeypatch.setattr(store_templates, "TEMPLATES_PER_ROLE", 5)
+    t0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    for n in range(3):  # three probes, each with three lines of its own and the batch line
+        roles = healthy_roles()
+        roles[1].logs += [f"raw:[2026-11-29 09:59:40] INFO: probe {chr(65 + n)} line {chr(65 + i)}" for i in range(3)]
+        _save(store, roles, at=t0 + timedelta(minutes=n))
+    rows = store.role_templates("lab", "decode")
+    assert len(rows) == 5
+    kept = {r.template for r in rows}
+    assert "INFO: probe C line A" in kept and not any(t.startswith("INFO: probe A") for t in kept)
+    assert rows[0].healthy_probes == 3  # the batch line, seen in every probe, stays
+    # a bundle saved late brings its templates back but moves no last_seen backwards
+    _save(store, healthy_roles(), at=t0 - timedelta(days=1))
+    assert max(r.last_seen for r in store.role_templates("lab", "decode")) == t0 + timedelta(minutes=2)
+    n = store.read(lambda s: s.scalar(select(func.count()).select_from(RoleLogTemplate)))
+    assert n <= 5 + len(store.role_templates("lab", "prefill"))
