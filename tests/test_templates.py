@@ -4,6 +4,7 @@ while healthy. The pure part with composed bundles, the store on SQLite and Post
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import uuid
@@ -16,10 +17,11 @@ from hypothesis import strategies as st
 from rich.console import Console
 from sqlalchemy import func, select
 
-from opsbot.bundle import Bundle
+from opsbot.bundle import Bundle, Trigger
 from opsbot.cli.diagnosis_view import render
 from opsbot.contracts import RoleState
 from opsbot.diagnose import default_runbooks, diagnose
+from opsbot.flow import Flow
 from opsbot.parse.templates import (
     MIN_HEALTHY_PROBES,
     TEMPLATES_PER_PROBE,
@@ -33,6 +35,7 @@ from opsbot.store import Store
 from opsbot.store import templates as store_templates
 from opsbot.store.models import RoleLogTemplate
 from tests.scenarios.compose import RoleSpec, bundle, healthy_roles
+from tests.servicekit import lab_settings
 
 NEW_LINE = "[2026-11-29 09:59:40] ERROR:    Scheduler saw page 4711 of req 9f3c2a71e0b44d1c freed twice"
 
@@ -218,3 +221,34 @@ def test_the_templates_of_a_role_are_capped_least_recently_seen_first(store, mon
     assert max(r.last_seen for r in store.role_templates("lab", "decode")) == t0 + timedelta(minutes=2)
     n = store.read(lambda s: s.scalar(select(func.count()).select_from(RoleLogTemplate)))
     assert n <= 5 + len(store.role_templates("lab", "prefill"))
+
+
+# -- the flow: probe, diagnose with history, record ------------------------------------------------------
+
+
+def test_the_flow_names_a_line_new_since_healthy_in_the_unexplained_finding(tmp_path, database_url):
+    """Probed healthy three times, then with an error line no runbook claims: the finding says the line's
+    template was never seen on decode while healthy; the probes before that say there is no history yet."""
+    settings = lab_settings(tmp_path, database_url)
+    answers = [healthy_roles(), _broken(), healthy_roles(), healthy_roles(), _broken()]
+
+    async def probe(inventory: Any, *, trigger: Trigger | None = None, **_: Any) -> Bundle:
+        return _bundle(answers.pop(0)).model_copy(update={"trigger": trigger or Trigger()})
+
+    flow = Flow(settings=settings, store=Store(settings.db_url()), probe=probe)
+
+    async def run() -> list[Any]:
+        return [await flow.run_probe(None, None, Trigger(kind="cli", user="alice")) for _ in range(5)]
+
+    results = asyncio.run(run())
+    early = results[1].diagnosis.findings[0]
+    assert early.incident == "unexplained"
+    assert any(e.startswith("no healthy history yet: 1 healthy probe(s) of decode") for e in early.evidence)
+    last = results[4].diagnosis.findings[0]
+    (said,) = [e for e in last.evidence if "since healthy" in e]
+    assert said.startswith("new since healthy: 1 template(s) never seen on decode while healthy (3 healthy probes)")
+    assert "Scheduler saw page 4711" in said
+    stored = flow.store.probe_findings(results[4].probe_id)[0]
+    assert said in stored.evidence  # recorded as shown
+    assert said in json.dumps(results[4].as_json())  # the REST answer
+    flow.store.close()
