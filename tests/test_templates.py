@@ -117,6 +117,20 @@ def test_a_line_never_seen_while_healthy_is_named_in_the_finding_and_the_role_ve
     assert any(e.startswith("new since healthy: none") for e in f.evidence)
 
 
+def test_a_traceback_s_exception_is_shown_before_its_frames():
+    roles = healthy_roles()
+    roles[1].logs += ["raw:[2026-11-29 09:59:40] ERROR:    Exception in ASGI application",
+                      "raw:Traceback (most recent call last):",
+                      'raw:  File "/sgl/serving_chat.py", line 612, in _process_messages',
+                      "raw:jinja2.exceptions.UndefinedError: 'dict object' has no attribute 'content'"]
+    (f,) = diagnose(_bundle(roles), default_runbooks(), history={"decode": RoleHistory(4, frozenset())}).findings
+    (said,) = [e for e in f.evidence if "since healthy" in e]
+    assert "5 template(s)" in said and "(first 3)" in said  # the batch line is new too: nothing was taught
+    shown = said.split(" (first 3): ", 1)[1].split(" | ")
+    assert [line.split(",")[0] for line in shown] == [
+        "Decode batch", "ERROR:    Exception in ASGI application", "jinja2.exceptions.UndefinedError: 'dict object' has no attribute 'content'"]
+
+
 def test_the_history_changes_no_finding_and_no_state():
     """Only evidence lines differ: the findings, their order and every role's state are the offline ones."""
     for roles in (healthy_roles(), _broken()):

@@ -78,13 +78,22 @@ def role_templates(entries: Iterable[LogEntry]) -> dict[str, tuple[str, str]]:
     return out
 
 
+_FRAME = linear(r'^(?:\s|File "|Traceback \(most recent call last\))')
+
+
+def _frame(line: str) -> bool:
+    """A traceback's frame, code or header line: shown after the lines that say something (its exception)."""
+    return _FRAME.search(line) is not None
+
+
 def since_healthy(role: str, seen: Mapping[str, tuple[str, str]], history: RoleHistory) -> str:
     """One line for a role that is not healthy: its lines whose templates were never seen on it while it was
-    healthy (how many, the first few), or that it has too little healthy history to tell."""
+    healthy (how many, the first few: traceback frames after the lines that say something), or that it has
+    too little healthy history to tell."""
     if history.healthy_probes < MIN_HEALTHY_PROBES:
         return (f"no healthy history yet: {history.healthy_probes} healthy probe(s) of {visible(role)} recorded, "
                 f"{MIN_HEALTHY_PROBES} needed to compare its log lines with")
-    new = [line for key, (_t, line) in seen.items() if key not in history.keys]
+    new = sorted((line for key, (_t, line) in seen.items() if key not in history.keys), key=_frame)  # stable
     if not new:
         return (f"new since healthy: none: every log line of this run has a template seen on {visible(role)} "
                 f"while healthy ({history.healthy_probes} healthy probes)")
