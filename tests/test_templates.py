@@ -23,6 +23,8 @@ from opsbot.contracts import RoleState
 from opsbot.diagnose import default_runbooks, diagnose
 from opsbot.flow import Flow
 from opsbot.parse.templates import (
+    _MASK,
+    _RUNS,
     MIN_HEALTHY_PROBES,
     TEMPLATES_PER_PROBE,
     RoleHistory,
@@ -74,6 +76,13 @@ def test_a_template_is_capped_and_never_carries_a_control_character(text: str):
     t = line_template(text)
     assert len(t) <= 200 and not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in t)
     assert len(template_key(t)) == 32
+
+
+@given(st.text(alphabet="0123456789abcdefxz:=/.'\" \t-_#\x00٣", max_size=600))
+def test_a_template_is_its_shape_s_whatever_the_digits(text: str):
+    """What makes the cache right: no mask tells one digit, or one length of a run of digits, from another."""
+    uncached = visible(" ".join(_RUNS.sub("<*>", _MASK.sub("<*>", text[:400])).split()))[:200]
+    assert line_template(text) == uncached
 
 
 def test_visible_escapes_control_characters():

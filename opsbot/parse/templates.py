@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from opsbot.parse.lines import linear
@@ -25,13 +26,14 @@ FIRST_NEW = 3  # lines shown of the templates new since healthy
 LINE_SHOWN = 160  # characters of each line shown
 TEMPLATES_PER_PROBE = 400  # at most this many templates of one role are taken from one probe
 
-# Masked, in this order of preference at a position: an 0x number, a quoted value, a path, then any token
-# that holds a digit (a number, a request id, an address with its port, "TP3", "cuda:0"). RE2: linear.
-_MASK = linear(r"0x[0-9a-fA-F]+|'[^']*'|\"[^\"]*\"|(?:/[\w.+-]+)+/?"
-               r"|[\pL\pN_.:@#%+=-]*\pN[\pL\pN_.:@#%+=-]*")
+# Masked, in this order of preference at a position: a quoted value, a path, any token that holds a digit (a
+# number, a request id, an address, "TP3", "0x7f3a"; not across ":" or "=", so "rid=" and "port:" stay), a hex
+# id in letters only ("deadbeefcafe"). None of them tells one digit, or one length of a run of digits, from
+# another, so a line's template is its ``_shape``'s: that is what is cached (batch lines come in a few shapes).
+# RE2: linear.
+_MASK = linear(r"'[^']*'|\"[^\"]*\"|(?:/[\w.+-]+)+/?|[\pL\pN_.@#%+-]*\pN[\pL\pN_.@#%+-]*|\b[0-9a-fA-F]{8,}\b")
 _RUNS = linear(r"<\*>(?:[\s,;|]*<\*>)+")  # a list of masked values is one value, whatever its length
-_SPACE = linear(r"\s+")
-_HEX_ID = linear(r"\b[0-9a-fA-F]{8,}\b")  # a request id written in letters only (rare, but "deadbeefcafe")
+_ZERO = str.maketrans("123456789", "000000000")
 # C0 and C1 control characters and DEL: shown escaped, never passed to a terminal, Slack or PostgreSQL (NUL)
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
 
@@ -41,11 +43,30 @@ def visible(text: str) -> str:
     return text.translate(_CONTROL)
 
 
+def _shape(text: str) -> str:
+    """``text`` with each run of ASCII digits written as one ``0``: lines that differ only in their numbers."""
+    text = text.translate(_ZERO)
+    while "00" in text:
+        text = text.replace("00", "0")
+    return text
+
+
+def _masked(m: object) -> str:
+    return "<*>"
+
+
+@lru_cache(maxsize=4096)
+def _template(shape: str) -> tuple[str, str]:
+    """(template, key) of a shape: masked, lists of masked values as one, spaces collapsed, control characters
+    escaped, capped."""
+    t = visible(" ".join(_RUNS.sub(_masked, _MASK.sub(_masked, shape)).split()))[:TEMPLATE_CAP]
+    return t, template_key(t)
+
+
 def line_template(message: str) -> str:
     """A log message's template: variable parts masked (``<*>``), spaces collapsed, control characters
     escaped, capped at ``TEMPLATE_CAP`` characters; repeats of one message give one template."""
-    masked = _MASK.sub("<*>", _HEX_ID.sub("<*>", message[:2 * TEMPLATE_CAP]))
-    return visible(_SPACE.sub(" ", _RUNS.sub("<*>", masked)).strip())[:TEMPLATE_CAP]
+    return _template(_shape(message[:2 * TEMPLATE_CAP]))[0]
 
 
 def template_key(template: str) -> str:
@@ -67,10 +88,9 @@ def role_templates(entries: Iterable[LogEntry]) -> dict[str, tuple[str, str]]:
     at most ``TEMPLATES_PER_PROBE`` of them (a flood of distinct lines teaches no more than that)."""
     out: dict[str, tuple[str, str]] = {}
     for e in entries:
-        t = line_template(e.message)
+        t, key = _template(_shape(e.message[:2 * TEMPLATE_CAP]))
         if not t:
             continue
-        key = template_key(t)
         if key not in out:
             if len(out) >= TEMPLATES_PER_PROBE:
                 break
