@@ -48,7 +48,6 @@ async def test_healthy_probes_teach_and_a_crash_s_lines_are_new_since_healthy(la
         assert said and said[0].startswith("new since healthy: ") and "never seen on decode while healthy" in said[0], (
             decode.reasons)
         assert "templates lab sentinel" in said[0]
-        print("\nEXAMPLE", [(f.incident, f.evidence) for f in broken.diagnosis.findings], decode.reasons, len(history["decode"].keys), flow.store.role_templates(cluster, "decode")[0].template)
         assert flow.store.role_history(cluster, ["decode"])["decode"].healthy_probes == MIN_HEALTHY_PROBES + 1
     finally:
         lab.reset()
