@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import threading
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -244,6 +245,35 @@ def test_the_templates_of_a_role_are_capped_least_recently_seen_first(store, mon
     assert max(r.last_seen for r in store.role_templates("lab", "decode")) == t0 + timedelta(minutes=2)
     n = store.read(lambda s: s.scalar(select(func.count()).select_from(RoleLogTemplate)))
     assert n <= 5 + len(store.role_templates("lab", "prefill"))
+
+
+def test_saves_at_once_count_every_healthy_probe(database_url, monkeypatch):
+    """Two instances saving probes of the same roles at once, at the cap: no conflict is lost, no save fails."""
+    monkeypatch.setattr(store_templates, "TEMPLATES_PER_ROLE", 3)
+    stores = [Store(database_url) for _ in range(2)]
+    work = []
+    for n in range(10):
+        roles = healthy_roles()
+        roles[1].logs += [f"raw:[2026-11-29 09:59:40] INFO: shared line {chr(65 + i)}" for i in range(3)]
+        roles[1].logs += [f"raw:[2026-11-29 09:59:40] INFO: own line {chr(65 + n)}"]
+        b = _bundle(roles)
+        work.append((b, diagnose(b, default_runbooks(), history={})))
+    errors: list[BaseException] = []
+
+    def save(store: Store, part: list[tuple[Bundle, Any]]) -> None:
+        try:
+            for b, d in part:
+                store.save_probe(b, d)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save, args=(s, work[i::2])) for i, s in enumerate(stores)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert errors == []
+    assert stores[0].role_history("lab", ["decode"])["decode"].healthy_probes == 10
+    assert len(stores[0].role_templates("lab", "decode")) == 3
+    [s.close() for s in stores]
 
 
 # -- the flow: probe, diagnose with history, record ------------------------------------------------------
