@@ -304,4 +304,8 @@ def test_the_flow_names_a_line_new_since_healthy_in_the_unexplained_finding(tmp_
     stored = flow.store.probe_findings(results[4].probe_id)[0]
     assert said in stored.evidence  # recorded as shown
     assert said in json.dumps(results[4].as_json())  # the REST answer
+    assert said in json.dumps(finding_blocks("lab", results[4].probe_id, results[4].diagnosis.findings, {}))  # Slack
+    out = io.StringIO()
+    Console(file=out, width=1000, force_terminal=False).print(render(results[4].diagnosis))  # opsbot probe / ask
+    assert said in out.getvalue()
     flow.store.close()
