@@ -247,6 +247,27 @@ def test_the_templates_of_a_role_are_capped_least_recently_seen_first(store, mon
     assert n <= 5 + len(store.role_templates("lab", "prefill"))
 
 
+def test_the_migration_goes_down_to_0009_and_up_again_keeping_the_probes(store):
+    from alembic import command
+    from sqlalchemy import inspect
+
+    from opsbot.store.database import alembic_config
+
+    b, _d = _save(store, healthy_roles())
+    config = alembic_config()
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0009_notifier")
+    tables = set(inspect(store.engine).get_table_names())
+    assert "probes" in tables and not {"role_log_templates", "role_log_history"} & tables
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+    assert store.load_bundle(b.id).id == b.id and store.role_history("lab", ["decode"])["decode"] == RoleHistory()
+    _save(store, healthy_roles())
+    assert store.role_history("lab", ["decode"])["decode"].healthy_probes == 1
+
+
 def test_saves_at_once_count_every_healthy_probe(database_url, monkeypatch):
     """Two instances saving probes of the same roles at once, at the cap: no conflict is lost, no save fails."""
     monkeypatch.setattr(store_templates, "TEMPLATES_PER_ROLE", 3)
