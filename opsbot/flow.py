@@ -15,11 +15,11 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args
 
 from anyio import to_thread
 
@@ -35,12 +35,21 @@ from opsbot.yamlsource import ConfigError
 if TYPE_CHECKING:
     from opsbot.act import ActionOutcome, RestartPlan, RunContext
     from opsbot.parse.fidelity import Baseline
+    from opsbot.parse.templates import RoleHistory
     from opsbot.store.models import Action
 
 R = TypeVar("R")
 log = logging.getLogger(__name__)
 ProbeFn = Callable[..., Awaitable[Bundle]]
-DiagnoseFn = Callable[[Bundle], Diagnosis]
+
+
+class DiagnoseFn(Protocol):
+    """``opsbot.diagnose.diagnose`` as the flow calls it: ``history`` (the roles' log templates while healthy, read
+    from the store) for a probe it records."""
+
+    def __call__(self, bundle: Bundle, *, history: Mapping[str, RoleHistory] | None = None) -> Diagnosis: ...
+
+
 Progress = Callable[[str, str], None]
 TRIGGER_KINDS: tuple[str, ...] = get_args(TriggerKind)
 
@@ -176,7 +185,7 @@ class Flow:
         outcome = "error"
         try:
             bundle = await collect()
-            diagnosis = await to_thread.run_sync(self.diagnose, bundle)
+            diagnosis = await self._with_history(bundle)
             probe_id = await self.db(self.store.save_probe, bundle, diagnosis, alert_ids)
             outcome = "finding" if diagnosis.findings else "no-finding"
         finally:
@@ -185,6 +194,13 @@ class Flow:
         for finding in diagnosis.findings:
             self.telemetry.findings.labels(finding.incident).inc()
         return ProbeResult(probe_id, bundle, diagnosis)
+
+    async def _with_history(self, bundle: Bundle) -> Diagnosis:
+        """The diagnosis of a probe to be recorded: with each role's log templates while healthy (the store's), so
+        a role that is not healthy names its lines new since healthy and a healthy one brings its templates to
+        learn (opsbot/parse/templates.py); the diagnosis itself stays pure, the history is data passed in."""
+        history = await self.db(self.store.role_history, bundle.cluster, [r.key for r in bundle.roles])
+        return await to_thread.run_sync(lambda: self.diagnose(bundle, history=history))
 
     async def run_probe(self, cluster: str | None, roles: list[str] | None, trigger: Trigger, *,
                         progress: Progress | None = None, alert_ids: list[int] | None = None) -> ProbeResult:
@@ -351,7 +367,7 @@ class Flow:
         async def evidence(cluster: str, roles: list[str], why: str) -> tuple[str, Diagnosis]:
             bundle = await self.probe(self.inventory(), cluster=cluster, roles=roles, settings=self.settings,
                                       trigger=trigger.model_copy(update={"text": why}), **self._kept())
-            diagnosis = await to_thread.run_sync(self.diagnose, bundle)
+            diagnosis = await self._with_history(bundle)
             return await self.db(self.store.save_probe, bundle, diagnosis), diagnosis
 
         async def look(cluster: str, roles: list[str], why: str) -> tuple[Bundle, Diagnosis]:

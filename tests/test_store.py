@@ -21,7 +21,7 @@ from tests.findings import diagnosis, finding
 
 TABLES = {"probes", "findings", "alerts", "actions", "approvals", "audit", "reports", "notes", "decisions",
           "job_runs", "api_tokens", "role_locks", "slack_group_threads", "slack_signatures", "instances", "incidents",
-          "action_captures"}
+          "action_captures", "role_log_templates", "role_log_history"}
 
 
 

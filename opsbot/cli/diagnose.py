@@ -110,7 +110,7 @@ def ask(
     flow = cli_flow(s, inventory)
     chosen = _runbooks(runbooks) if runbooks is not None else None
     if chosen is not None:
-        flow.diagnose = lambda bundle: diagnose(bundle, chosen)
+        flow.diagnose = lambda bundle, history=None: diagnose(bundle, chosen, history=history)
     trigger = Trigger(kind="cli", text=text, user=getpass.getuser())
     result = run_with_progress(flow, cluster or s.cluster, roles, trigger)
     keep_bundle(flow, result, save)
@@ -125,7 +125,8 @@ def ask(
         typer.echo(f"second look: probing again in {wait} s (the first diagnosis is above)", err=True)
         time.sleep(wait)
         first = result.bundle
-        flow.diagnose = lambda bundle: diagnose(bundle, chosen, previous=first)  # NRestarts moving since the first
+        flow.diagnose = (  # NRestarts moving since the first
+            lambda bundle, history=None: diagnose(bundle, chosen, previous=first, history=history))
         result = run_with_progress(flow, cluster or s.cluster, roles, trigger)
         keep_bundle(flow, result, None)
     _emit(result.diagnosis, as_json)

@@ -8,17 +8,23 @@ from rich.table import Table
 from rich.text import Text
 
 from opsbot.contracts import SEVERITY_COLOUR, Diagnosis, Finding
+from opsbot.parse.templates import visible
 
 _REMEDY_MARK = {"restart": "↻ restart", "config": "⚙ config", "no-restart": "✋ no restart", "manual": "✎ manual"}
+
+
+def _plain(text: str, style: str = "") -> Text:
+    """Outside text (log lines in the evidence, a role's reasons) as text: no rich markup, no terminal escapes."""
+    return Text(visible(text), style=style)
 
 
 def _finding(i: int, f: Finding) -> Panel:
     body = Table.grid(padding=(0, 1))
     body.add_column(style="dim", no_wrap=True)
     body.add_column()
-    body.add_row("what", Text(f.summary, style="bold"))
+    body.add_row("what", _plain(f.summary, "bold"))
     for line in f.evidence:
-        body.add_row("evidence", line)
+        body.add_row("evidence", _plain(line))
     body.add_row("why", f.explain)
     for r in f.remedies:
         approval = " (needs approval)" if r.approval == "required" else ""
@@ -44,7 +50,8 @@ def _roles(d: Diagnosis) -> Table:
     t.add_column("state")
     t.add_column("why / notes")
     for r in d.roles:
-        t.add_row(r.role, Text(str(r.state), style=_STATE_STYLE.get(str(r.state), "")), "; ".join(r.reasons + r.notes))
+        t.add_row(_plain(r.role), Text(str(r.state), style=_STATE_STYLE.get(str(r.state), "")),
+                  _plain("; ".join(r.reasons + r.notes)))
     return t
 
 

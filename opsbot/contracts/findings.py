@@ -53,6 +53,9 @@ class RoleHealth(BaseModel):
     state: RoleState
     reasons: list[str] = Field(default_factory=list, description="why abnormal, or what could not be read")
     notes: list[str] = Field(default_factory=list, description="benign decisions: warnings that repeat while it progresses")
+    # A healthy role's log templates (key -> template, opsbot/parse/templates.py), for the store to learn when the
+    # probe is saved; None unless diagnosed with the role's history (the flow) and healthy. Never serialised.
+    templates: dict[str, str] | None = Field(None, exclude=True, repr=False)
 
 
 class Diagnosis(BaseModel):

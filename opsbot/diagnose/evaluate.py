@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -12,6 +13,7 @@ from opsbot.contracts import Diagnosis, Finding, Remedy, RoleHealth, RoleState, 
 from opsbot.datafiles import data_dir
 from opsbot.diagnose.runbook import Runbook, RunbookSet, load_runbooks, pick
 from opsbot.parse.facts import BundleFacts, bundle_facts
+from opsbot.parse.templates import RoleHistory
 
 _MISSING_PENALTY = 0.15
 UNEXPLAINED = "unexplained"
@@ -103,11 +105,16 @@ def _order(findings: list[Finding], runbooks: dict[str, Runbook], nodes: dict[st
     )
 
 
-def diagnose(bundle: Bundle, runbooks: RunbookSet | None = None, previous: Bundle | None = None) -> Diagnosis:
+def diagnose(bundle: Bundle, runbooks: RunbookSet | None = None, previous: Bundle | None = None,
+             history: Mapping[str, RoleHistory] | None = None) -> Diagnosis:
     """Findings for ``bundle``, most likely first; an empty list means healthy. ``previous``: an earlier
-    probe of the same roles (a second look), whose systemd state gives ``unit.restarts_moved``."""
+    probe of the same roles (a second look), whose systemd state gives ``unit.restarts_moved``. ``history``:
+    per role key, its log templates while healthy (read from the store by the flow; None offline): a role
+    that is not healthy then names its lines new since healthy, and a healthy one carries its templates
+    (``RoleHealth.templates``) for the store to learn."""
     rs = runbooks if runbooks is not None else default_runbooks()
-    return evaluate(bundle_facts(bundle, rs.patterns, rs.metric_facts, rs.exceptions, previous), rs, bundle.id)
+    return evaluate(bundle_facts(bundle, rs.patterns, rs.metric_facts, rs.exceptions, previous, history), rs,
+                    bundle.id)
 
 
 def _decide(findings: list[Finding], undetermined: list[Undetermined], by_id: dict[str, Runbook],
@@ -163,10 +170,15 @@ def _unexplained(findings: list[Finding], facts: BundleFacts) -> list[Finding]:
 
 
 def _role_health(facts: BundleFacts) -> list[RoleHealth]:
-    """Each role's verdict (opsbot/parse/verdict.py), in the bundle's order."""
+    """Each role's verdict (opsbot/parse/verdict.py), in the bundle's order, with what is new since healthy
+    (opsbot/parse/templates.py) when the role's history was given; a healthy role carries its templates."""
     out = []
     for key, scope in facts.scopes.items():
         v = scope.get("verdict", {})
-        out.append(RoleHealth(role=key, state=RoleState(v.get("state", "unknown")), reasons=list(v.get("reasons", [])),
-                              notes=list(v.get("notes", []))))
+        state = RoleState(v.get("state", "unknown"))
+        said = [v["since_healthy"]] if v.get("since_healthy") else []
+        seen = v.get("templates") if state == RoleState.healthy else None
+        learned = None if seen is None else {k: t for k, (t, _line) in seen.items()}
+        out.append(RoleHealth(role=key, state=state, reasons=list(v.get("reasons", [])) + said,
+                              notes=list(v.get("notes", [])), templates=learned))
     return out

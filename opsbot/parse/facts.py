@@ -30,6 +30,7 @@ from opsbot.parse.patch import PatchSeen, seen_in, window_start
 from opsbot.parse.ranks import RANK_FACTS, rank_facts
 from opsbot.parse.fidelity import FIDELITY_FACTS, fidelity_facts
 from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall_facts
+from opsbot.parse.templates import RoleHistory, role_templates, with_history
 from opsbot.parse.unit import parse_unit
 from opsbot.parse.verdict import (
     IDLE_GAUGE_HOLD_S, VERDICT_FACTS, batch_recency, probe_wide_reasons, role_verdict, with_reasons,
@@ -679,12 +680,14 @@ def _routing(gauges: dict[str, float], deltas: dict[str, float]) -> dict[str, An
 
 def role_facts(
     bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str], metrics: frozenset[str] | None = None,
-    table: ExceptionClasses | None = None,
+    table: ExceptionClasses | None = None, templates: bool = False,
 ) -> dict[str, Any]:
     """The facts of one role instance, without the cross-role ``roles`` map.
 
     ``metrics`` names the metric facts wanted (``RunbookSet.metric_facts``): only the families
     they come from are parsed, and other metric facts may be absent. None parses everything.
+    ``templates``: the verdict keeps the current run's log templates (``verdict.templates``, opsbot/parse/
+    templates.py), what a healthy probe teaches and a probe with history compares.
     """
     failed: list[str] = []
     gauges, deltas, rates, window = _metrics(ev, failed, problems, metrics)
@@ -741,6 +744,8 @@ def role_facts(
     if window is not None:
         facts["window_s"] = window
     facts["verdict"] = role_verdict(facts, current, fresh)
+    if templates and ev.logs.ok:
+        facts["verdict"]["templates"] = role_templates(current)
     return facts
 
 
@@ -848,11 +853,14 @@ def _canary_no_worker(canary: Canary | None, patterns: list[Pattern]) -> bool | 
 def bundle_facts(
     bundle: Bundle, patterns: list[Pattern], metrics: Mapping[str, frozenset[str] | None] | None = None,
     table: ExceptionClasses | None = None, previous: Bundle | None = None,
+    history: Mapping[str, RoleHistory] | None = None,
 ) -> BundleFacts:
     """Fact maps for every role in the bundle, each with ``roles`` pointing at the others.
 
     ``metrics``: per role kind, the metric facts wanted (``RunbookSet.metric_facts``); a kind
-    it does not name, or no mapping, gets every family parsed.
+    it does not name, or no mapping, gets every family parsed. ``history``: per role key, what the store
+    knows of it while healthy; given (even empty), each verdict keeps its log templates and a role that is
+    not healthy says which of its lines are new since healthy (``verdict.since_healthy``).
     """
     out = BundleFacts(problems=[f"bundle: {p}" for p in bundle.problems])
     canary = canary_facts(bundle.canary)
@@ -861,7 +869,8 @@ def bundle_facts(
     probe_wide = {"recall": recall_facts(bundle.recall), "canary": canary}
     probe_wide["fidelity"] = fidelity_facts(bundle.fidelity)
     wanted = metrics or {}
-    own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role), table) for ev in bundle.roles}
+    own = {ev.key: role_facts(bundle, ev, patterns, out.problems, wanted.get(ev.role), table, history is not None)
+           for ev in bundle.roles}
     if previous is not None:
         _restarts_moved(own, previous)
     peers: dict[str, dict[str, Any]] = {}
@@ -874,6 +883,9 @@ def bundle_facts(
     for ev in bundle.roles:
         if ev.role == "router" or not routers:
             own[ev.key]["verdict"] = with_reasons(own[ev.key]["verdict"], wide)
+    if history is not None:  # after the probe-wide reasons: they can make a role abnormal
+        for ev in bundle.roles:
+            own[ev.key]["verdict"] = with_history(own[ev.key]["verdict"], ev.key, history.get(ev.key, RoleHistory()))
     for ev in bundle.roles:
         # the 5xx answers the router logged from workers of this role's kind (SMG/sgl-router pd_router lines)
         routed = sum(r.get("logs", {}).get(f"{ev.role}_error_status", 0) for r in routers)

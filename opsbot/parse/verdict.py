@@ -19,7 +19,8 @@ from typing import Any
 from opsbot.parse.lines import linear
 from opsbot.parse.logs import LogEntry
 
-VERDICT_FACTS = frozenset("state abnormal unknown reasons lines severity notes stalled".split())
+# since_healthy: said only with the role's history (opsbot/parse/templates.py), never offline
+VERDICT_FACTS = frozenset("state abnormal unknown reasons lines severity notes stalled since_healthy".split())
 HEALTHY, UNKNOWN, ABNORMAL = "healthy", "unknown", "abnormal"
 FIRST_LINES = 5  # the abnormal lines a finding shows: the first of the current run
 # How recent a batch line must be to show progress: SGLang writes one every 40 decode steps under load

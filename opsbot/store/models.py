@@ -211,6 +211,33 @@ class ActionCapture(Base):
     data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class RoleLogTemplate(Base):
+    """A log line template seen on a role in probes whose verdict on it was healthy (opsbot/parse/templates.py):
+    what the role prints while healthy. At most ``opsbot.store.templates.TEMPLATES_PER_ROLE`` per role, the
+    least recently seen evicted first."""
+
+    __tablename__ = "role_log_templates"
+    cluster: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(String(32), primary_key=True)  # template_key: blake2b-128 of the template
+    template: Mapped[str] = mapped_column(String(256))  # capped at TEMPLATE_CAP characters, control characters escaped
+    first_seen: Mapped[datetime]  # the probe's start, first and last time a healthy probe printed it
+    last_seen: Mapped[datetime]
+    healthy_probes: Mapped[int] = mapped_column(Integer)  # healthy probes of the role it was seen in
+
+
+class RoleLogHistory(Base):
+    """How many probes found a role healthy and taught its templates: enough of them, and a role's lines are
+    compared with what it printed while healthy."""
+
+    __tablename__ = "role_log_history"
+    cluster: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(64), primary_key=True)
+    healthy_probes: Mapped[int] = mapped_column(Integer)
+    first_healthy_at: Mapped[datetime]
+    last_healthy_at: Mapped[datetime]
+
+
 class Approval(Base):
     __tablename__ = "approvals"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

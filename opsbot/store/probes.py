@@ -17,6 +17,7 @@ from opsbot.parse.figures import RoleFigures, role_figures
 from opsbot.parse.fidelity import fidelity_record
 from opsbot.parse.recall import run_record
 from opsbot.store.gateway import Gateway
+from opsbot.store.templates import learn
 from opsbot.store.models import (
     Alert,
     Finding,
@@ -79,6 +80,8 @@ class ProbeRecords(Gateway):
 
         ``alert_ids``: the stored alerts this probe answers, linked in the same transaction, so a crash
         leaves either the probe and its links or neither (never a probe whose alerts get probed again).
+        The log templates of each role the diagnosis found healthy are learned in it too (only healthy
+        probes teach: opsbot/store/templates.py).
         """
         findings = diagnosis.findings if diagnosis else []  # diagnose() orders them, most likely first
         started = parse_ts(bundle.started_at) or now()
@@ -102,6 +105,8 @@ class ProbeRecords(Gateway):
                 ))
             if alert_ids:
                 s.execute(update(Alert).where(Alert.id.in_(alert_ids)).values(probe_id=bundle.id))
+            if diagnosis is not None:
+                learn(s, bundle.cluster, diagnosis.roles, started)
             return bundle.id
 
         return self.write(_save, "save probe")

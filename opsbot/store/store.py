@@ -19,6 +19,7 @@ from opsbot.store.coordination import CoordinationRecords
 from opsbot.store.database import StoreError, make_engine, upgrade
 from opsbot.store.incidents import IncidentRecords
 from opsbot.store.periods import PeriodRecords
+from opsbot.store.templates import TemplateRecords
 from opsbot.store.probes import (
     ProbeRecords,
     RecallRun,
@@ -47,7 +48,7 @@ class HistoryItem:
 
 
 class Store(ProbeRecords, AlertRecords, CoordinationRecords, AuditRecords, TokenRecords, ActionRecords,
-            IncidentRecords, PeriodRecords, CaptureRecords):
+            IncidentRecords, PeriodRecords, CaptureRecords, TemplateRecords):
     """The one gateway to the database. ``Store(url)`` connects and upgrades the schema to head."""
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 5000, attempts: int = 6, migrate: bool = True):
