@@ -46,12 +46,12 @@ LAUNCH = {
     "fp8": {"pages_per_program": 16, "tile_pages": 1, "num_warps": 4, "num_stages": 2, "prefetch": False},
 }
 # the persistent grid (`_paged_logits_persistent_kernel`): per_sm programs per SM (4: one program per resident
-# slot at 4 warps), the register prefetch on; taken by default (programs=None) where batch x pages of the row
-# is in PERSISTENT_PAGES[kind] = [lo, hi). Off: measured on the H200 only with an even split of all tiles
-# (kernels/README.md, results/grid-sweep.txt: 0.6-2.8% faster at B x L >= 1M, still < 85% of copy), which
-# ragged lengths would unbalance; the live-tile split here was not yet run on the GPU.
+# slot at 4 warps), the register prefetch on; taken by default (programs=None) from PERSISTENT_MIN_BATCH[kind]
+# requests on. H200, results/grid-final.txt (the live-tile split, same bits as the plain grid in every cell):
+# at B >= 64 ragged rows (a real decode batch) 64 x 16K 92.9 -> 81.3 us, 128 x 16K 171.3 -> 149.1 us, even rows
+# 0.97-1.02x (64 x 4K 1.05x, within the run's noise of a few %); at B = 16 it loses (1.17-1.27x), so not there.
 PERSISTENT = {"bf16": {"per_sm": 4, "tile_pages": 1, "num_warps": 4, "num_stages": 2, "prefetch": True}}
-PERSISTENT_PAGES = {"bf16": (0, 0)}
+PERSISTENT_MIN_BATCH = {"bf16": 64}
 PERSISTENT_MAX_BATCH = 1024  # each program holds every request's length in one block (`BLOCK_B`)
 
 
@@ -60,10 +60,10 @@ def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def persistent_programs(kind: str, batch: int, row_pages: int, device: torch.device) -> int:
-    """The persistent grid's program count where `PERSISTENT` takes it for this shape, else 0 (plain grid)."""
-    lo, hi = PERSISTENT_PAGES.get(kind, (0, 0))
-    if device.type != "cuda" or batch > PERSISTENT_MAX_BATCH or not lo <= batch * row_pages < hi:
+def persistent_programs(kind: str, batch: int, device: torch.device) -> int:
+    """The persistent grid's program count where `PERSISTENT` takes it for this batch, else 0 (plain grid)."""
+    least = PERSISTENT_MIN_BATCH.get(kind)
+    if device.type != "cuda" or least is None or not least <= batch <= PERSISTENT_MAX_BATCH:
         return 0
     return PERSISTENT[kind]["per_sm"] * _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
@@ -311,7 +311,7 @@ def paged_logits(
         raise KernelInputError(f"out_dtype must be float32 or bfloat16; got {out_dtype}")
     width = block_table.shape[1] * PAGE if max_context_len is None else int(max_context_len)
     if programs is None:
-        programs = persistent_programs(kind, batch, triton.cdiv(width, PAGE), q.device)
+        programs = persistent_programs(kind, batch, q.device)
     if programs < 0:
         raise KernelInputError(f"programs must be >= 0; got {programs}")
     if programs and batch > PERSISTENT_MAX_BATCH:
