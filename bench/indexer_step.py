@@ -3,6 +3,8 @@ the patched bf16 path as the patch runs it beside upstream's fp8 path with its o
 
     python -m bench.indexer_step [--batches 1 16 64 128] [--lengths 4096 16384 65536 131072] [--json PATH]
     python -m bench.indexer_step --sweep   (bf16 logits launch configs at the B x L = 1M cells, as timed here)
+    python -m bench.indexer_step --grid [--configs] [--ragged] [--baseline DIR] [--repeat N]   (bf16 logits: DIR's
+        kernel, the plain grid, the default choice and the persistent configs, bit-checked, same timing)
 
 Per (B, L): B query rows, each its own request of exactly L compressed entries in shuffled pages.
   (a) patched: `select_bf16` (our bf16 logits, then the top-k the patch picks, `sglang_topk`: SGLang's
@@ -25,14 +27,18 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
+import statistics
 import sys
+from collections.abc import Callable
 from types import ModuleType, SimpleNamespace
 
 import torch
+import triton
 
-from bench.kernels import copy_bandwidth, key_bytes, timed_graph, v4_case
+from bench.kernels import copy_bandwidth, decode_case, key_bytes, timed_graph, v4_case
 from kernels.layout import HEAD_DIM, HEADS, PAGE, V4_FLASH_TOPK, new_fp8_cache
 from kernels.logits import paged_logits
 from kernels.sglang_patch.bf16_indexer import (
@@ -165,15 +171,136 @@ def sweep_logits() -> None:
                                   "pct_copy": pct}), flush=True)
 
 
+# launch configs tried by --grid --configs, by name: the plain grid with the register prefetch, and the
+# persistent grid (programs per SM x the SM count) with and without it
+GRID_CONFIGS: dict[str, dict] = {
+    **{f"plain/ppp{ppp}/pf": {"programs": 0, "pages_per_program": ppp, "prefetch": True} for ppp in (16, 32, 64)},
+    **{f"pers{per_sm}/t1/w4/{'pf' if pf else 'nopf'}": {"per_sm": per_sm, "tile_pages": 1, "num_warps": 4, "prefetch": pf}
+       for per_sm in (1, 2, 3, 4, 6, 8) for pf in (False, True)},
+    **{f"pers{per_sm}/t2/w4/{'pf' if pf else 'nopf'}": {"per_sm": per_sm, "tile_pages": 2, "num_warps": 4, "prefetch": pf}
+       for per_sm in (1, 2, 4) for pf in (False, True)},
+    **{f"pers{per_sm}/t1/w8/pf": {"per_sm": per_sm, "tile_pages": 1, "num_warps": 8, "prefetch": True} for per_sm in (1, 2)},
+    "pers2/t1/w4/pf/s3": {"per_sm": 2, "tile_pages": 1, "num_warps": 4, "num_stages": 3, "prefetch": True},
+}
+
+
+def load_logits(root: str) -> Callable[..., torch.Tensor]:
+    """`paged_logits` of another checkout (e.g. main's, before a change), to time in the same run."""
+    spec = importlib.util.spec_from_file_location("baseline_logits", f"{root}/kernels/logits.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.paged_logits
+
+
+def read_flushed(fn: Callable[[], object], iters: int = 15) -> float:
+    """Median µs of a graph replay of fn() with L2 flushed by *reading* 512 MiB (clean lines) instead of
+    `timed`'s zero-fill, whose dirty lines the timed kernel then writes back. Diagnosis only."""
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    fn()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        fn()
+    times = []
+    for _ in range(iters + 1):
+        flush.sum()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(times[1:])
+
+
+RAGGED_CELLS = ((16, 16384), (16, 65536), (64, 16384), (64, 65536), (128, 16384), (128, 65536))
+
+
+def grid_run(cells: list[tuple[int, int]], baseline: str | None, configs: bool, repeat: int, path: str | None,
+             ragged: bool = False) -> None:
+    """bf16 logits per cell: the baseline checkout's kernel (before), this checkout's plain grid (programs=0),
+    its default choice (auto) and, with configs, each persistent config of GRID_CONFIGS; every output
+    checked bit-identical to the before one; % of the copy bandwidth measured in this run. Cells as in
+    `case` (exactly L entries a row); with ragged, RAGGED_CELLS too, as `bench.kernels.decode_case` makes
+    them (lengths U[0.7L, 1.3L], logits as wide as the table). Variants run in the reverse order on odd
+    repeats (the first after a new case ran slower at times)."""
+    copy = copy_bandwidth()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    head = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "copy_tbps": copy, "sms": sms}
+    print(json.dumps(head), flush=True)
+    before = load_logits(baseline) if baseline else functools.partial(paged_logits, programs=0)
+    rows = []
+    for batch, length, kind in [(b, n, "v4") for b, n in cells] + [(b, n, "ragged") for b, n in RAGGED_CELLS if ragged]:
+        if kind == "v4":
+            q, w, cache, table, lens = v4_case(batch, length)
+            entries = length
+        else:
+            q, w, cache, table, lens = decode_case(batch, length, "bf16")
+            entries = table.shape[1] * PAGE
+        nbytes = key_bytes(lens, "bf16", entries)
+        want = before(q, w, cache, table, lens, max_context_len=entries)
+        variants: dict[str, Callable[[], torch.Tensor]] = {
+            "before": functools.partial(before, q, w, cache, table, lens, max_context_len=entries),
+            "plain": functools.partial(paged_logits, q, w, cache, table, lens, max_context_len=entries, programs=0),
+            "auto": functools.partial(paged_logits, q, w, cache, table, lens, max_context_len=entries),
+        }
+        if configs:
+            for name, cfg in GRID_CONFIGS.items():
+                kw = {key: v for key, v in cfg.items() if key != "per_sm"}
+                if "per_sm" in cfg:
+                    kw["programs"] = cfg["per_sm"] * sms
+                variants[name] = functools.partial(paged_logits, q, w, cache, table, lens, max_context_len=entries, **kw)
+        for rep in range(repeat):
+            for name, fn in (variants.items() if rep % 2 == 0 else reversed(variants.items())):
+                try:
+                    same = bool(torch.equal(fn(), want))
+                except Exception as e:  # noqa: BLE001  (a config the compiler refuses: reported, skipped)
+                    print(json.dumps({"B": batch, "L": length, "cells": kind, "variant": name,
+                                      "error": f"{type(e).__name__}: {e}"[:300]}), flush=True)
+                    continue
+                us = timed_graph(fn)
+                r = {"B": batch, "L": length, "cells": kind, "variant": name, "rep": rep, "us": us,
+                     "pct_copy": 100 * nbytes / us / 1e6 / copy, "same_bits": same}
+                if name in ("before", "auto", "plain/ppp32/pf", "pers2/t1/w4/pf", "pers4/t1/w4/pf") and rep == 0:
+                    r["read_flushed_us"] = read_flushed(fn)
+                print(json.dumps(r), flush=True)
+                rows.append(r)
+        mine = [r for r in rows if (r["B"], r["L"], r["cells"]) == (batch, length, kind)]
+        best = min((r for r in mine if r["variant"] not in ("before", "plain")), key=lambda r: r["us"])
+        summary: dict = {"B": batch, "L": length, "cells": kind, "best": best["variant"], "best_us": best["us"],
+                         "best_pct": best["pct_copy"], "all_same_bits": all(r["same_bits"] for r in mine)}
+        for name in ("before", "plain", "auto"):
+            mr = [r for r in mine if r["variant"] == name]
+            summary[f"{name}_us"] = [round(r["us"], 1) for r in mr]
+            summary[f"{name}_pct"] = round(statistics.mean(r["pct_copy"] for r in mr), 1)
+            summary[f"{name}_read_flushed_us"] = [round(r["read_flushed_us"], 1) for r in mr if "read_flushed_us" in r]
+        print("summary " + json.dumps(summary), flush=True)
+        del q, w, cache, table, lens, want
+        torch.cuda.empty_cache()
+    if path:
+        with open(path, "w") as f:
+            json.dump({**head, "rows": rows}, f, indent=1)
+
+
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", type=int, nargs="+", default=list(BATCHES))
     ap.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
     ap.add_argument("--json")
     ap.add_argument("--sweep", action="store_true", help="bf16 logits launch configs at B x L = 1M instead")
+    ap.add_argument("--grid", action="store_true", help="bf16 logits only: before / plain / auto grid instead")
+    ap.add_argument("--configs", action="store_true", help="with --grid: each persistent config too")
+    ap.add_argument("--baseline", help="with --grid: the checkout whose kernels/logits.py is 'before'")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--ragged", action="store_true", help="with --grid: ragged-length cells too (RAGGED_CELLS)")
     a = ap.parse_args(argv)
     if a.sweep:
         sweep_logits()
+        return
+    if a.grid:
+        grid_run([(b, n) for b in a.batches for n in a.lengths], a.baseline, a.configs, a.repeat, a.json, a.ragged)
         return
     up, up_err = load_upstream()
     dg, dg_err = load_deep_gemm() if up is not None else (None, "sglang not loaded")

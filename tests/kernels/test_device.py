@@ -34,6 +34,19 @@ def test_paged_logits_real_shapes(kind, batch, mean, next_n):
     assert rel_err(got, want) < (5e-4 if kind == "fp8q" else 1e-5)
 
 
+@pytest.mark.parametrize("kind", ["bf16", "fp8q"])
+@pytest.mark.parametrize("batch, mean, next_n", [(16, 65536, 1), (64, 16384, 2), (3, 4096, 1), (1, 65536, 1)])
+def test_persistent_grid_and_prefetch_give_the_plain_grids_bits(kind, batch, mean, next_n):
+    q, w, cache, table, seq = paged_case(ragged(batch, mean, seed=batch + 1), next_n, kind, device="cuda")
+    plain = paged_logits(q, w, cache, table, seq, programs=0, prefetch=False)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for programs in (0, sms, 2 * sms, 3 * sms + 1):
+        for prefetch in (False, True):
+            got = paged_logits(q, w, cache, table, seq, programs=programs, prefetch=prefetch)
+            assert torch.equal(got, plain), (programs, prefetch)
+    assert torch.equal(paged_logits(q, w, cache, table, seq), plain)  # the default choice
+
+
 @pytest.mark.parametrize("k", [512, 1024, 2048])
 @pytest.mark.parametrize("batch, width", [(64, 65536), (8, 131072), (128, 4096)])
 def test_topk_real_shapes(k, batch, width):

@@ -127,3 +127,26 @@ def test_tile_pages_must_divide_pages_per_program():
     q, w, cache, table, seq = paged_case([64], 1, "bf16")
     with pytest.raises(KernelInputError, match="tile_pages"):
         paged_logits(q, w, cache, table, seq, pages_per_program=3, tile_pages=2)
+
+
+@pytest.mark.parametrize("kind, next_n, tile_pages, lens", [
+    ("bf16", 1, 1, [300, 129, 0, 1, 64]), ("fp8q", 2, 2, [300, 129, 0, 1, 64]), ("fp8", 4, 4, [0, 0, 5]),
+    ("bf16", 1, 4, [700]),
+])
+def test_persistent_grid_and_prefetch_give_the_plain_grids_bits(kind, next_n, tile_pages, lens):
+    # shares that start and end mid-request, requests with no pages, columns past the table (-inf), a crop;
+    # more programs than tiles
+    q, w, cache, table, seq = paged_case(lens, next_n, kind, seed=tile_pages)
+    for width in (None, 200, 700):
+        plain = paged_logits(q, w, cache, table, seq, max_context_len=width, programs=0, prefetch=False,
+                             pages_per_program=4, tile_pages=tile_pages)
+        for programs, prefetch in ((0, True), (1, False), (1, True), (3, True), (100, False), (100, True)):
+            got = paged_logits(q, w, cache, table, seq, max_context_len=width, programs=programs, prefetch=prefetch,
+                               pages_per_program=4 if programs == 0 else None, tile_pages=tile_pages)
+            assert torch.equal(got, plain), (width, programs, prefetch)
+
+
+def test_programs_must_not_be_negative():
+    q, w, cache, table, seq = paged_case([64], 1, "bf16")
+    with pytest.raises(KernelInputError, match="programs"):
+        paged_logits(q, w, cache, table, seq, programs=-1)
