@@ -89,6 +89,8 @@ def test_the_wheel_works_outside_the_checkout(wheel_venv, tmp_path):
     d = _run(wheel_venv, tmp_path, "diagnose", str(bundle), "--json")
     assert d.returncode == 1, d.stderr  # findings
     assert "decode-wedged" in [f["incident"] for f in json.loads(d.stdout)["findings"]]
+    again = _run(wheel_venv, tmp_path, "diagnose", str(bundle), "--json")  # the runbooks compiled by the first run
+    assert (again.returncode, again.stdout) == (d.returncode, d.stdout)
 
     weekly = _run(wheel_venv, tmp_path, "report", "weekly", "--format", "html", "--out", str(tmp_path / "out"))
     assert weekly.returncode == 0, weekly.stderr
