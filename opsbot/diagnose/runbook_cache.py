@@ -1,12 +1,12 @@
 """The compiled runbook set, kept between runs: a one-shot ``opsbot diagnose`` skips YAML, validation and CEL.
 
-``load_runbooks`` builds the set (issue 28: a sixth of ``diagnose``'s start, bench/README.md); for the
-runbooks opsbot ships (``default_runbooks``), the result is pickled in the
-user's cache folder (``$XDG_CACHE_HOME/opsbot``, else ``~/.cache/opsbot``) under a key that hashes every
-file it was made from: the runbook folder's YAML files (names and bytes, the folder as named, which the
-set's messages quote) and the opsbot source that turns them into a set, with opsbot's, Python's and
-pydantic's versions. A changed file gives another key, so the set is rebuilt; a cache file that cannot
-be read or unpickled, or is not a set, is rebuilt too. Never a stale set, at worst a slow start.
+``load_runbooks`` builds the set (issue 28: a sixth of ``diagnose``'s start, bench/README.md). For the
+runbooks opsbot ships (``default_runbooks``), the result is pickled in the user's cache folder
+(``$XDG_CACHE_HOME/opsbot``, else ``~/.cache/opsbot``) under a key that hashes every file it was made
+from: the runbook folder's YAML files (names and bytes, and the folder as named, which the set's
+messages quote) and the opsbot source that turns them into a set, with opsbot's, Python's, pydantic's
+and jinja2's versions. A changed file gives another key, so the set is rebuilt; a cache file that
+cannot be read or unpickled, or is not a set, is rebuilt too. Never a stale set, at worst a slow start.
 
 A pickle runs code when loaded, so a cache file is read only when the current user owns it and no one
 else may write it or its folder; files are written whole (a temporary file renamed into place).
@@ -22,6 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import jinja2
 import pydantic
 
 from opsbot import __version__
@@ -47,7 +48,8 @@ def _source_files() -> list[Path]:
 
 def set_key(directory: Path) -> str:
     """A hash of everything the set built from ``directory`` depends on."""
-    h = hashlib.sha256(f"{__version__}\0{sys.version}\0{pydantic.VERSION}\0{directory}\0".encode())
+    versions = f"{__version__}\0{sys.version}\0{pydantic.VERSION}\0{jinja2.__version__}"  # templates keep jinja2's Python
+    h = hashlib.sha256(f"{versions}\0{directory}\0".encode())
     for path in [*sorted(directory.glob("*.yaml")), *_source_files()]:
         h.update(f"{path.name}\0{path.stat().st_size}\0".encode())
         h.update(path.read_bytes())
