@@ -12,6 +12,7 @@ import pytest
 
 from opsbot.bundle import parse_bundle
 from opsbot.diagnose import diagnose, load_runbooks
+from opsbot.diagnose import runbook_cache
 from opsbot.diagnose.runbook_cache import cache_dir, cached_runbooks
 from tests.scenarios.compose import bundle, healthy_roles
 
@@ -27,7 +28,7 @@ def books(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _kept() -> list[Path]:
-    return sorted(cache_dir().glob("runbooks*.pickle"))
+    return sorted(cache_dir().glob("*.pickle"))
 
 
 def _wedged():
@@ -36,12 +37,21 @@ def _wedged():
     return bundle(roles)
 
 
-def test_the_kept_set_diagnoses_the_dev_corpus_as_a_fresh_load(books: Path):
+def _only_from_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(directory: Path) -> None:
+        raise AssertionError(f"{directory} compiled again, not read from the cache")
+
+    monkeypatch.setattr(runbook_cache, "load_runbooks", refused)
+
+
+def test_the_kept_set_diagnoses_the_dev_corpus_as_a_fresh_load(books: Path, monkeypatch: pytest.MonkeyPatch):
     """Findings, texts rendered from the kept Python of the templates, and what each condition read."""
-    cached_runbooks(books)
+    fresh = cached_runbooks(books)
     [kept] = _kept()
     assert kept.stat().st_mode & 0o077 == 0
-    from_cache, fresh = cached_runbooks(books), load_runbooks(books)
+    _only_from_cache(monkeypatch)
+    from_cache = cached_runbooks(books)
+    assert from_cache is not fresh
     bundles = [_wedged(), bundle(healthy_roles())]
     bundles += [parse_bundle(p.read_text(encoding="utf-8"), str(p)) for p in sorted(DEV.glob("*.json"))]
     for b in bundles:
@@ -80,3 +90,12 @@ def test_a_damaged_or_foreign_cache_file_is_rebuilt(books: Path):
 def test_an_unwritable_cache_folder_still_loads(books: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(books / "patterns.yaml"))  # a file: no folder can be made under it
     assert cached_runbooks(books).ids() == load_runbooks(books).ids()
+
+
+def test_a_cache_folder_others_may_write_is_made_private(books: Path, monkeypatch: pytest.MonkeyPatch):
+    cache_dir().mkdir(parents=True)
+    os.chmod(cache_dir(), 0o775)  # as a umask of 002 leaves it
+    ids = cached_runbooks(books).ids()
+    assert cache_dir().stat().st_mode & 0o077 == 0
+    _only_from_cache(monkeypatch)
+    assert cached_runbooks(books).ids() == ids

@@ -34,8 +34,8 @@ _SOURCES = ("diagnose", "parse", "contracts", "yamlsource.py", "__init__.py")
 
 
 def cache_dir() -> Path:
-    """Where compiled sets are kept: ``$XDG_CACHE_HOME/opsbot``, else ``~/.cache/opsbot``."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "opsbot"
+    """Where compiled sets are kept: ``$XDG_CACHE_HOME/opsbot/runbooks``, else ``~/.cache/opsbot/runbooks``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "opsbot" / "runbooks"
 
 
 def _source_files() -> list[Path]:
@@ -79,6 +79,7 @@ def _read(path: Path) -> RunbookSet | None:
 def _write(path: Path, rs: RunbookSet) -> None:
     """Keep ``rs`` in ``path`` (atomically) and drop the sets kept for earlier contents of the same folder."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)  # ours alone, whatever umask made it: _read trusts no other
     rs.metric_facts, rs.cel_reads  # noqa: B018 - cached properties, kept with the set
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
@@ -102,7 +103,7 @@ def cached_runbooks(directory: Path) -> RunbookSet:
     if key is None:  # no folder, or a file that cannot be read: load_runbooks says what is wrong
         return load_runbooks(directory)
     folder = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
-    path = cache_dir() / f"runbooks{folder}-{key[:32]}.pickle"
+    path = cache_dir() / f"{folder}-{key[:32]}.pickle"
     rs = _read(path)
     if rs is None:
         rs = load_runbooks(directory)
