@@ -99,3 +99,12 @@ def test_a_cache_folder_others_may_write_is_made_private(books: Path, monkeypatc
     assert cache_dir().stat().st_mode & 0o077 == 0
     _only_from_cache(monkeypatch)
     assert cached_runbooks(books).ids() == ids
+
+
+def test_no_home_folder_still_loads(books: Path, monkeypatch: pytest.MonkeyPatch):
+    def no_home(cls: type[Path]) -> Path:
+        raise RuntimeError("Could not determine home directory.")  # what pathlib says
+
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setattr(Path, "home", classmethod(no_home))
+    assert cached_runbooks(books).ids() == load_runbooks(books).ids()

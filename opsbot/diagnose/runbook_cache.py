@@ -98,12 +98,13 @@ def cached_runbooks(directory: Path) -> RunbookSet:
     """``load_runbooks(directory)``, from the cache when nothing it depends on has changed."""
     try:
         key = set_key(directory) if directory.is_dir() else None
-    except OSError:
+        home = cache_dir()
+    except (OSError, RuntimeError):  # RuntimeError: no home folder to be found (a service's user may have none)
         key = None
     if key is None:  # no folder, or a file that cannot be read: load_runbooks says what is wrong
         return load_runbooks(directory)
     folder = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
-    path = cache_dir() / f"{folder}-{key[:32]}.pickle"
+    path = home / f"{folder}-{key[:32]}.pickle"
     rs = _read(path)
     if rs is None:
         rs = load_runbooks(directory)
