@@ -2,10 +2,11 @@
 
 ``load_runbooks`` builds the set (issue 28: a sixth of ``diagnose``'s start, bench/README.md). For the
 runbooks opsbot ships (``default_runbooks``), the result is pickled in the user's cache folder
-(``$XDG_CACHE_HOME/opsbot``, else ``~/.cache/opsbot``) under a key that hashes every file it was made
-from: the runbook folder's YAML files (names and bytes, and the folder as named, which the set's
-messages quote) and the opsbot source that turns them into a set, with opsbot's, Python's, pydantic's
-and jinja2's versions. A changed file gives another key, so the set is rebuilt; a cache file that
+(``$XDG_CACHE_HOME/opsbot/runbooks``, else ``~/.cache/opsbot/runbooks``) under a key that hashes every
+file it was made from: the runbook folder's YAML files (names and bytes, and the folder as named, which
+the set's messages quote) and the opsbot source that turns them into a set, with the versions of
+opsbot, Python and the libraries whose work the set holds (pydantic's validation, PyYAML's reading,
+jinja2's generated Python; CEL programs and RE2 patterns are compiled again when a set is read). A changed file gives another key, so the set is rebuilt; a cache file that
 cannot be read or unpickled, or is not a set, is rebuilt too. Never a stale set, at worst a slow start.
 
 A pickle runs code when loaded, so a cache file is read only when the current user owns it and no one
@@ -20,6 +21,7 @@ import pickle
 import stat
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 import jinja2
@@ -48,7 +50,7 @@ def _source_files() -> list[Path]:
 
 def set_key(directory: Path) -> str:
     """A hash of everything the set built from ``directory`` depends on."""
-    versions = f"{__version__}\0{sys.version}\0{pydantic.VERSION}\0{jinja2.__version__}"  # templates keep jinja2's Python
+    versions = f"{__version__}\0{sys.version}\0{pydantic.VERSION}\0{metadata.version('PyYAML')}\0{jinja2.__version__}"
     h = hashlib.sha256(f"{versions}\0{directory}\0".encode())
     for path in [*sorted(directory.glob("*.yaml")), *_source_files()]:
         h.update(f"{path.name}\0{path.stat().st_size}\0".encode())
@@ -99,7 +101,7 @@ def cached_runbooks(directory: Path) -> RunbookSet:
     try:
         key = set_key(directory) if directory.is_dir() else None
         home = cache_dir()
-    except (OSError, RuntimeError):  # RuntimeError: no home folder to be found (a service's user may have none)
+    except (OSError, RuntimeError, metadata.PackageNotFoundError):  # RuntimeError: no home folder (a service's user)
         key = None
     if key is None:  # no folder, or a file that cannot be read: load_runbooks says what is wrong
         return load_runbooks(directory)
