@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+if TYPE_CHECKING:
+    import yaml
+
 M = TypeVar("M", bound=BaseModel)
-# libyaml when PyYAML has it: parsing the runbooks is most of a one-shot `opsbot diagnose` without it
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class _Lines:
         self.root = root
 
     def line_of(self, loc: tuple[Any, ...]) -> int | None:
+        import yaml
+
         node = self.root
         line = node.start_mark.line + 1 if node is not None else None
         for key in loc:
@@ -67,7 +69,13 @@ class _Lines:
 
 
 def read_yaml(path: Path) -> tuple[Any, _Lines]:
-    """Parse ``path``; syntax errors become a ``ConfigError`` with the line."""
+    """Parse ``path``; syntax errors become a ``ConfigError`` with the line.
+
+    PyYAML is imported here, not with the module: ``opsbot diagnose`` reads no YAML when its runbooks
+    come compiled from the cache (opsbot/diagnose/runbook_cache.py)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it: several times faster
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -75,8 +83,8 @@ def read_yaml(path: Path) -> tuple[Any, _Lines]:
     except UnicodeDecodeError as exc:
         raise ConfigError([ConfigProblem(str(path), None, "", "not UTF-8 text")]) from exc
     try:
-        node = yaml.compose(text, Loader=_LOADER)
-        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
+        node = yaml.compose(text, Loader=loader)
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -22,9 +22,10 @@ RUNBOOKS_OPT = typer.Option(None, "--runbooks", help="runbook directory (default
 
 
 def _runbooks(directory: Path | None) -> RunbookSet:
-    from opsbot.diagnose import load_runbooks
+    """The runbooks in ``directory``, else the shipped ones (compiled once, then kept: ``runbook_cache``)."""
+    from opsbot.diagnose import default_runbooks, load_runbooks
 
-    return load_runbooks(directory or data_dir("runbooks"))
+    return load_runbooks(directory) if directory else default_runbooks()
 
 
 def _emit(d: Diagnosis, as_json: bool) -> None:

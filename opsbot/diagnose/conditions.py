@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from opsbot.diagnose.celengine import cel
@@ -65,13 +66,21 @@ class Condition:
     """A compiled CEL condition and the facts it reads."""
 
     def __init__(self, expr: str):
+        self.expr = expr
         try:
-            self.program = cel.compile(expr)
+            self.program  # noqa: B018 - compiled now: a condition CEL refuses is refused at load
         except (ValueError, RuntimeError) as exc:
             raise ConditionError(f"CEL does not compile: {exc}") from exc
-        self.expr = expr
         self.facts = fact_paths(expr)
         self.guarded = frozenset(_HAS.findall(_STRING.sub('""', expr)))  # has(x) asks, so x may be absent
+
+    @cached_property
+    def program(self) -> cel.Program:
+        return cel.compile(self.expr)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the compiled program (CEL's cannot be pickled): compiled again on first use."""
+        return {k: v for k, v in self.__dict__.items() if k != "program"}
 
     def evaluate(self, context: cel.Context, facts: dict[str, Any], needs: tuple[str, ...] = ()) -> Outcome:
         used, missing = {}, []

@@ -11,7 +11,8 @@ from opsbot.diagnose.celengine import cel
 from opsbot.bundle import Bundle
 from opsbot.contracts import Diagnosis, Finding, Remedy, RoleHealth, RoleState, Severity, Undetermined, severity_rank
 from opsbot.datafiles import data_dir
-from opsbot.diagnose.runbook import Runbook, RunbookSet, load_runbooks, pick
+from opsbot.diagnose.runbook import Runbook, RunbookSet, pick
+from opsbot.diagnose.runbook_cache import cached_runbooks
 from opsbot.parse.facts import BundleFacts, bundle_facts
 from opsbot.parse.templates import RoleHistory
 
@@ -21,8 +22,9 @@ UNEXPLAINED = "unexplained"
 
 @lru_cache(maxsize=1)
 def default_runbooks() -> RunbookSet:
-    """The runbooks shipped with opsbot (wheel or checkout), loaded and compiled once per process."""
-    return load_runbooks(data_dir("runbooks"))
+    """The runbooks shipped with opsbot (wheel or checkout), loaded and compiled once per process (and kept
+    compiled between processes: ``runbook_cache``)."""
+    return cached_runbooks(data_dir("runbooks"))
 
 
 def _remedy_role(kind: str | None, key: str, kinds: dict[str, str]) -> str:

@@ -17,7 +17,8 @@ EXCEPTIONS_FILE = "exceptions.yaml"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # validators built on the first file read: with the compiled set from the cache, none is (runbook_cache.py)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class _Mapped(_Strict):

@@ -34,7 +34,8 @@ PATTERNS_FILE = "patterns.yaml"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # validators built on the first file read: with the compiled set from the cache, none is (runbook_cache.py)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class RemedySpec(_Strict):
@@ -159,24 +160,30 @@ def _fmt(v: object) -> object:
 
 @dataclass(frozen=True)
 class Template:
-    """A runbook text: checked at load (syntax, filters), turned into Python on its first render.
+    """A runbook text: turned into Python source at load (which checks syntax and filters), into a
+    code object on its first render.
 
     Most texts of most runbooks are never rendered in a process; compiling all of them up front was
-    a third of ``opsbot diagnose``'s start.
+    a third of ``opsbot diagnose``'s start. The Python source is kept with the compiled runbook set
+    (runbook_cache.py), so a render there neither lexes nor parses the text again.
     """
 
     source: str
+    python: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        _TEMPLATES.compile(self.source, raw=True)  # raises TemplateSyntaxError as from_string would
+        # raises TemplateSyntaxError as from_string would
+        object.__setattr__(self, "python", _TEMPLATES.compile(self.source, raw=True))
 
     def render(self, scope: dict[str, Any]) -> str:
-        return _compiled(self.source).render(scope)
+        return _compiled(self.python).render(scope)
 
 
 @lru_cache(maxsize=None)
-def _compiled(source: str) -> jinja2.Template:
-    return _TEMPLATES.from_string(source)
+def _compiled(python: str) -> jinja2.Template:
+    """What ``from_string`` gives, from the Python it generated (jinja2's own loaders do the same from bytecode)."""
+    return _TEMPLATES.template_class.from_code(_TEMPLATES, compile(python, "<template>", "exec"),
+                                               _TEMPLATES.make_globals(None), None)
 
 
 def template_paths(source: str) -> set[str]:
