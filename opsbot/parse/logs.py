@@ -82,13 +82,16 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
     # 1211, 1221 "[HH:MM:SS] .../grammar_matcher.cc:N: Warning: ... Rejecting the token."), and the compile stage's
     # reports of a request's grammar that does not compile (constrained/*_backend.py "Hit invalid json_schema: ...",
     # grammar_manager.py:308,316 "Grammar compilation raised an exception", "Failed to compile json_schema grammar");
-    # SGLang's llguidance wrapper before it raised (0.4.x-0.5.x constrained/llguidance_backend.py accept_token:
+    # the compile stage's older words (0.3.x-0.4.x xgrammar/outlines backends: logging.warning("Skip invalid
+    # json_schema: ..."), the scheduler's abort "Invalid grammar request: req.grammar_key=..."); SGLang's llguidance
+    # wrapper before it raised (0.4.x-0.5.x constrained/llguidance_backend.py accept_token:
     # logger.warning(f"matcher error: {self.ll_matcher.get_error()}")); and any line SGLang's grammar modules wrote,
     # named by the file a format with a location prints ("[ TP0 xgrammar_backend.py:406]") or by the logger's name
     (
         "grammar",
         r"Grammar accept_token failed|Tokens not accepted|Rejecting the token|after accepting the stop token"
         r"|[Mm]atcher error|Hit invalid (?:json_schema|ebnf|regex|grammar|structural_tag)"
+        r"|[Ss]kip invalid (?:json[_ ]schema|regex|ebnf|grammar)|Invalid grammar request"
         r"|Failed to compile [a-z_]+ grammar|Grammar compilation raised"
         r"|(?:xgrammar|llguidance|outlines|reasoner_grammar|base_grammar)_backend\.py:[0-9]+\]|grammar_manager\.py:[0-9]+\]"
         r"|sglang\.srt\.constrained\.",

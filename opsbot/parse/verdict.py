@@ -68,7 +68,8 @@ SOFT_WATCHDOG = linear(r"self\.soft=True|(?:Detokenizer|Tokenizer)Manager watchd
 # xgrammar's grammar_matcher.cc:1205-1221 warnings "... Rejecting the token."): a request the server failed, an
 # error of the run whatever the level it was written at.
 _GRAMMAR_COMPILE = linear(r"Hit invalid|Failed to compile [a-z_]+ grammar|Grammar compilation raised|Skip unsupported"
-                          r"|grammar containing a NUL byte")
+                          r"|grammar containing a NUL byte|[Ss]kip invalid (?:json[_ ]schema|regex|ebnf|grammar)"
+                          r"|Invalid grammar request")
 # The router's upstream client failing on a worker's connection (reqwest/hyper as SMG and sgl-router print them;
 # runbooks/patterns.yaml router_worker_unreachable): one such line alone is a pooled keep-alive connection the worker
 # closed (SMG retries it once, routers/http/router.rs:1565 send_with_stale_conn_retry); more, or a failed health
