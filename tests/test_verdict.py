@@ -284,7 +284,12 @@ def test_one_reset_keep_alive_connection_is_a_note_but_repeated_resets_or_a_fail
     d.logs = d.logs[:-1]
     d.active, d.sub, d.restarts, d.health, d.metrics_error = "activating", "auto-restart", 3, None, "connection refused"
     assert [f.incident for f in _diag([p, d, r]).findings] == ["role-down"]  # which explains the router's lost worker
-    p, d, r = era_roles()
+    p, d, r = era_roles()  # SMG colours its lines whatever its output (logging.rs with_ansi(colorize), colorize: true)
+    r.logs = [_RESET.replace(" ERROR smg::routers::http::pd_router:", " \x1b[31mERROR\x1b[0m \x1b[2msmg::routers::http::pd_router"
+                             "\x1b[0m\x1b[2m:\x1b[0m"), _PD_RESET]
+    line = parse_log_line("2026-01-20T09:59:30+0000 node1 smg[4242]: " + r.logs[0][4:])
+    assert "\x1b" not in line.message and is_abnormal(line)
+    assert _diag([p, d, r]).findings[0].incident == "router-no-healthy-workers"
     r.logs = ["raw:2026-01-20 09:59:30  WARN smg::core::worker: src/core/worker.rs:948: HTTP health check failed for "
               'http://10.0.0.2:30000/health: reqwest::Error { kind: Request, url: "http://10.0.0.2:30000/health", source: '
               "hyper_util::client::legacy::Error(SendRequest, hyper::Error(IncompleteMessage)) }"]
@@ -302,7 +307,9 @@ def test_a_grammar_that_rejects_the_servers_own_token_is_an_error_and_a_clients_
                  "[10:00:00] /project/cpp/grammar_matcher.cc:1205: Warning: The matcher has terminated after accepting the "
                  "stop token, but is trying to accept new token with id 198.",
                  "[2025-03-10 10:00:00 TP0] matcher error: token 1919 not allowed",  # llguidance, logger.warning
-                 "2026-03-18 11:22:06.731 WARNING 120984 [ TP0 llguidance_backend.py:150] matcher error: x"):
+                 "2026-03-18 11:22:06.731 WARNING 120984 [ TP0 llguidance_backend.py:150] matcher error: x",
+                 "[2026-04-02 10:00:00 TP0] WARNING: token 128009 rejected by the grammar of req 7a",  # any backend's words
+                 "[2026-04-02 10:00:00 TP0] xgrammar matcher: token 11 not accepted"):
         line = _line(text)
         assert line.kind == "grammar" and is_abnormal(line), text
     for text in ("[2026-01-01 10:00:00 TP0] Hit invalid json_schema: key_string='{\"type\": \"objet\"}', "

@@ -94,7 +94,11 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
         r"|[Ss]kip invalid (?:json[_ ]schema|regex|ebnf|grammar)|Invalid grammar request"
         r"|Failed to compile [a-z_]+ grammar|Grammar compilation raised"
         r"|(?:xgrammar|llguidance|outlines|reasoner_grammar|base_grammar)_backend\.py:[0-9]+\]|grammar_manager\.py:[0-9]+\]"
-        r"|sglang\.srt\.constrained\.",
+        r"|sglang\.srt\.constrained\."
+        # any grammar component's words for a token it would not take, in either order within the line
+        r"|(?:[Gg]rammar|xgrammar|llguidance|[Mm]atcher|FSM)\b.{0,200}\b(?:[Rr]ejected|not accepted|not allowed"
+        r"|cannot accept|[Ff]ailed to (?:accept|advance))"
+        r"|\b(?:[Rr]ejected|not accepted|cannot accept)\b.{0,200}\b(?:[Gg]rammar|xgrammar|llguidance|[Mm]atcher|FSM)\b",
     ),
     ("batch", r"(Prefill|Decode) batch[ ,.\[]"),  # 0.4.x writes "Decode batch. #running-req: ..."
     ("error", r"ERROR|CRITICAL|FATAL|Error|error|Exception|exception|abort"),
@@ -125,6 +129,7 @@ _SGLANG = linear(
 )
 _RANK = linear(r"([A-Z_]+?)(\d+)")
 _RELAY = linear("^" + RELAY_PREFIX)
+_ANSI = linear(r"\x1b\[[0-9;]*[A-Za-z]")  # SGR colour (and other CSI) sequences
 
 
 class LogEntry(BaseModel):
@@ -149,8 +154,12 @@ def _ranks(text: str) -> dict[str, int]:
 
 
 def parse_log_line(line: str) -> LogEntry:
-    """One line, journald-prefixed or bare (cut to ``LINE_CAP``); anything unrecognised is kept whole with ts None."""
+    """One line, journald-prefixed or bare (cut to ``LINE_CAP``); anything unrecognised is kept whole with ts None.
+    Terminal colour codes are dropped first: SMG's tracing layer writes them whatever its output is
+    (model_gateway/src/observability/logging.rs: ``with_ansi(config.colorize)``, ``colorize: true`` in server.rs)."""
     line = capped(line)
+    if "\x1b[" in line:
+        line = _ANSI.sub("", line)
     entry: dict = {"message": line}
     m = _JOURNAL.match(line)
     if m:
