@@ -80,6 +80,9 @@ ROUTER_TRANSPORT = linear(
     r"|ConnectionReset|ConnectionRefused|ConnectionAborted|BrokenPipe|[Bb]roken pipe|tcp connect error"
     r"|error trying to connect|[Tt]ransport error|Stream error from (?:decode|prefill) server"
 )
+# SMG's response logger (sglang-router 0.3.2 src/middleware.rs:349, target smg::response) on every 5xx it answers: the
+# one request a stale connection failed says it too
+_ROUTER_5XX = linear(r"request failed with server error")
 # systemd's own words for a run that ended badly (its lines of the current run count too)
 _SYSTEMD_FAILED = linear(r"Failed with result|Main process exited, code=(?:killed|dumped)"
                              r"|Main process exited, code=exited, status=[1-9]|oom-kill|Out of memory")
@@ -261,10 +264,13 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
     router_logs = facts.get("logs", {}) if facts.get("role") == "router" else {}
     unreachable = router_logs.get("router_worker_unreachable", 0)
     transient = unreachable == 1 and not router_logs.get("router_health_check_failed", 0)
-    if transient:  # one reset of a pooled connection, said as a note; the worker side's own evidence decides
+    answered = [e for e in lines if _ROUTER_5XX.search(e.message)]
+    if transient and len(answered) <= 1:  # one reset of a pooled connection and its one 5xx answer, said as a note
         notes.append("one transport failure to a worker (a keep-alive connection the worker closed): "
                      + next((e.message.strip()[:200] for e in current if ROUTER_TRANSPORT.search(e.message)), ""))
-        lines = [e for e in lines if ROUTER_TRANSPORT.search(e.message) is None]
+        lines = [e for e in lines if ROUTER_TRANSPORT.search(e.message) is None and e not in answered]
+    else:
+        transient = False
     if lines:
         abnormal.append(f"{len(lines)} error line(s) in the current run")
         if any(e.kind in ("crash", "native", "traceback", "oom") for e in lines):

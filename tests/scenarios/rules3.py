@@ -99,6 +99,12 @@ def _decode_failed(t: str, url: str = "http://10.0.0.2:30000") -> str:
             f"decode_url={url} error=error sending request for url ({url}/generate)")
 
 
+def _answered_502(t: str, rid: str) -> str:
+    """The router's response logger on the 502 it answers (src/middleware.rs:349, in its request span)."""
+    return (f'raw:{t} ERROR http_request{{method=POST uri=/generate version=HTTP/1.1 request_id="{rid}" status_code=502 '
+            f'latency=2114 module="smg"}}: smg::response: src/middleware.rs:349: request failed with server error')
+
+
 @scenario("near-router-single-keepalive-reset-0.3.2", "healthy", _SRC_032,
           "one request's pooled keep-alive connection to the decode was closed by the worker while idle: the router "
           "logs one 'Decode request failed ... error sending request' and every other request is served, the workers "
@@ -106,7 +112,7 @@ def _decode_failed(t: str, url: str = "http://10.0.0.2:30000") -> str:
           must_not=("router-no-healthy-workers", "unexplained"))
 def _single_reset():
     p, d, r = roles()
-    r.logs = [_decode_failed("2026-01-20 09:59:30")]
+    r.logs = [_decode_failed("2026-01-20 09:59:30"), _answered_502("2026-01-20 09:59:30", "6f1c0a")]
     return [p, d, r], {}
 
 
@@ -125,7 +131,8 @@ def _resets_while_decode_restarted():
     d.restarts = 0
     d = recovered(d)
     d.logs = list(roles()[1].logs)
-    r.logs = [_decode_failed(f"2026-01-20 09:59:{s:02d}") for s in (1, 4, 9, 15)]
+    r.logs = [line for s in (1, 4, 9, 15) for line in (_decode_failed(f"2026-01-20 09:59:{s:02d}"),
+                                                       _answered_502(f"2026-01-20 09:59:{s:02d}", f"9a{s:02d}"))]
     return [p, d, r], {}
 
 
