@@ -290,6 +290,13 @@ def test_one_reset_keep_alive_connection_is_a_note_but_repeated_resets_or_a_fail
     line = parse_log_line("2026-01-20T09:59:30+0000 node1 smg[4242]: " + r.logs[0][4:])
     assert "\x1b" not in line.message and is_abnormal(line)
     assert _diag([p, d, r]).findings[0].incident == "router-no-healthy-workers"
+    # without the module (a JSON or copied log), the worker's URL names the side; a client of the router never does
+    r.logs = ["raw:Decode request failed decode_url=http://10.0.0.2:30000 error=error sending request for url "
+              "(http://10.0.0.2:30000/generate): connection closed before message completed"] * 2
+    assert _diag([p, d, r]).findings[0].incident == "router-no-healthy-workers"
+    r.logs = ["raw:2026-01-20 09:59:30  WARN smg::middleware: client closed the connection: Connection reset by peer "
+              "(os error 104) http://10.0.0.5:5000"] * 2
+    assert _diag([p, d, r]).healthy
     r.logs = ["raw:2026-01-20 09:59:30  WARN smg::core::worker: src/core/worker.rs:948: HTTP health check failed for "
               'http://10.0.0.2:30000/health: reqwest::Error { kind: Request, url: "http://10.0.0.2:30000/health", source: '
               "hyper_util::client::legacy::Error(SendRequest, hyper::Error(IncompleteMessage)) }"]

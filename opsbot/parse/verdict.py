@@ -78,7 +78,8 @@ ROUTER_TRANSPORT = linear(
     r"error sending request|request or response body error|error decoding response body|error reading a body"
     r"|connection closed before message completed|[Cc]onnection (?:reset|refused|closed before)|IncompleteMessage"
     r"|ConnectionReset|ConnectionRefused|ConnectionAborted|BrokenPipe|[Bb]roken pipe|tcp connect error"
-    r"|error trying to connect|[Tt]ransport error|Stream error from (?:decode|prefill) server"
+    r"|error trying to connect|[Tt]ransport error|Stream error from (?:decode|prefill) server|Server ?[Dd]isconnected"
+    r"|Cannot connect to host|peer closed connection without sending complete message"
 )
 # SMG's response logger (sglang-router 0.3.2 src/middleware.rs:349, target smg::response) on every 5xx it answers: the
 # one request a stale connection failed says it too
