@@ -113,7 +113,7 @@ def test_missing_facts_lower_confidence():
     roles[2].gauges["smg_worker_health"] = 0
     roles[2].logs_error = "timeout"
     f = _diag(roles).findings[0]
-    assert f.incident == "router-no-healthy-workers" and f.missing_facts == ["logs.router_no_workers", "logs.router_worker_unreachable"] and f.confidence < 0.85
+    assert f.incident == "router-no-healthy-workers" and f.missing_facts == ["logs.router_no_workers", "logs.router_health_check_failed", "logs.router_worker_unreachable"] and f.confidence < 0.85
 
 
 # --- ordering rules of incidents.md ---------------------------------------------------------

@@ -261,6 +261,85 @@ def test_the_router_that_cannot_reach_a_worker_says_so_at_any_log_level():
     assert _diag([p, d, r]).healthy
 
 
+_RESET = ("raw:2026-01-20 09:59:30 ERROR smg::routers::http::pd_router: src/routers/http/pd_router.rs:684: Decode request "
+          "failed decode_url=http://10.0.0.2:30000 error=error sending request for url (http://10.0.0.2:30000/generate)")
+_PD_RESET = ("raw:2026-08-20 09:59:31 ERROR smg::routers::http::pd_router: model_gateway/src/routers/http/pd_router.rs:873: "
+             "PD request transport error, both sides aborted: error sending request for url (http://10.0.0.2:30000/generate)")
+
+
+def test_one_reset_keep_alive_connection_is_a_note_but_repeated_resets_or_a_failing_worker_are_no_healthy_worker():
+    """The router's upstream client failing on a worker (either order of URL and error, as SMG and sgl-router 0.3.2
+    print reqwest's errors): one line alone while the workers serve is an idle connection the worker closed; two, a
+    failed health check, or a worker role that is itself abnormal make it a router without a healthy worker."""
+    p, d, r = era_roles()
+    r.logs = [_RESET]
+    diag = _diag([p, d, r])
+    assert diag.healthy and any("keep-alive" in n for x in diag.roles for n in x.notes)
+    r.logs = [_RESET, _PD_RESET]
+    assert _diag([p, d, r]).findings[0].incident == "router-no-healthy-workers"
+    p, d, r = era_roles()
+    r.logs = [_PD_RESET]
+    d.logs = d.logs + ['raw:INFO:     10.0.0.9:5000 - "POST /generate HTTP/1.1" 500 Internal Server Error']
+    assert _diag([p, d, r]).findings[0].incident == "router-no-healthy-workers"
+    d.logs = d.logs[:-1]
+    d.active, d.sub, d.restarts, d.health, d.metrics_error = "activating", "auto-restart", 3, None, "connection refused"
+    assert [f.incident for f in _diag([p, d, r]).findings] == ["role-down"]  # which explains the router's lost worker
+    p, d, r = era_roles()  # SMG colours its lines whatever its output (logging.rs with_ansi(colorize), colorize: true)
+    r.logs = [_RESET.replace(" ERROR smg::routers::http::pd_router:", " \x1b[31mERROR\x1b[0m \x1b[2msmg::routers::http::pd_router"
+                             "\x1b[0m\x1b[2m:\x1b[0m"), _PD_RESET]
+    line = parse_log_line("2026-01-20T09:59:30+0000 node1 smg[4242]: " + r.logs[0][4:])
+    assert "\x1b" not in line.message and is_abnormal(line)
+    assert _diag([p, d, r]).findings[0].incident == "router-no-healthy-workers"
+    # without the module (a JSON or copied log), the worker's URL names the side; a client of the router never does
+    r.logs = ["raw:Decode request failed decode_url=http://10.0.0.2:30000 error=error sending request for url "
+              "(http://10.0.0.2:30000/generate): connection closed before message completed"] * 2
+    assert _diag([p, d, r]).findings[0].incident == "router-no-healthy-workers"
+    r.logs = ["raw:2026-01-20 09:59:30  WARN smg::middleware: client closed the connection: Connection reset by peer "
+              "(os error 104) http://10.0.0.5:5000"] * 2
+    assert _diag([p, d, r]).healthy
+    r.logs = ["raw:2026-01-20 09:59:30  WARN smg::core::worker: src/core/worker.rs:948: HTTP health check failed for "
+              'http://10.0.0.2:30000/health: reqwest::Error { kind: Request, url: "http://10.0.0.2:30000/health", source: '
+              "hyper_util::client::legacy::Error(SendRequest, hyper::Error(IncompleteMessage)) }"]
+    assert _diag([p, d, r]).findings[0].incident == "router-no-healthy-workers"
+
+
+def test_a_grammar_that_rejects_the_servers_own_token_is_an_error_and_a_clients_schema_that_does_not_compile_a_note():
+    """The grammar backend's lines by the stage they report: at run time the grammar rejected a token the server
+    produced (SGLang's logger.error, xgrammar's Warning), a request the server failed; at compile time the schema is
+    the client's own, refused with 400."""
+    for text in ("[2026-05-15 10:00:00 DP0 TP0 EP0] Grammar accept_token failed for req 9f2c with token [73022]: "
+                 "Tokens not accepted: 73022",
+                 "[10:00:00] /project/cpp/grammar_matcher.cc:1211: Warning: The token id -1 is out of range [0, 129280). "
+                 "Rejecting the token.",
+                 "[10:00:00] /project/cpp/grammar_matcher.cc:1205: Warning: The matcher has terminated after accepting the "
+                 "stop token, but is trying to accept new token with id 198.",
+                 "[2025-03-10 10:00:00 TP0] matcher error: token 1919 not allowed",  # llguidance, logger.warning
+                 "2026-03-18 11:22:06.731 WARNING 120984 [ TP0 llguidance_backend.py:150] matcher error: x",
+                 "[2026-04-02 10:00:00 TP0] WARNING: token 128009 rejected by the grammar of req 7a",  # any backend's words
+                 "[2026-04-02 10:00:00 TP0] xgrammar matcher: token 11 not accepted"):
+        line = _line(text)
+        assert line.kind == "grammar" and is_abnormal(line), text
+    for text in ("[2026-01-01 10:00:00 TP0] Hit invalid json_schema: key_string='{\"type\": \"objet\"}', "
+                 "e=RuntimeError('Invalid JSON schema')",
+                 "[2026-01-01 10:00:00 TP0] Failed to compile json_schema grammar: Invalid JSON schema, self.rid='7a'"):
+        line = _line(text)
+        assert line.kind == "grammar" and not is_abnormal(line), text
+    info = _line("2026-03-18 11:22:06.731 INFO 120984 [ TP0 xgrammar_backend.py:230] Grammar backend ready")
+    assert info.kind == "grammar" and not is_abnormal(info)
+    roles = healthy_roles()
+    roles[1].logs = roles[1].logs + ["Grammar accept_token failed for req 9f2c with token [73022]: Tokens not accepted: 73022",
+                                     "raw:Accepted tokens: []", 'raw:Key string: {"type": "object"}']
+    d = _diag(roles)
+    assert not d.healthy and [f.incident for f in d.findings] == ["unexplained"]
+    assert not [r for f in d.findings for r in f.remedies if r.kind == "restart"]
+    roles = healthy_roles()
+    roles[1].logs = roles[1].logs + ["Hit invalid json_schema: key_string='{\"type\": \"objet\"}', e=RuntimeError('x')",
+                                     "Failed to compile json_schema grammar: x, self.rid='7a'",
+                                     'raw:INFO:     172.20.0.1:52344 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request']
+    d = _diag(roles)
+    assert d.healthy and any("does not compile" in n for r in d.roles for n in r.notes)
+
+
 def test_an_idle_pair_is_no_transfer_failure_but_a_request_held_at_both_ends_is():
     """Idle (nothing runs or waits, no counter moves): one side's transfer-queue gauge is the last value it
     published, and a restart-advising class must not rest on it. The same request parked in the prefill's

@@ -75,12 +75,43 @@ LOG_KINDS: tuple[tuple[str, str], ...] = (
     # '"POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error' (SGLang's HTTP server)
     ("access", r"\"[A-Z]+ \S+ HTTP/[0-9.]+\" [45][0-9][0-9]\b"),
     ("traceback", rf"Traceback \(most recent call last\)|^{RELAY_PREFIX}?\s+File \"|^{RELAY_PREFIX}?[A-Za-z_.]*(Error|Exception)\b"),
+    # the grammar backend (structured output) at run time and at compile time: SGLang's own report of a token the
+    # request's grammar rejected (0.5.23 managers/scheduler_components/batch_result_processor.py:727,871
+    # logger.error "Grammar accept_token failed for req ... with token ...: <exc>"; constrained/xgrammar_backend.py:103
+    # ValueError "Tokens not accepted: N"), xgrammar's own warnings on a rejected token (cpp/grammar_matcher.cc:1205,
+    # 1211, 1221 "[HH:MM:SS] .../grammar_matcher.cc:N: Warning: ... Rejecting the token."), and the compile stage's
+    # reports of a request's grammar that does not compile (constrained/*_backend.py "Hit invalid json_schema: ...",
+    # grammar_manager.py:308,316 "Grammar compilation raised an exception", "Failed to compile json_schema grammar");
+    # the compile stage's older words (0.3.x-0.4.x xgrammar/outlines backends: logging.warning("Skip invalid
+    # json_schema: ..."), the scheduler's abort "Invalid grammar request: req.grammar_key=..."); SGLang's llguidance
+    # wrapper before it raised (0.4.x-0.5.x constrained/llguidance_backend.py accept_token:
+    # logger.warning(f"matcher error: {self.ll_matcher.get_error()}")); and any line SGLang's grammar modules wrote,
+    # named by the file a format with a location prints ("[ TP0 xgrammar_backend.py:406]") or by the logger's name
+    (
+        "grammar",
+        r"Grammar accept_token failed|Tokens not accepted|Rejecting the token|after accepting the stop token"
+        r"|[Mm]atcher error|Hit invalid (?:json_schema|ebnf|regex|grammar|structural_tag)"
+        r"|[Ss]kip invalid (?:json[_ ]schema|regex|ebnf|grammar)|Invalid grammar request"
+        r"|Failed to compile [a-z_]+ grammar|Grammar compilation raised"
+        r"|(?:xgrammar|llguidance|outlines|reasoner_grammar|base_grammar)_backend\.py:[0-9]+\]|grammar_manager\.py:[0-9]+\]"
+        r"|sglang\.srt\.constrained\."
+        # any grammar component's words for a token it would not take, in either order within the line
+        r"|(?:[Gg]rammar|xgrammar|llguidance|[Mm]atcher|FSM)\b.{0,200}\b(?:[Rr]ejected|not accepted|not allowed"
+        r"|cannot accept|[Ff]ailed to (?:accept|advance))"
+        r"|\b(?:[Rr]ejected|not accepted|cannot accept)\b.{0,200}\b(?:[Gg]rammar|xgrammar|llguidance|[Mm]atcher|FSM)\b",
+    ),
     ("batch", r"(Prefill|Decode) batch[ ,.\[]"),  # 0.4.x writes "Decode batch. #running-req: ..."
     ("error", r"ERROR|CRITICAL|FATAL|Error|error|Exception|exception|abort"),
     # last, so that a line saying "error" keeps that kind (a start-up error): a client's transport failure to its
     # upstream (the router's health checker and its HTTP/gRPC client: hyper, reqwest, tonic), whatever the level it
     # was logged at, kept by the node-side filter; whose it is, the router's runbook reads (router_worker_unreachable)
-    ("upstream", r"health check failed|IncompleteMessage|ConnectionReset|[Cc]onnection reset by peer"),
+    # (smg 1.x and sglang-router 0.3.2 core/worker.rs:939,948: "HTTP health check returned non-success status for
+    # {url}: {status}" and "HTTP health check failed for {url}: {err:?}" at WARN; :912,916 their gRPC twins)
+    (
+        "upstream",
+        r"health check failed|health check returned non-success|gRPC health (?:RPC error|timed out)|IncompleteMessage"
+        r"|ConnectionReset|[Cc]onnection reset by peer|connection closed before message completed",
+    ),
 )
 
 _KINDS = linear_set([pattern for _kind, pattern in LOG_KINDS])  # one pass for every kind, not 16
@@ -98,6 +129,7 @@ _SGLANG = linear(
 )
 _RANK = linear(r"([A-Z_]+?)(\d+)")
 _RELAY = linear("^" + RELAY_PREFIX)
+_ANSI = linear(r"\x1b\[[0-9;]*[A-Za-z]")  # SGR colour (and other CSI) sequences
 
 
 class LogEntry(BaseModel):
@@ -122,8 +154,12 @@ def _ranks(text: str) -> dict[str, int]:
 
 
 def parse_log_line(line: str) -> LogEntry:
-    """One line, journald-prefixed or bare (cut to ``LINE_CAP``); anything unrecognised is kept whole with ts None."""
+    """One line, journald-prefixed or bare (cut to ``LINE_CAP``); anything unrecognised is kept whole with ts None.
+    Terminal colour codes are dropped first: SMG's tracing layer writes them whatever its output is
+    (model_gateway/src/observability/logging.rs: ``with_ansi(config.colorize)``, ``colorize: true`` in server.rs)."""
     line = capped(line)
+    if "\x1b[" in line:
+        line = _ANSI.sub("", line)
     entry: dict = {"message": line}
     m = _JOURNAL.match(line)
     if m:

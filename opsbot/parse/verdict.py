@@ -34,6 +34,8 @@ BATCH_FRESH_S = 90.0
 _ERROR_LEVEL = linear(
     r"(?:^|[\s\[|:(])(?:ERROR|CRITICAL|FATAL|PANIC)(?:[\s\]|:)]|$)|\blevel=(?:error|fatal)\b|' panicked at "
 )
+_LEVEL = linear(r"(?:^|[\s\[|:(])(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?:[\s\]|:)]|$)")
+_FAILURE_LEVELS = frozenset({"WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"})
 _WARNING_LEVEL = linear(r"(?:^|[\s\[|:(])(?:WARNING|WARN)(?:[\s\]|:)]|$)|\bUserWarning\b|\bwarnings\.warn\b")
 # Line kinds (opsbot/parse/logs.py LOG_KINDS) that are errors by what they say, whatever their level.
 _ERROR_KINDS = frozenset({"crash", "traceback", "native", "oom", "health"})
@@ -60,6 +62,29 @@ _ERROR_REPORT = linear(r"^(?:[A-Za-z][\w .-]{0,60}?\b)?(?:[Ee]rror|[Ee]xception)
 # (managers/data_parallel_controller.py:259) are always soft, and so was the detokenizer's.
 SOFT_WATCHDOG = linear(r"self\.soft=True|(?:Detokenizer|Tokenizer)Manager watchdog timeout"
                            r"|DataParallelController watchdog timeout")
+# The grammar backend's lines (logs.py kind "grammar") by the stage of the request's grammar they report. At compile
+# time the grammar is the client's own (a schema it sent that does not compile: SGLang answers 400 and goes on, a
+# note); at run time the grammar rejects a token the server itself produced (SGLang 0.5.23
+# batch_result_processor.py:727,871 logger.error "Grammar accept_token failed ...", the request aborted with 500;
+# xgrammar's grammar_matcher.cc:1205-1221 warnings "... Rejecting the token."): a request the server failed, an
+# error of the run whatever the level it was written at.
+_GRAMMAR_COMPILE = linear(r"Hit invalid|Failed to compile [a-z_]+ grammar|Grammar compilation raised|Skip unsupported"
+                          r"|grammar containing a NUL byte|[Ss]kip invalid (?:json[_ ]schema|regex|ebnf|grammar)"
+                          r"|Invalid grammar request")
+# The router's upstream client failing on a worker's connection (reqwest/hyper as SMG and sgl-router print them;
+# runbooks/patterns.yaml router_worker_unreachable): one such line alone is a pooled keep-alive connection the worker
+# closed (SMG retries it once, routers/http/router.rs:1565 send_with_stale_conn_retry); more, or a failed health
+# check, is a worker the router cannot reach.
+ROUTER_TRANSPORT = linear(
+    r"error sending request|request or response body error|error decoding response body|error reading a body"
+    r"|connection closed before message completed|[Cc]onnection (?:reset|refused|closed before)|IncompleteMessage"
+    r"|ConnectionReset|ConnectionRefused|ConnectionAborted|BrokenPipe|[Bb]roken pipe|tcp connect error"
+    r"|error trying to connect|[Tt]ransport error|Stream error from (?:decode|prefill) server|Server ?[Dd]isconnected"
+    r"|Cannot connect to host|peer closed connection without sending complete message"
+)
+# SMG's response logger (sglang-router 0.3.2 src/middleware.rs:349, target smg::response) on every 5xx it answers: the
+# one request a stale connection failed says it too
+_ROUTER_5XX = linear(r"request failed with server error")
 # systemd's own words for a run that ended badly (its lines of the current run count too)
 _SYSTEMD_FAILED = linear(r"Failed with result|Main process exited, code=(?:killed|dumped)"
                              r"|Main process exited, code=exited, status=[1-9]|oom-kill|Out of memory")
@@ -95,6 +120,9 @@ def is_abnormal(entry: LogEntry) -> bool:
     kind = entry.kind
     if kind == "access":
         return access_status_class(message) == "5"
+    if kind == "grammar":  # run time, written at error or warning level (or with none: SGLang's own format)
+        leveled = _LEVEL.search(message)
+        return _GRAMMAR_COMPILE.search(message) is None and (leveled is None or leveled.group(1) in _FAILURE_LEVELS)
     if kind == "error" and _error_report(message):
         return True
     if kind in (None, "batch", "patch", "abort"):
@@ -235,6 +263,16 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
         abnormal.append("failure counters moved: " + ", ".join(f"{k} +{v:g}" for k, v in sorted(failures.items())))
         severity = "critical" if severity == "critical" else "high"
     lines = [e for e in current if is_abnormal(e)]
+    router_logs = facts.get("logs", {}) if facts.get("role") == "router" else {}
+    unreachable = router_logs.get("router_worker_unreachable", 0)
+    transient = unreachable == 1 and not router_logs.get("router_health_check_failed", 0)
+    answered = [e for e in lines if _ROUTER_5XX.search(e.message)]
+    if transient and len(answered) <= 1:  # one reset of a pooled connection and its one 5xx answer, said as a note
+        notes.append("one transport failure to a worker (a keep-alive connection the worker closed): "
+                     + next((e.message.strip()[:200] for e in current if ROUTER_TRANSPORT.search(e.message)), ""))
+        lines = [e for e in lines if ROUTER_TRANSPORT.search(e.message) is None and e not in answered]
+    else:
+        transient = False
     if lines:
         abnormal.append(f"{len(lines)} error line(s) in the current run")
         if any(e.kind in ("crash", "native", "traceback", "oom") for e in lines):
@@ -254,8 +292,7 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
     else:
         moving = True
         routing, gauges = facts.get("routing", {}), facts.get("metrics", {})
-        unreachable = facts.get("logs", {}).get("router_worker_unreachable", 0)
-        if unreachable:  # its health checker or its upstream client could not reach a worker, at whatever log level
+        if unreachable and not transient:  # its health checker or its client could not reach a worker, at any level
             abnormal.append(f"the router could not reach a worker ({unreachable} transport or health-check failure line(s))")
             severity = "critical" if severity == "critical" else "high"
         if routing.get("no_worker_errors") or routing.get("breaker_open"):
@@ -270,6 +307,9 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
     client_errors = sum(e.kind == "access" and access_status_class(e.message) == "4" for e in current)
     if client_errors:  # the server refused a client's own bad request and went on: said, not held against it
         notes.append(f"{client_errors} request(s) answered with a client error (4xx): the client's request, not the server")
+    uncompiled = sum(e.kind == "grammar" and _GRAMMAR_COMPILE.search(e.message) is not None for e in current)
+    if uncompiled:  # a client's schema the grammar backend could not compile: its own request, refused with 400
+        notes.append(f"{uncompiled} grammar compile report(s): a client's schema that does not compile, its request refused")
     busy_note = []
     if not health.get("answered"):
         said = "/health did not answer" + (" (timed out)" if health.get("timed_out") else "")
