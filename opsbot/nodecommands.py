@@ -33,8 +33,9 @@ def gpu_query(gpus: list[int] | None = None) -> list[str]:
 
 
 def journal(args: list[str], lines: int) -> list[str]:
-    """``journalctl`` with ``args`` (``-u UNIT``, ``--since``, ``-k``), ISO times, the last ``lines`` lines."""
-    return ["journalctl", *args, "-o", "short-iso", "--no-pager", "-n", str(lines)]
+    """``journalctl`` with ``args`` (``-u UNIT``, ``--since``, ``-k``), ISO times, the last ``lines`` lines.
+    ``--all``: a line with a control character (SMG's colour codes) is shown, not "[N B blob data]"."""
+    return ["journalctl", *args, "-o", "short-iso", "--all", "--no-pager", "-n", str(lines)]
 
 
 def unit_invocation(unit: str) -> list[str]:
@@ -44,7 +45,7 @@ def unit_invocation(unit: str) -> list[str]:
 
 def invocation_journal(invocation: str) -> list[str]:
     """Every journal line of one run of a unit (its stdout and stderr), message text only."""
-    return ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "cat", "--no-pager"]
+    return ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "cat", "--all", "--no-pager"]
 
 
 def unit_cgroup(unit: str) -> list[str]:

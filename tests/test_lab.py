@@ -295,3 +295,21 @@ def test_stopping_prefill_makes_decode_lose_it(healthy: Lab) -> None:
         lambda: "Lost connection with prefill instance (bootstrap_addr: 127.0.0.1:"
         in lab.ssh("node2", ["journalctl", "-u", "sglang-dsv4-decode.service", "--no-pager", "-n", "40"]).stdout,
         25, "the decode to notice", every=1.0)
+
+
+def test_a_coloured_line_reaches_the_probe_as_text_not_blob_data(lab: Lab) -> None:
+    """SMG writes ANSI colour codes whatever its output. The lab's journalctl (systemd 252) strips them from
+    short output by itself; older ones print such a line as "[N B blob data]" unless asked for --all (journalctl(1):
+    "Show all fields in full, even if they include unprintable characters"), which the probe now always asks."""
+    from opsbot.nodecommands import journal
+
+    tag = f"opsbot-ansi-{time.monotonic_ns()}"
+    line = r"\033[2m2026-05-01T10:00:00Z\033[0m \033[31mERROR\033[0m smg::routers::http::pd_router: Decode request failed\n"
+    assert lab.ssh(lab.node_names[0], ["systemd-cat", "-t", tag, "printf", line]).returncode == 0
+    deadline = time.monotonic() + 10
+    while True:
+        out = lab.ssh(lab.node_names[0], journal(["-t", tag], 10)).stdout
+        if "Decode request failed" in out or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert "Decode request failed" in out and "blob data" not in out, out
