@@ -1,5 +1,6 @@
 """The corpus split by thread date (issue 24): holdout/ takes every thread opened on or after the cut-off and
-the marked pre-cutoff fill, and nothing else; its threads are cited nowhere else in the corpus. Reads labels only,
+the marked pre-cutoff fill, and nothing else; its threads are cited nowhere else in the corpus. holdout2/ (written
+by ``holdout2.py``, not read yet) holds to the same rules and cites no thread of the other parts. Reads labels only,
 never diagnoses a bundle."""
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ def test_dated_bundles_of_dev_and_test_predate_the_cutoff(part):
     assert not [p.name for p, lab in _labels(part) if "holdout_reason" in lab]
 
 
-def test_holdout_is_dated_threads_after_the_cutoff_or_the_marked_fill():
-    bundles = _labels("holdout")
+@pytest.mark.parametrize("part", ["holdout", "holdout2"])
+def test_holdout_is_dated_threads_after_the_cutoff_or_the_marked_fill(part):
+    bundles = _labels(part)
     assert len(bundles) >= 30
     for path, lab in bundles:
         opened = date.fromisoformat(lab["opened"])
@@ -53,13 +55,14 @@ def test_holdout_is_dated_threads_after_the_cutoff_or_the_marked_fill():
             assert opened >= split.CUTOFF, path.name
 
 
-def test_holdout_threads_are_cited_nowhere_else():
-    holdout = {lab["source"] for _, lab in _labels("holdout")}
-    elsewhere = {lab["source"] for part in ("dev", "test") for _, lab in _labels(part)}
+@pytest.mark.parametrize(("part", "others"), [("holdout", ("dev", "test")), ("holdout2", ("dev", "test", "holdout"))])
+def test_holdout_threads_are_cited_nowhere_else(part, others):
+    holdout = {lab["source"] for _, lab in _labels(part)}
+    elsewhere = {lab["source"] for other in others for _, lab in _labels(other)}
     assert not holdout & elsewhere
 
 
-@pytest.mark.parametrize("part", ["dev", "test", "holdout"])
+@pytest.mark.parametrize("part", ["dev", "test", "holdout", "holdout2"])
 def test_each_part_has_the_unclaimed_failures_and_near_misses(part):
     labels = [lab for _, lab in _labels(part)]
     assert sum(lab["expected"] == "any-finding" for lab in labels) >= 8
