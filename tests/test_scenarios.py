@@ -23,8 +23,8 @@ DEV = sorted((ROOT / "dev").glob("*.json"))
 TEST = sorted((ROOT / "test").glob("*.json"))
 # Threads opened after the cut-off (2026-06-01), written by writers who write no rules, read once at the end
 # of a round of rules (tests/scenarios/README.md): evaluated like test/, and never fitted.
-HOLDOUT = sorted((ROOT / "holdout").glob("*.json"))
-FILES = DEV + TEST + HOLDOUT
+HELD_OUT = {part: sorted((ROOT / part).glob("*.json")) for part in ("holdout", "holdout2")}
+FILES = DEV + TEST + [path for files in HELD_OUT.values() for path in files]
 MIN_DEV, MIN_TEST = 150, 45  # the corpus may only grow
 # What test/ reaches (opsbot eval tests/scenarios): raise these as general rules found on dev/ improve it,
 # never fit test/ to them. 2026-12-02: 44 of 48 (91.7%) after 17 bundles from 11 new threads joined test/
@@ -41,9 +41,12 @@ TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.94, 0.94, 0
 # 2026-12-03, second round (rules found on dev/: HTTP status class and SGLang's error reports, a parked transfer held at
 # both ends, the router's transport errors to a worker): holdout/ measured again, 1 false all-clear and no unsafe
 # advice (it is no longer unseen: the next round needs a new cut-off); test/ did not move.
+# 2026-12-03, after the third round (a grammar token rejected at run time, the router's keep-alive resets read
+# from SMG's source): holdout2/ (31 bundles, 27 from threads opened after the cut-off, written by a writer who
+# wrote no rules, no thread shared with any other part) read once: 27 of 31 (87.1%), 2 false all-clears, no
+# unsafe advice. Goals (95%, 0, 0) missed; held as ceilings like holdout/'s.
 TEST_FALSE_ALL_CLEAR_MAX = 2
-HOLDOUT_FALSE_ALL_CLEAR_MAX = 1
-HOLDOUT_UNSAFE_MAX = 0
+HELD_OUT_CEILINGS = {"holdout": (1, 0), "holdout2": (2, 0)}  # part: (false all-clears, unsafe advice) at most
 
 
 def _case(path: Path) -> Case:
@@ -93,16 +96,19 @@ def test_test_part_figure(capsys):
     assert cleared <= TEST_FALSE_ALL_CLEAR_MAX, f"{cleared} broken test/ bundle(s) answered healthy"
 
 
-@pytest.mark.skipif(not HOLDOUT, reason="no holdout/ part in this checkout yet")
-def test_holdout_part_figure(capsys):
-    """holdout/ is read once at the end of a round of rules: its figures are printed, never its bundles. No
-    floor on top-1 (nobody fitted it); a false all-clear there fails the test like anywhere else."""
+@pytest.mark.parametrize("part", sorted(HELD_OUT))
+def test_held_out_part_figure(part, capsys):
+    """A held-out part is read once at the end of a round of rules: its figures are printed, never its bundles.
+    No floor on top-1 (nobody fitted it); a false all-clear there fails the test like anywhere else."""
+    if not HELD_OUT[part]:
+        pytest.skip(f"no {part}/ part in this checkout")
     with capsys.disabled():
-        score = _score(HOLDOUT, "holdout")
+        score = _score(HELD_OUT[part], part)
+    most_cleared, most_unsafe = HELD_OUT_CEILINGS[part]
     cleared = len(score.false_all_clear())  # a count: an assertion on the cases would print the bundles' names
-    assert cleared <= HOLDOUT_FALSE_ALL_CLEAR_MAX, f"{cleared} broken holdout/ bundle(s) answered healthy"
+    assert cleared <= most_cleared, f"{cleared} broken {part}/ bundle(s) answered healthy"
     unsafe = len(score.unsafe())
-    assert unsafe <= HOLDOUT_UNSAFE_MAX, f"{unsafe} holdout/ bundle(s) got unsafe advice"
+    assert unsafe <= most_unsafe, f"{unsafe} {part}/ bundle(s) got unsafe advice"
 
 
 def test_every_runbook_has_a_firing_bundle_and_a_near_miss():
