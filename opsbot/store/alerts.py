@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, any_, bindparam, delete, func, select, update
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    CompoundSelect,
+    Text,
+    any_,
+    bindparam,
+    cast,
+    column,
+    delete,
+    false,
+    func,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -25,6 +41,40 @@ from opsbot.store.models import (
 )
 
 ALERT_CHUNK = 500
+BATCH_COLUMNS = ("dedup_key", "fingerprint", "status", "alertname", "cluster", "role", "group_key", "labels",
+                 "annotations", "starts_at", "ends_at", "received_at", "claimed_by", "claimed_at")
+"""What ``save_alerts`` writes of a new alert."""
+
+
+def _batch_insert() -> CompoundSelect[str, int, bool]:
+    """One statement for any number of alerts (PostgreSQL). The rows come in as one JSON array, one
+    parameter (``json_to_recordset``), so the SQL text never changes: PostgreSQL prepares and plans it
+    once, and psycopg neither splits a long SQL (a multi-row ``VALUES`` is a new statement per row
+    count) nor escapes array elements one by one, in Python, holding the GIL the event loop needs.
+    Rows: (key, id, True) per inserted alert, then (key, id, False) per alert already stored; the
+    outer ``SELECT`` sees the table as it was before the insert, so none is both."""
+    table = Alert.metadata.tables[Alert.__tablename__]
+    rows = (func.json_to_recordset(cast(bindparam("batch", type_=Text), JSON))
+            .table_valued(*(column(c, table.c[c].type) for c in BATCH_COLUMNS))
+            .render_derived(name="alert", with_types=True))
+    batch = select(rows).cte("batch")  # read twice, parsed once
+    inserted = (pg_insert(table).from_select(BATCH_COLUMNS, select(batch))
+                .on_conflict_do_nothing(index_elements=["dedup_key"]).returning(table.c.dedup_key, table.c.id)
+                .cte("inserted"))
+    return select(inserted.c.dedup_key, inserted.c.id, true()).union_all(
+        select(table.c.dedup_key, table.c.id, false()).where(table.c.dedup_key.in_(select(batch.c.dedup_key))))
+
+
+_BATCH_INSERT = _batch_insert()
+
+
+def _utc_text(value: object) -> str:
+    """A time in the JSON batch: ISO 8601 with its offset; a naive one is refused, as ``UtcDateTime`` does."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{type(value).__name__} is not JSON serializable")
+    if value.tzinfo is None:
+        raise ValueError("naive datetime given to the store; use timezone-aware UTC")
+    return value.isoformat()
 
 
 def group_hash(group_key: str) -> str:
@@ -78,17 +128,12 @@ class AlertRecords(Gateway):
                 labels=a.labels, annotations=a.annotations, starts_at=a.starts_at, ends_at=a.ends_at,
                 received_at=at, claimed_by=claimer, claimed_at=at if claimer else None,
             ))
-        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
-        # one statement for every row (executemany with RETURNING: SQLAlchemy's insertmanyvalues), compiled
-        # once and cached; a multi-row VALUES would be compiled afresh for every row count
-        # RETURNING the new rows' ids: only the duplicates' ids are looked up after (none in a fresh storm)
-        stmt = insert(Alert).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Alert.dedup_key, Alert.id)
         values = list(rows.values())
+        save = self._insert_batch if self.engine.dialect.name == "postgresql" else self._insert_many
 
         def _save(s: Session) -> list[tuple[int, bool]]:
-            ids: dict[str, int] = dict(s.execute(stmt, values).all())
-            fresh = set(ids)
-            self._existing_ids([k for k in rows if k not in fresh], s, ids)
+            ids, fresh = save(s, values)
+            self._existing_ids([k for k in rows if k not in ids], s, ids)
             seen: set[str] = set()
             out = []
             for a in alerts:
@@ -98,6 +143,27 @@ class AlertRecords(Gateway):
             return out
 
         return self.write(_save, "save alerts")
+
+    @staticmethod
+    def _insert_many(s: Session, values: list[dict[str, Any]]) -> tuple[dict[str, int], set[str]]:
+        """Insert the new rows (SQLite): one cached executemany statement (SQLAlchemy's insertmanyvalues)
+        returning the new rows' ids; (ids by key, the keys inserted)."""
+        stmt = sqlite_insert(Alert).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Alert.dedup_key, Alert.id)
+        ids: dict[str, int] = dict(s.execute(stmt, values).all())
+        return ids, set(ids)
+
+    @staticmethod
+    def _insert_batch(s: Session, values: list[dict[str, Any]]) -> tuple[dict[str, int], set[str]]:
+        """Insert the new rows and find the stored ones in one round trip (PostgreSQL: ``_batch_insert``);
+        (ids by key, the keys inserted). A key neither inserted nor found (another instance committed it
+        after this statement began) is left to ``_existing_ids``."""
+        ids: dict[str, int] = {}
+        fresh: set[str] = set()
+        for key, alert_id, new in s.execute(_BATCH_INSERT, {"batch": json.dumps(values, default=_utc_text)}):
+            ids[key] = alert_id
+            if new:
+                fresh.add(key)
+        return ids, fresh
 
     def _existing_ids(self, keys: list[str], s: Session, ids: dict[str, int]) -> None:
         """Add the ids of already stored ``keys`` to ``ids`` (SQLite: ``IN`` chunks under its bound-parameter limit)."""
