@@ -3,7 +3,7 @@ and resolves, posted concurrently to ``POST /alerts`` of a real uvicorn on loopb
 
     python bench/alert_storm.py [--alerts 10000] [--groups 50] [--concurrency 64] [--window 2]
                                 [--target local|lab] [--database sqlite|postgresql] [--queue-max 5000]
-                                [--profile storm.speedscope.json] [--rate 1000]
+                                [--profile storm.speedscope.json|storm.trace.json] [--rate 1000]
                                 [--baseline DIR --rounds N] [--db-cpu CPU]
 
 opsbot runs as ``opsbot serve`` in its own process with a fresh SQLite file or PostgreSQL database. Its probes are
@@ -309,10 +309,28 @@ def start_server(tmp: Path, port: int, db_url: str, args: argparse.Namespace,
     argv = [sys.executable, "-m", "opsbot", "serve", "--log-level", "warning"]
     if args.db_cpu is not None:  # the service and the load generator off the database's core
         argv = ["taskset", "-c", args.others_cpu, *argv]
-    if args.profile:  # py-spy samples the server for the whole run (needs ptrace: root)
-        argv = ["py-spy", "record", "--format", "speedscope", "-o", str(args.profile), "--", *argv]
     log = open(tmp / "serve.log", "w")  # noqa: SIM115
     return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT), cluster
+
+
+def start_profile(args: argparse.Namespace, pid: int) -> subprocess.Popen | None:
+    """py-spy attached to the running server (needs ptrace: root), so only the storm is sampled."""
+    if not args.profile:
+        return None
+    argv = ["py-spy", "record", "--pid", str(pid), "-o", str(args.profile), "--rate", "100", "--nonblocking"]
+    if args.profile.name.endswith(".trace.json"):  # idle samples too: when the loop waited, not only what ran
+        argv += ["--format", "chrometrace", "--idle"]
+    else:
+        argv += ["--format", "speedscope"]
+    spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    time.sleep(1)  # py-spy attaches before the first call is due
+    return spy
+
+
+def stop_profile(spy: subprocess.Popen | None) -> None:
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        spy.wait(60)
 
 
 async def wait_ready(port: int, proc: subprocess.Popen) -> None:
@@ -367,7 +385,10 @@ async def main() -> None:
     ap.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite",
                     help="postgresql: a throw-away server (tests/databases.py; root and Debian's postgresql)")
     ap.add_argument("--queue-max", type=int, default=5000, help="OPSBOT_ALERT_QUEUE_MAX: alerts waiting for a probe")
-    ap.add_argument("--profile", type=Path, help="record the server with py-spy into this speedscope file")
+    ap.add_argument("--profile", type=Path,
+                    help="py-spy samples the server during the storm only (not its start or the /healthz baseline) "
+                         "into this file: speedscope, or Chrome's trace format (time-stamped, idle "
+                         "threads included) when it ends in .trace.json")
     ap.add_argument("--rate", type=float, default=0.0,
                     help="alerts/s offered in an open loop (calls due on a clock, --concurrency connections at most); "
                          "0: closed loop, every connection sends its next call at once (the most the server takes)")
@@ -422,12 +443,15 @@ async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: P
         if args.rate:
             calls_s = args.rate / args.per_call
             base_lat, base_s = await baseline_paced(port, len(bodies), calls_s, args.concurrency)
+            spy = start_profile(args, proc.pid)
             t_start = time.perf_counter()
             lat, accepted, rejected, dropped, elapsed = await fire_paced(port, bodies, calls_s, args.concurrency)
         else:
             base_lat, base_s = await baseline(port, len(bodies), args.concurrency)
+            spy = start_profile(args, proc.pid)
             t_start = time.perf_counter()
             lat, accepted, rejected, dropped, elapsed = await fire(port, bodies, args.concurrency)
+        stop_profile(spy)
         unprobed = "select count(*) from alerts where probe_id is null and probe_failed_at is null"
         while query(db_url, unprobed)[0][0] and time.perf_counter() - t_start < 300:
             await asyncio.sleep(0.2)
