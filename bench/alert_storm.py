@@ -359,6 +359,33 @@ def query(db_url: str, sql: str) -> list[tuple]:
         engine.dispose()
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time (user + system, reaped children included) these processes have used so far."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # ended meanwhile: its time is in its parent's reaped children
+        ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_pids(pg: object | None) -> list[int]:
+    """The PostgreSQL server's processes: the postmaster and its children (backends, writers)."""
+    if pg is None:
+        return []
+    postmaster = int((pg.data / "postmaster.pid").read_text().split()[0])  # type: ignore[attr-defined]
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                children.append(int(stat.parent.name))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return [postmaster, *children]
+
+
 def database(kind: str, tmp: Path, args_db_cpu: str | None = None) -> tuple[str, object | None]:
     """The database URL for the run and the PostgreSQL server to stop afterwards (if any)."""
     if kind == "sqlite":
@@ -416,24 +443,29 @@ async def main() -> None:
                 if r or label != runs[0][0]:
                     db_url = pg.fresh_database() if pg is not None else f"sqlite:///{tmp / f'opsbot-{r}-{label}.db'}"
                 console.rule(f"round {r + 1}: {label} ({checkout})")
-                summary.append((label, r + 1, await run_once(args, tmp, db_url, checkout)))
+                summary.append((label, r + 1, await run_once(args, tmp, db_url, checkout, pg)))
     finally:
         if pg is not None:
             pg.stop()
     if args.baseline is not None:
         table = Table(title=f"before ({args.baseline}) / after ({here}), {args.database}, same database server")
-        for col in ("run", "round", "alerts/s", "p50 ms", "p99 ms", "healthz p99 ms", "lost"):
+        for col in ("run", "round", "alerts/s", "p50 ms", "p99 ms", "healthz p99 ms", "lost",
+                    "service CPU ms/call", "database CPU ms/call"):
             table.add_column(col, justify="right" if col != "run" else "left")
         for label, r, fig in summary:
             table.add_row(label, str(r), f"{fig['alerts_s']:.0f}", f"{fig['p50']:.1f}", f"{fig['p99']:.1f}",
-                          f"{fig['base_p99']:.1f}", str(int(fig['lost'])))
+                          f"{fig['base_p99']:.1f}", str(int(fig['lost'])), f"{fig['service_ms']:.2f}",
+                          f"{fig['db_ms']:.2f}")
         console.print(table)
     if any(fig["failed"] for _, _, fig in summary):
         raise SystemExit("FAILED: alerts lost, left unprobed, or more probes than windows")
 
 
-async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: Path) -> dict[str, float]:
-    """One storm against a fresh server of ``checkout`` on ``db_url``; its figures."""
+async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: Path,
+                   pg: object | None = None) -> dict[str, float]:
+    """One storm against a fresh server of ``checkout`` on ``db_url`` (served by ``pg``, if PostgreSQL); its
+    figures, with the CPU time the service and the database used per call during the storm (what the
+    machine's load does not change, unlike the latency)."""
     port = free_port()
     proc, cluster = start_server(tmp, port, db_url, args, checkout)
     try:
@@ -444,13 +476,17 @@ async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: P
             calls_s = args.rate / args.per_call
             base_lat, base_s = await baseline_paced(port, len(bodies), calls_s, args.concurrency)
             spy = start_profile(args, proc.pid)
+            cpu = cpu_seconds([proc.pid]), cpu_seconds(postgres_pids(pg))
             t_start = time.perf_counter()
             lat, accepted, rejected, dropped, elapsed = await fire_paced(port, bodies, calls_s, args.concurrency)
         else:
             base_lat, base_s = await baseline(port, len(bodies), args.concurrency)
             spy = start_profile(args, proc.pid)
+            cpu = cpu_seconds([proc.pid]), cpu_seconds(postgres_pids(pg))
             t_start = time.perf_counter()
             lat, accepted, rejected, dropped, elapsed = await fire(port, bodies, args.concurrency)
+        service_ms = (cpu_seconds([proc.pid]) - cpu[0]) * 1000 / len(bodies)
+        db_ms = (cpu_seconds(postgres_pids(pg)) - cpu[1]) * 1000 / len(bodies)
         stop_profile(spy)
         unprobed = "select count(*) from alerts where probe_id is null and probe_failed_at is null"
         while query(db_url, unprobed)[0][0] and time.perf_counter() - t_start < 300:
@@ -486,6 +522,9 @@ async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: P
         facts.add_row("alerts lost (accepted, not in the database)", str(len(lost)))
         facts.add_row("stored alerts without a probe after draining", str(left))
         facts.add_row("time until every alert was probed", f"{drained:.1f} s")
+        facts.add_row("CPU per webhook call during the storm: service (with its probes)", f"{service_ms:.2f} ms")
+        if pg is not None:
+            facts.add_row("CPU per webhook call during the storm: PostgreSQL (every process)", f"{db_ms:.2f} ms")
         for r in ROLES:
             facts.add_row(f"probes started for {r} (bound: one per {args.window:g} s window = {bound})", str(per_role[r]))
         console.print(facts)
@@ -493,7 +532,8 @@ async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: P
         if failed:
             console.print("[red]FAILED: alerts lost, left unprobed, or more probes than windows")
         return {"alerts_s": sent_alerts / elapsed, "p50": pct(lat, 50), "p99": pct(lat, 99),
-                "base_p99": pct(base_lat, 99), "lost": len(lost), "failed": failed}
+                "base_p99": pct(base_lat, 99), "lost": len(lost), "failed": failed,
+                "service_ms": service_ms, "db_ms": db_ms}
     finally:
         proc.send_signal(signal.SIGINT)
         try:
