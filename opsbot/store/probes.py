@@ -101,7 +101,7 @@ class ProbeRecords(Gateway):
                     evidence=list(f.evidence), detail=f.model_dump(mode="json"), at=started,
                 ))
             if alert_ids:
-                s.execute(update(Alert).where(Alert.id.in_(alert_ids)).values(probe_id=bundle.id))
+                s.execute(update(Alert).where(self._among(Alert.id, alert_ids)).values(probe_id=bundle.id))
             return bundle.id
 
         return self.write(_save, "save probe")
