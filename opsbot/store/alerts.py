@@ -28,7 +28,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from opsbot.store.gateway import Gateway
+from opsbot.store.gateway import NO_SYNC, Gateway
 from opsbot.store.models import (
     Alert,
     Instance,
@@ -169,7 +169,8 @@ class AlertRecords(Gateway):
             ids.update(s.execute(select(Alert.dedup_key, Alert.id).where(self._among(Alert.dedup_key, keys[i:i + step]))).all())
 
     def link_alert_probe(self, alert_ids: list[int], probe_id: str) -> None:
-        self.write(lambda s: s.execute(update(Alert).where(self._among(Alert.id, alert_ids)).values(probe_id=probe_id)))
+        self.write(lambda s: s.execute(update(Alert).where(self._among(Alert.id, alert_ids)).values(probe_id=probe_id),
+                                       execution_options=NO_SYNC))
 
     def alerts(self, *, since: datetime | None = None, limit: int = 1000) -> list[Alert]:
         q = select(Alert).order_by(Alert.received_at.desc()).limit(limit)

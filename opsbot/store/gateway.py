@@ -17,6 +17,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from opsbot.store.database import retrying
 
 T = TypeVar("T")
+NO_SYNC = {"synchronize_session": False}
+"""For a bulk ``UPDATE`` of rows this session has not loaded: without it the ORM fetches every updated
+id back (``RETURNING``) to refresh objects it does not hold (700 ids when a probe links its alerts)."""
 
 
 class Gateway:
