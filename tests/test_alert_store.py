@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import event, text
@@ -37,6 +37,14 @@ def test_an_alert_is_stored_as_sent(store):
         sent.dedup_key, "abc", "firing", "DecodeWedged", None, None, sent.group_key)
     assert (row.labels, row.annotations, row.starts_at, row.ends_at) == (sent.labels, sent.annotations, sent.starts_at, None)
     assert row.claimed_by == "me" and row.claimed_at == row.received_at
+
+
+def test_a_time_with_any_offset_is_stored_in_utc(store):
+    far = timezone(timedelta(hours=19, minutes=19))  # RFC 3339 allows it, PostgreSQL's timestamptz input does not
+    sent = _alert("tz", starts_at=datetime(7261, 4, 23, 18, 10, 49, tzinfo=far))
+    store.save_alerts([sent])
+    [row] = store.alerts()
+    assert row.starts_at == sent.starts_at and row.starts_at.utcoffset() == timedelta(0)
 
 
 def test_a_naive_time_is_refused(store):

@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -66,12 +66,13 @@ _BATCH_INSERT = _batch_insert()
 
 
 def _utc_text(value: object) -> str:
-    """A time in the JSON batch: ISO 8601 with its offset; a naive one is refused, as ``UtcDateTime`` does."""
+    """A time in the JSON batch, in UTC as ``UtcDateTime`` binds it (PostgreSQL refuses offsets past 15:59,
+    RFC 3339 allows 23:59); a naive one is refused."""
     if not isinstance(value, datetime):
         raise TypeError(f"{type(value).__name__} is not JSON serializable")
     if value.tzinfo is None:
         raise ValueError("naive datetime given to the store; use timezone-aware UTC")
-    return value.isoformat()
+    return value.astimezone(UTC).isoformat()
 
 
 def group_hash(group_key: str) -> str:
