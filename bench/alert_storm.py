@@ -304,13 +304,15 @@ def start_server(tmp: Path, port: int, db_url: str, args: argparse.Namespace,
         inv = Path(os.environ.get("OPSBOT_INVENTORY", ".opsbot/inventory.yaml")).resolve()
         env["OPSBOT_INVENTORY"] = str(inv)
         cluster = next(iter(__import__("yaml").safe_load(inv.read_text())["clusters"]))
-    if checkout is not None:  # another checkout's opsbot (e.g. the code before a change), same interpreter
-        env["PYTHONPATH"] = str(checkout)
+    checkout = checkout or Path(__file__).resolve().parents[1]
+    env["PYTHONPATH"] = str(checkout)  # this or another checkout's opsbot (the code before a change), same interpreter
     argv = [sys.executable, "-m", "opsbot", "serve", "--log-level", "warning"]
     if args.db_cpu is not None:  # the service and the load generator off the database's core
         argv = ["taskset", "-c", args.others_cpu, *argv]
     log = open(tmp / "serve.log", "w")  # noqa: SIM115
-    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT), cluster
+    # started in the checkout: ``python -m`` puts the working directory first on sys.path, ahead of
+    # PYTHONPATH, so a baseline started from the after tree imported the after code
+    return subprocess.Popen(argv, env=env, cwd=checkout, stdout=log, stderr=subprocess.STDOUT), cluster
 
 
 def start_profile(args: argparse.Namespace, pid: int) -> subprocess.Popen | None:
@@ -386,6 +388,13 @@ def postgres_pids(pg: object | None) -> list[int]:
     return [postmaster, *children]
 
 
+def committed(db_url: str, pg: object | None) -> int:
+    """Transactions committed in the run's PostgreSQL database so far (0 on SQLite: not counted)."""
+    if pg is None:
+        return 0
+    return int(query(db_url, "select xact_commit from pg_stat_database where datname = current_database()")[0][0])
+
+
 def database(kind: str, tmp: Path, args_db_cpu: str | None = None) -> tuple[str, object | None]:
     """The database URL for the run and the PostgreSQL server to stop afterwards (if any)."""
     if kind == "sqlite":
@@ -450,12 +459,12 @@ async def main() -> None:
     if args.baseline is not None:
         table = Table(title=f"before ({args.baseline}) / after ({here}), {args.database}, same database server")
         for col in ("run", "round", "alerts/s", "p50 ms", "p99 ms", "healthz p99 ms", "lost",
-                    "service CPU ms/call", "database CPU ms/call"):
+                    "service CPU ms/call", "database CPU ms/call", "commits"):
             table.add_column(col, justify="right" if col != "run" else "left")
         for label, r, fig in summary:
             table.add_row(label, str(r), f"{fig['alerts_s']:.0f}", f"{fig['p50']:.1f}", f"{fig['p99']:.1f}",
                           f"{fig['base_p99']:.1f}", str(int(fig['lost'])), f"{fig['service_ms']:.2f}",
-                          f"{fig['db_ms']:.2f}")
+                          f"{fig['db_ms']:.2f}", str(fig["commits"]))
         console.print(table)
     if any(fig["failed"] for _, _, fig in summary):
         raise SystemExit("FAILED: alerts lost, left unprobed, or more probes than windows")
@@ -477,21 +486,27 @@ async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: P
             base_lat, base_s = await baseline_paced(port, len(bodies), calls_s, args.concurrency)
             spy = start_profile(args, proc.pid)
             cpu = cpu_seconds([proc.pid]), cpu_seconds(postgres_pids(pg))
+            commits = committed(db_url, pg)
             t_start = time.perf_counter()
             lat, accepted, rejected, dropped, elapsed = await fire_paced(port, bodies, calls_s, args.concurrency)
         else:
             base_lat, base_s = await baseline(port, len(bodies), args.concurrency)
             spy = start_profile(args, proc.pid)
             cpu = cpu_seconds([proc.pid]), cpu_seconds(postgres_pids(pg))
+            commits = committed(db_url, pg)
             t_start = time.perf_counter()
             lat, accepted, rejected, dropped, elapsed = await fire(port, bodies, args.concurrency)
         service_ms = (cpu_seconds([proc.pid]) - cpu[0]) * 1000 / len(bodies)
         db_ms = (cpu_seconds(postgres_pids(pg)) - cpu[1]) * 1000 / len(bodies)
         stop_profile(spy)
         unprobed = "select count(*) from alerts where probe_id is null and probe_failed_at is null"
+        polls = 1
         while query(db_url, unprobed)[0][0] and time.perf_counter() - t_start < 300:
             await asyncio.sleep(0.2)
+            polls += 1
         drained = time.perf_counter() - t_start
+        await asyncio.sleep(1.5)  # backends report their commits to the statistics at most once a second
+        commits = committed(db_url, pg) - commits - polls
         stored_rows = [k for (k,) in query(db_url, "select dedup_key from alerts")]
         stored = set(stored_rows)
         probes = [r if isinstance(r, list) else json.loads(r)
@@ -525,6 +540,8 @@ async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: P
         facts.add_row("CPU per webhook call during the storm: service (with its probes)", f"{service_ms:.2f} ms")
         if pg is not None:
             facts.add_row("CPU per webhook call during the storm: PostgreSQL (every process)", f"{db_ms:.2f} ms")
+            facts.add_row("transactions committed, storm and drain (the intake's group commits, the probes')",
+                          str(commits))
         for r in ROLES:
             facts.add_row(f"probes started for {r} (bound: one per {args.window:g} s window = {bound})", str(per_role[r]))
         console.print(facts)
@@ -533,7 +550,7 @@ async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: P
             console.print("[red]FAILED: alerts lost, left unprobed, or more probes than windows")
         return {"alerts_s": sent_alerts / elapsed, "p50": pct(lat, 50), "p99": pct(lat, 99),
                 "base_p99": pct(base_lat, 99), "lost": len(lost), "failed": failed,
-                "service_ms": service_ms, "db_ms": db_ms}
+                "service_ms": service_ms, "db_ms": db_ms, "commits": commits}
     finally:
         proc.send_signal(signal.SIGINT)
         try:
