@@ -11,8 +11,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Engine, any_, bindparam
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.orm import InstrumentedAttribute
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
 from opsbot.store.database import retrying
 
