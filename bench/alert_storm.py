@@ -3,7 +3,7 @@ and resolves, posted concurrently to ``POST /alerts`` of a real uvicorn on loopb
 
     python bench/alert_storm.py [--alerts 10000] [--groups 50] [--concurrency 64] [--window 2]
                                 [--target local|lab] [--database sqlite|postgresql] [--queue-max 5000]
-                                [--profile storm.speedscope.json] [--rate 1000]
+                                [--profile storm.speedscope.json|storm.trace.json] [--rate 1000]
                                 [--baseline DIR --rounds N] [--db-cpu CPU]
 
 opsbot runs as ``opsbot serve`` in its own process with a fresh SQLite file or PostgreSQL database. Its probes are
@@ -304,15 +304,35 @@ def start_server(tmp: Path, port: int, db_url: str, args: argparse.Namespace,
         inv = Path(os.environ.get("OPSBOT_INVENTORY", ".opsbot/inventory.yaml")).resolve()
         env["OPSBOT_INVENTORY"] = str(inv)
         cluster = next(iter(__import__("yaml").safe_load(inv.read_text())["clusters"]))
-    if checkout is not None:  # another checkout's opsbot (e.g. the code before a change), same interpreter
-        env["PYTHONPATH"] = str(checkout)
+    checkout = checkout or Path(__file__).resolve().parents[1]
+    env["PYTHONPATH"] = str(checkout)  # this or another checkout's opsbot (the code before a change), same interpreter
     argv = [sys.executable, "-m", "opsbot", "serve", "--log-level", "warning"]
     if args.db_cpu is not None:  # the service and the load generator off the database's core
         argv = ["taskset", "-c", args.others_cpu, *argv]
-    if args.profile:  # py-spy samples the server for the whole run (needs ptrace: root)
-        argv = ["py-spy", "record", "--format", "speedscope", "-o", str(args.profile), "--", *argv]
     log = open(tmp / "serve.log", "w")  # noqa: SIM115
-    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT), cluster
+    # started in the checkout: ``python -m`` puts the working directory first on sys.path, ahead of
+    # PYTHONPATH, so a baseline started from the after tree imported the after code
+    return subprocess.Popen(argv, env=env, cwd=checkout, stdout=log, stderr=subprocess.STDOUT), cluster
+
+
+def start_profile(args: argparse.Namespace, pid: int) -> subprocess.Popen | None:
+    """py-spy attached to the running server (needs ptrace: root), so only the storm is sampled."""
+    if not args.profile:
+        return None
+    argv = ["py-spy", "record", "--pid", str(pid), "-o", str(args.profile), "--rate", "100", "--nonblocking"]
+    if args.profile.name.endswith(".trace.json"):  # idle samples too: when the loop waited, not only what ran
+        argv += ["--format", "chrometrace", "--idle"]
+    else:
+        argv += ["--format", "speedscope"]
+    spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    time.sleep(1)  # py-spy attaches before the first call is due
+    return spy
+
+
+def stop_profile(spy: subprocess.Popen | None) -> None:
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        spy.wait(60)
 
 
 async def wait_ready(port: int, proc: subprocess.Popen) -> None:
@@ -341,6 +361,40 @@ def query(db_url: str, sql: str) -> list[tuple]:
         engine.dispose()
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time (user + system, reaped children included) these processes have used so far."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # ended meanwhile: its time is in its parent's reaped children
+        ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_pids(pg: object | None) -> list[int]:
+    """The PostgreSQL server's processes: the postmaster and its children (backends, writers)."""
+    if pg is None:
+        return []
+    postmaster = int((pg.data / "postmaster.pid").read_text().split()[0])  # type: ignore[attr-defined]
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                children.append(int(stat.parent.name))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return [postmaster, *children]
+
+
+def committed(db_url: str, pg: object | None) -> int:
+    """Transactions committed in the run's PostgreSQL database so far (0 on SQLite: not counted)."""
+    if pg is None:
+        return 0
+    return int(query(db_url, "select xact_commit from pg_stat_database where datname = current_database()")[0][0])
+
+
 def database(kind: str, tmp: Path, args_db_cpu: str | None = None) -> tuple[str, object | None]:
     """The database URL for the run and the PostgreSQL server to stop afterwards (if any)."""
     if kind == "sqlite":
@@ -367,7 +421,10 @@ async def main() -> None:
     ap.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite",
                     help="postgresql: a throw-away server (tests/databases.py; root and Debian's postgresql)")
     ap.add_argument("--queue-max", type=int, default=5000, help="OPSBOT_ALERT_QUEUE_MAX: alerts waiting for a probe")
-    ap.add_argument("--profile", type=Path, help="record the server with py-spy into this speedscope file")
+    ap.add_argument("--profile", type=Path,
+                    help="py-spy samples the server during the storm only (not its start or the /healthz baseline) "
+                         "into this file: speedscope, or Chrome's trace format (time-stamped, idle "
+                         "threads included) when it ends in .trace.json")
     ap.add_argument("--rate", type=float, default=0.0,
                     help="alerts/s offered in an open loop (calls due on a clock, --concurrency connections at most); "
                          "0: closed loop, every connection sends its next call at once (the most the server takes)")
@@ -395,24 +452,29 @@ async def main() -> None:
                 if r or label != runs[0][0]:
                     db_url = pg.fresh_database() if pg is not None else f"sqlite:///{tmp / f'opsbot-{r}-{label}.db'}"
                 console.rule(f"round {r + 1}: {label} ({checkout})")
-                summary.append((label, r + 1, await run_once(args, tmp, db_url, checkout)))
+                summary.append((label, r + 1, await run_once(args, tmp, db_url, checkout, pg)))
     finally:
         if pg is not None:
             pg.stop()
     if args.baseline is not None:
         table = Table(title=f"before ({args.baseline}) / after ({here}), {args.database}, same database server")
-        for col in ("run", "round", "alerts/s", "p50 ms", "p99 ms", "healthz p99 ms", "lost"):
+        for col in ("run", "round", "alerts/s", "p50 ms", "p99 ms", "healthz p99 ms", "lost",
+                    "service CPU ms/call", "database CPU ms/call", "commits"):
             table.add_column(col, justify="right" if col != "run" else "left")
         for label, r, fig in summary:
             table.add_row(label, str(r), f"{fig['alerts_s']:.0f}", f"{fig['p50']:.1f}", f"{fig['p99']:.1f}",
-                          f"{fig['base_p99']:.1f}", str(int(fig['lost'])))
+                          f"{fig['base_p99']:.1f}", str(int(fig['lost'])), f"{fig['service_ms']:.2f}",
+                          f"{fig['db_ms']:.2f}", str(fig["commits"]))
         console.print(table)
     if any(fig["failed"] for _, _, fig in summary):
         raise SystemExit("FAILED: alerts lost, left unprobed, or more probes than windows")
 
 
-async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: Path) -> dict[str, float]:
-    """One storm against a fresh server of ``checkout`` on ``db_url``; its figures."""
+async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: Path,
+                   pg: object | None = None) -> dict[str, float]:
+    """One storm against a fresh server of ``checkout`` on ``db_url`` (served by ``pg``, if PostgreSQL); its
+    figures, with the CPU time the service and the database used per call during the storm (what the
+    machine's load does not change, unlike the latency)."""
     port = free_port()
     proc, cluster = start_server(tmp, port, db_url, args, checkout)
     try:
@@ -422,16 +484,29 @@ async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: P
         if args.rate:
             calls_s = args.rate / args.per_call
             base_lat, base_s = await baseline_paced(port, len(bodies), calls_s, args.concurrency)
+            spy = start_profile(args, proc.pid)
+            cpu = cpu_seconds([proc.pid]), cpu_seconds(postgres_pids(pg))
+            commits = committed(db_url, pg)
             t_start = time.perf_counter()
             lat, accepted, rejected, dropped, elapsed = await fire_paced(port, bodies, calls_s, args.concurrency)
         else:
             base_lat, base_s = await baseline(port, len(bodies), args.concurrency)
+            spy = start_profile(args, proc.pid)
+            cpu = cpu_seconds([proc.pid]), cpu_seconds(postgres_pids(pg))
+            commits = committed(db_url, pg)
             t_start = time.perf_counter()
             lat, accepted, rejected, dropped, elapsed = await fire(port, bodies, args.concurrency)
+        service_ms = (cpu_seconds([proc.pid]) - cpu[0]) * 1000 / len(bodies)
+        db_ms = (cpu_seconds(postgres_pids(pg)) - cpu[1]) * 1000 / len(bodies)
+        stop_profile(spy)
         unprobed = "select count(*) from alerts where probe_id is null and probe_failed_at is null"
+        polls = 1
         while query(db_url, unprobed)[0][0] and time.perf_counter() - t_start < 300:
             await asyncio.sleep(0.2)
+            polls += 1
         drained = time.perf_counter() - t_start
+        await asyncio.sleep(1.5)  # backends report their commits to the statistics at most once a second
+        commits = committed(db_url, pg) - commits - polls
         stored_rows = [k for (k,) in query(db_url, "select dedup_key from alerts")]
         stored = set(stored_rows)
         probes = [r if isinstance(r, list) else json.loads(r)
@@ -462,6 +537,11 @@ async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: P
         facts.add_row("alerts lost (accepted, not in the database)", str(len(lost)))
         facts.add_row("stored alerts without a probe after draining", str(left))
         facts.add_row("time until every alert was probed", f"{drained:.1f} s")
+        facts.add_row("CPU per webhook call during the storm: service (with its probes)", f"{service_ms:.2f} ms")
+        if pg is not None:
+            facts.add_row("CPU per webhook call during the storm: PostgreSQL (every process)", f"{db_ms:.2f} ms")
+            facts.add_row("transactions committed, storm and drain (the intake's group commits, the probes')",
+                          str(commits))
         for r in ROLES:
             facts.add_row(f"probes started for {r} (bound: one per {args.window:g} s window = {bound})", str(per_role[r]))
         console.print(facts)
@@ -469,7 +549,8 @@ async def run_once(args: argparse.Namespace, tmp: Path, db_url: str, checkout: P
         if failed:
             console.print("[red]FAILED: alerts lost, left unprobed, or more probes than windows")
         return {"alerts_s": sent_alerts / elapsed, "p50": pct(lat, 50), "p99": pct(lat, 99),
-                "base_p99": pct(base_lat, 99), "lost": len(lost), "failed": failed}
+                "base_p99": pct(base_lat, 99), "lost": len(lost), "failed": failed,
+                "service_ms": service_ms, "db_ms": db_ms, "commits": commits}
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -16,7 +16,7 @@ from opsbot.parse.figures import RoleFigures, role_figures
 
 from opsbot.parse.fidelity import fidelity_record
 from opsbot.parse.recall import run_record
-from opsbot.store.gateway import Gateway
+from opsbot.store.gateway import NO_SYNC, Gateway
 from opsbot.store.templates import learn
 from opsbot.store.models import (
     Alert,
@@ -104,7 +104,8 @@ class ProbeRecords(Gateway):
                     evidence=list(f.evidence), detail=f.model_dump(mode="json"), at=started,
                 ))
             if alert_ids:
-                s.execute(update(Alert).where(Alert.id.in_(alert_ids)).values(probe_id=bundle.id))
+                s.execute(update(Alert).where(self._among(Alert.id, alert_ids)).values(probe_id=bundle.id),
+                          execution_options=NO_SYNC)
             if diagnosis is not None:
                 learn(s, bundle.cluster, diagnosis.roles, started)
             return bundle.id
