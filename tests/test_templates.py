@@ -152,11 +152,12 @@ def test_the_history_changes_no_finding_and_no_state():
 
 def test_a_hostile_line_is_shown_escaped_on_every_surface():
     roles = healthy_roles()
-    roles[1].logs += ["raw:[2026-11-29 09:59:40] ERROR: <!channel> [bold]x[/bold] \x1b[2J <https://evil|click>"]
+    # a colour/CSI sequence is dropped before any reader (opsbot.parse.logs); any other control character is escaped
+    roles[1].logs += ["raw:[2026-11-29 09:59:40] ERROR: <!channel> [bold]x[/bold] \x1b[2J \x1b]0;pwned\x07 <https://evil|click>"]
     history = {"decode": RoleHistory(3, frozenset())}
     d = diagnose(_bundle(roles), default_runbooks(), history=history)
     (said,) = [e for e in d.findings[0].evidence if "since healthy" in e]
-    assert "\x1b" not in said and "\\x1b[2J" in said
+    assert "\x1b" not in said and "\x07" not in said and "[2J" not in said and "\\x1b]0;pwned\\x07" in said
     blocks = json.dumps(finding_blocks("lab", "p-1", d.findings, {}))
     assert "<!channel>" not in blocks and "&lt;!channel&gt;" in blocks
     public = json.dumps(d.public())
