@@ -229,3 +229,9 @@ class Pattern:
         if self.words and not any(w in line for w in self.words):
             return False
         return self.regex.search(line) is not None and (self.unless is None or self.unless.search(line) is None)
+
+    def holds(self, line: str) -> bool:
+        """``matches``, for a line ``regex`` is known to match (a set of patterns' one pass said so)."""
+        if self.words and not any(w in line for w in self.words):
+            return False
+        return self.unless is None or self.unless.search(line) is None
