@@ -378,6 +378,7 @@ _RESTART = linear(r"Scheduled restart job, restart counter is at (\d+)")
 # systemd's words when a unit hit StartLimitBurst (its Result is then start-limit-hit)
 _START_LIMIT = "Start request repeated too quickly"
 _GLOG_START = linear(r"^\s*(?:\[rank\d+\]:)?(?:\[?[IWEF]\d{4}|\[[IWEF] \w)")
+_GLOG_FIRST = frozenset("[IWEF")
 
 
 # a unit in one of these states (or waiting to restart) is not running: its last run has ended
@@ -448,7 +449,8 @@ def _logs(
             batches += 1
             current_batches += recent
             continue
-        if _GLOG_START.match(message) or " UCX " in message:
+        # _GLOG_START needs "[" or a level letter first after any whitespace (RE2's \s): no RE2 call on other lines
+        if (message.lstrip(" \t\n\f\r")[:1] in _GLOG_FIRST and _GLOG_START.match(message)) or " UCX " in message:
             native += _engine_line(message, entry, i, started, table, engine, attributed, pid)
         elif entry.process == "systemd" and _RESTART.search(message):
             restarts += 1

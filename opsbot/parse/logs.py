@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from typing import Literal
 
@@ -149,7 +150,9 @@ def classify(message: str) -> str | None:
     return LOG_KINDS[min(hits)][0] if hits else None
 
 
+@lru_cache(maxsize=256)
 def _ranks(text: str) -> dict[str, int]:
+    """`` TP0 DP1`` → ``{"TP": 0, "DP": 1}``; a handful of headers recur on every line (callers only read it)."""
     return {name: int(num) for name, num in _RANK.findall(text)}
 
 
