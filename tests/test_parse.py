@@ -440,3 +440,16 @@ def test_batch_lines_in_lab_fixture():
     lines = [parse_batch(e.message) for e in parse_log_lines(b.role("decode").logs.raw) if e.kind == "batch"]
     assert lines and all(x is not None and x.phase == "decode" and x.fields["running-req"] >= 0 for x in lines)
     assert all(x.fields["gen throughput (token/s)"] > 0 for x in lines)
+
+
+def test_plain_families_is_every_block_plain():
+    """One regex call over a body's unread blocks says what ``plain_family`` says of each of them."""
+    from opsbot.parse.metrics import plain_families
+
+    good = ["# TYPE a gauge\na 1\n", "# HELP b doc\n# TYPE b counter\nb_total{x=\"1\"} 2\n", "# TYPE a_x gauge\na_x 3\n"]
+    bad = ['# TYPE c gauge\nc{x="1",x="2"} 2\n', "# TYPE d gauge\nd 2\nsglang:num_queue_reqs 5\n", "# TYPE e gauge\ne{x=1} 2\n"]
+    assert plain_families(good)
+    for wrong in bad:
+        for at in range(len(good) + 1):
+            blocks = [*good[:at], wrong, *good[at:]]
+            assert not plain_families(blocks) and not all(plain_family(b) for b in blocks)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache, partial
@@ -22,7 +22,7 @@ from opsbot.parse.gpu import parse_gpu_csv
 from opsbot.parse.exceptions import ExceptionClasses, RaisedException, Stage, crash_frames, is_crash_line, parse_exceptions
 from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import driver_faults, parse_xid
-from opsbot.parse.lines import Regex, linear, linear_error
+from opsbot.parse.lines import Regex, linear, linear_error, linear_set
 from opsbot.parse.logs import LogEntry, Pattern, parse_log_lines
 from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, PROGRESS_SOURCES, REALTIME_TOKENS
 from opsbot.parse.metrics import parse_samples
@@ -335,6 +335,18 @@ def _any_pattern(patterns: tuple[Pattern, ...]) -> Regex | None:
         return None
 
 
+@lru_cache(maxsize=8)
+def _pattern_set(patterns: tuple[Pattern, ...]) -> Callable[[str], list[int] | None] | None:
+    """One RE2 pass over a line telling which patterns' regexes match in it (indices), where trying each
+    pattern costs RE2's per-call overhead 23 times. The set's last entry matches every line, so an answer
+    without it (RE2's DFA out of memory on a hostile line gives no answer) is told from "none match"; the
+    caller then tries the patterns one by one. None if RE2 refuses the set."""
+    try:
+        return linear_set([p.regex.pattern for p in patterns] + [""])
+    except linear_error:
+        return None
+
+
 @dataclass
 class _LogRead:
     """What one pass over a role's journal gives: pattern counts, exceptions, engine lines, restarts."""
@@ -366,6 +378,7 @@ _RESTART = linear(r"Scheduled restart job, restart counter is at (\d+)")
 # systemd's words when a unit hit StartLimitBurst (its Result is then start-limit-hit)
 _START_LIMIT = "Start request repeated too quickly"
 _GLOG_START = linear(r"^\s*(?:\[rank\d+\]:)?(?:\[?[IWEF]\d{4}|\[[IWEF] \w)")
+_GLOG_FIRST = frozenset("[IWEF")
 
 
 # a unit in one of these states (or waiting to restart) is not running: its last run has ended
@@ -406,6 +419,7 @@ def _logs(
     window = dict.fromkeys((p.name for p in patterns), 0)
     current = dict(window)
     anything = _any_pattern(tuple(patterns))
+    matching = _pattern_set(tuple(patterns))
     worded = [p for p in patterns if p.words]
     entries = parse_log_lines(ev.logs.raw)
     engine: dict[str, Any] = {"errors": 0, "transfer": 0, "nccl": 0, "components": []}
@@ -435,17 +449,22 @@ def _logs(
             batches += 1
             current_batches += recent
             continue
-        if _GLOG_START.match(message) or " UCX " in message:
+        # _GLOG_START needs "[" or a level letter first after any whitespace (RE2's \s): no RE2 call on other lines
+        if (message.lstrip(" \t\n\f\r")[:1] in _GLOG_FIRST and _GLOG_START.match(message)) or " UCX " in message:
             native += _engine_line(message, entry, i, started, table, engine, attributed, pid)
         elif entry.process == "systemd" and _RESTART.search(message):
             restarts += 1
         elif entry.process == "systemd" and _START_LIMIT in message:
             start_limit = True
-        plain = anything is None or anything.search(message) is not None
-        for p in patterns if plain else worded:
-            if p.matches(message):
-                window[p.name] += 1
-                current[p.name] += int(recent)
+        hits = matching(message) if matching is not None else None
+        if hits is not None and len(patterns) in hits:  # RE2 answered: the patterns whose regex matches
+            found = [patterns[i] for i in hits if i < len(patterns) and patterns[i].holds(message)]
+        else:
+            plain = anything is None or anything.search(message) is not None
+            found = [p for p in (patterns if plain else worded) if p.matches(message)]
+        for p in found:
+            window[p.name] += 1
+            current[p.name] += int(recent)
     raised = parse_exceptions((e.message, e.ts) for e in entries)
     # a crash before the current run is history
     crashed = table.crash_component(crash_frames(e.message for e in now)) if table is not None else None

@@ -53,7 +53,9 @@ _PLAIN_FAMILY = re.compile(
     rf"(?:(?:# HELP (?P=n)(?: [^\n]*)?|# TYPE (?P=n) [a-z]+"
     rf"|(?P=n)(?:_total|_count|_sum|_bucket|_created)?(?:\{{(?:{_LABEL}(?:,{_LABEL})*,?)?\}})? {_NUM}(?: {_NUM})?)?\n)*"
 )
-_LABELS = linear(r"\{[^\n]*\}")
+# Blocks one after another, each plain: a block's lines all read as its family's (a line is one iteration, so the
+# atomic group takes exactly the block, whose next line is a header of another name); no backtracking across blocks.
+_PLAIN_FAMILIES = re.compile(f"(?>{_PLAIN_FAMILY.pattern})*")
 _LABEL_NAME = linear(r"[{,]([a-zA-Z_][a-zA-Z0-9_]*)=")  # not a backreference: quadratic on many labels
 _FAMILY_SUFFIXES = ("_total", "_count", "_sum", "_bucket", "_created")
 
@@ -133,7 +135,31 @@ def plain_family(block: str) -> bool:
     text = block if block.endswith("\n") else block + "\n"
     if _PLAIN_FAMILY.fullmatch(text) is None:
         return False
-    return not any(_duplicate_label(labels) for labels in set(_LABELS.findall(text)))
+    return "{" not in text or not any(_duplicate_label(labels) for labels in set(_label_sets(text)))
+
+
+def plain_families(blocks: list[str]) -> bool:
+    """Whether every one of ``blocks`` (``family_blocks`` texts, in order) is a ``plain_family``, in one regex
+    call: most bodies have dozens of families no runbook reads, each otherwise checked alone."""
+    text = "".join(blocks)
+    text = text if text.endswith("\n") else text + "\n"
+    if _PLAIN_FAMILIES.fullmatch(text) is None:
+        return False
+    return "{" not in text or not any(_duplicate_label(labels) for labels in set(_label_sets(text)))
+
+
+def _label_sets(text: str) -> list[str]:
+    """The label sets of a block: on each line, from its first ``{`` to its last ``}``, what RE2's
+    ``findall`` of ``\\{[^\\n]*\\}`` gives (leftmost-first, then nothing of the line is left) without a
+    regex call per block; linear in the text."""
+    found = []
+    for line in text.split("\n"):
+        start = line.find("{")
+        if start != -1:
+            end = line.rfind("}")
+            if end > start:
+                found.append(line[start:end + 1])
+    return found
 
 
 def _is_count(name: str) -> bool:
@@ -277,8 +303,12 @@ class _Bodies:
         blocks = family_blocks(raw) if self.wanted is not None else None
         if blocks is None:
             return self._block(raw, "") or _Parsed()  # a nameless block is always read
+        skipped = [text for name, text in blocks if name and not covers(self.wanted, name)]
+        unread = bool(skipped) and plain_families(skipped)  # else each is checked alone (_block)
         out = _Parsed()
         for name, text in blocks:
+            if unread and name and not covers(self.wanted, name):
+                continue
             parsed = self._block(text, name)
             if parsed is not None:
                 out.add(parsed)

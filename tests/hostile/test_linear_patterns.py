@@ -36,7 +36,7 @@ RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 # each linear as written (anchored, adjacent repeats over disjoint characters); the same budget holds for them.
 STDLIB_RE = {"opsbot.parse.logs._JOURNAL", "opsbot.parse.facts._UNREAD", "opsbot.parse.gpu._NUMBER",
              "opsbot.parse.metrics._NAME", "opsbot.parse.metrics._WORD", "opsbot.parse.metrics._HEADER", "opsbot.parse.metrics._ODD",
-             "opsbot.parse.metrics._PLAIN_FAMILY"}
+             "opsbot.parse.metrics._PLAIN_FAMILY", "opsbot.parse.metrics._PLAIN_FAMILIES"}
 
 
 def _compiled(value: object) -> list[re.Pattern[str] | Regex]:
