@@ -97,6 +97,14 @@ def template(message: str) -> str:
     return _MASK.sub("<*>", message[:400])[:200]
 
 
+def _checks_since_passed(facts: dict, unreachable: int, checks_failed: int) -> bool:
+    """Every failure line of the router is its health checker's (no request failed), and its own view now, the
+    health gauge (the minimum over its workers), says every worker passes: the failures are history, a note."""
+    gauges, routing = facts.get("metrics", {}), facts.get("routing", {})
+    return (unreachable <= checks_failed and gauges.get("smg_worker_health") == 1 and not routing.get("stalled")
+            and not routing.get("no_worker_errors") and not routing.get("breaker_open"))
+
+
 def is_soft_watchdog(message: str) -> bool:
     return SOFT_WATCHDOG.search(message) is not None
 
@@ -265,9 +273,15 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
     lines = [e for e in current if is_abnormal(e)]
     router_logs = facts.get("logs", {}) if facts.get("role") == "router" else {}
     unreachable = router_logs.get("router_worker_unreachable", 0)
-    transient = unreachable == 1 and not router_logs.get("router_health_check_failed", 0)
+    checks_failed = router_logs.get("router_health_check_failed", 0)
+    transient = unreachable == 1 and not checks_failed
     answered = [e for e in lines if _ROUTER_5XX.search(e.message)]
-    if transient and len(answered) <= 1:  # one reset of a pooled connection and its one 5xx answer, said as a note
+    if unreachable and _checks_since_passed(facts, unreachable, checks_failed):
+        notes.append(f"{checks_failed} failed health check(s) earlier in this run (workers starting or restarting); "
+                     "the router marks every worker healthy now")
+        lines = [e for e in lines if ROUTER_TRANSPORT.search(e.message) is None]
+        transient = True
+    elif transient and len(answered) <= 1:  # one reset of a pooled connection and its one 5xx answer, said as a note
         notes.append("one transport failure to a worker (a keep-alive connection the worker closed): "
                      + next((e.message.strip()[:200] for e in current if ROUTER_TRANSPORT.search(e.message)), ""))
         lines = [e for e in lines if ROUTER_TRANSPORT.search(e.message) is None and e not in answered]
