@@ -300,7 +300,15 @@ def test_one_reset_keep_alive_connection_is_a_note_but_repeated_resets_or_a_fail
     r.logs = ["raw:2026-01-20 09:59:30  WARN smg::core::worker: src/core/worker.rs:948: HTTP health check failed for "
               'http://10.0.0.2:30000/health: reqwest::Error { kind: Request, url: "http://10.0.0.2:30000/health", source: '
               "hyper_util::client::legacy::Error(SendRequest, hyper::Error(IncompleteMessage)) }"]
+    r.gauges["smg_worker_health"] = 0  # the router marks a worker down as it checks: no healthy worker
     assert _diag([p, d, r]).findings[0].incident == "router-no-healthy-workers"
+    # failed checks alone while the router's own gauge says every worker passes now and the workers' own evidence is
+    # healthy: workers that were starting or restarting (SMG logs each failed check while the engines boot), a note
+    r.gauges["smg_worker_health"] = 1
+    diag = _diag([p, d, r])
+    assert diag.healthy and any("failed health check" in n for x in diag.roles for n in x.notes)
+    d.active, d.sub, d.restarts, d.health, d.metrics_error = "activating", "auto-restart", 3, None, "connection refused"
+    assert _diag([p, d, r]).findings  # a worker that is itself down: never a note
 
 
 def test_a_grammar_that_rejects_the_servers_own_token_is_an_error_and_a_clients_schema_that_does_not_compile_a_note():
