@@ -7,6 +7,7 @@ by unit tests that need a bundle with one fact changed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -244,3 +245,29 @@ def healthy_roles() -> list[RoleSpec]:
         counters={"smg_router_requests": (5000, 30), "smg_router_request_errors{error_type=no_workers}": (0, 0)},
     )
     return [prefill, decode, router]
+
+
+Writer = Callable[[], tuple[list[RoleSpec], dict]]
+
+
+def register(scenarios: dict[str, Callable[[], dict]], writer: str, name: str,
+             label: dict) -> Callable[[Writer], Callable[[], dict]]:
+    """What every corpus writer's ``@scenario(...)`` returns: the decorated function gives the roles and
+    ``compose``'s keywords (a ``post`` keyword edits the composed bundle), the bundle gets ``label`` and the id
+    ``{writer}-{name}``, and is kept in ``scenarios`` under ``name`` (a second one of that name is refused)."""
+    def wrap(fn: Writer) -> Callable[[], dict]:
+        def build() -> dict:
+            specs, kw = fn()
+            post = kw.pop("post", None)
+            data = compose(specs, bundle_id=f"{writer}-{name}", **kw)
+            if post is not None:
+                post(data)
+            data["label"] = dict(label)
+            return data
+
+        if name in scenarios:
+            raise ValueError(f"two {writer} scenarios named {name}")
+        scenarios[name] = build
+        return build
+
+    return wrap

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
-from tests.scenarios.compose import T0, RoleSpec, compose, gpu_csv
+from tests.scenarios.compose import RoleSpec, T0, Writer, gpu_csv, register
 from tests.scenarios.deployments import crashloop, died, raw, roles
 from tests.scenarios.split import write
 from tests.scenarios.unclaimed import ANY, RESTARTING, canary, gpus_named
@@ -27,25 +27,19 @@ FILL = "pre-cutoff fill"
 
 
 def scenario(name: str, expected: str, source: str, opened: str, note: str, also: tuple[str, ...] = (),
-             must_not: tuple[str, ...] = (), fill: bool = False):
+             must_not: tuple[str, ...] = (), fill: bool = False) -> Callable[[Writer], Callable[[], dict]]:
     """Register a holdout bundle; ``fill`` marks a thread opened before the cut-off (``holdout_reason``)."""
-    def wrap(fn: Callable[[], tuple[list[RoleSpec], dict]]) -> Callable[[], dict]:
-        def build() -> dict:
-            specs, kw = fn()
-            data = compose(specs, bundle_id=f"holdout-{name}", **kw)
-            label = {"expected": expected, "also": list(also), "must_not": list(must_not), "source": source,
-                     "note": f"{note} (holdout_reason: {FILL})" if fill else note, "opened": opened}
-            if fill:
-                label["holdout_reason"] = FILL
-            data["label"] = label
-            return data
+    return register(SCENARIOS, "holdout", name, held_out_label(expected, source, opened, note, also, must_not, fill))
 
-        if name in SCENARIOS:
-            raise ValueError(f"two holdout scenarios named {name}")
-        SCENARIOS[name] = build
-        return build
 
-    return wrap
+def held_out_label(expected: str, source: str, opened: str, note: str, also: tuple[str, ...],
+                   must_not: tuple[str, ...], fill: bool) -> dict:
+    """A held-out part's label: ``fill`` says (in the note too) the thread was opened before the cut-off."""
+    label = {"expected": expected, "also": list(also), "must_not": list(must_not), "source": source,
+             "note": f"{note} (holdout_reason: {FILL})" if fill else note, "opened": opened}
+    if fill:
+        label["holdout_reason"] = FILL
+    return label
 
 
 def stalled(spec: RoleSpec, mode: str) -> RoleSpec:

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from tests.scenarios.compose import T0, RoleSpec, compose, gpu_csv
+from tests.scenarios.compose import RoleSpec, T0, Writer, gpu_csv, register
+from tests.scenarios.holdout import held_out_label
 from tests.scenarios.deployments import crashloop, died, raw, recovered, roles
 from tests.scenarios.split import ROOT
-from tests.scenarios.unclaimed import ANY, RESTARTING, canary, gpus_named
+from tests.scenarios.unclaimed import ANY, RESTARTING, canary
 
 HOLDOUT2 = ROOT / "holdout2"
 SCENARIOS: dict[str, Callable[[], dict]] = {}
@@ -30,28 +31,9 @@ FILL = "pre-cutoff fill"
 
 
 def scenario(name: str, expected: str, source: str, opened: str, note: str, also: tuple[str, ...] = (),
-             must_not: tuple[str, ...] = (), fill: bool = False):
+             must_not: tuple[str, ...] = (), fill: bool = False) -> Callable[[Writer], Callable[[], dict]]:
     """Register a holdout2 bundle; ``fill`` marks a thread opened before the cut-off (``holdout_reason``)."""
-    def wrap(fn: Callable[[], tuple[list[RoleSpec], dict]]) -> Callable[[], dict]:
-        def build() -> dict:
-            specs, kw = fn()
-            post = kw.pop("post", None)
-            data = compose(specs, bundle_id=f"holdout2-{name}", **kw)
-            if post is not None:
-                post(data)
-            label = {"expected": expected, "also": list(also), "must_not": list(must_not), "source": source,
-                     "note": f"{note} (holdout_reason: {FILL})" if fill else note, "opened": opened}
-            if fill:
-                label["holdout_reason"] = FILL
-            data["label"] = label
-            return data
-
-        if name in SCENARIOS:
-            raise ValueError(f"two holdout2 scenarios named {name}")
-        SCENARIOS[name] = build
-        return build
-
-    return wrap
+    return register(SCENARIOS, "holdout2", name, held_out_label(expected, source, opened, note, also, must_not, fill))
 
 
 def stalled(spec: RoleSpec, mode: str) -> RoleSpec:

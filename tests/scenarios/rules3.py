@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.scenarios.compose import RoleSpec, compose
+from tests.scenarios.compose import Writer, register
 from tests.scenarios.deployments import recovered, roles
 from tests.scenarios.split import write
 
@@ -20,23 +20,9 @@ SCENARIOS: dict[str, Callable[[], dict]] = {}
 
 
 def scenario(name: str, expected: str, source: str, note: str, opened: str | None = None,
-             also: tuple[str, ...] = (), must_not: tuple[str, ...] = ()):
-    def wrap(fn: Callable[[], tuple[list[RoleSpec], dict]]) -> Callable[[], dict]:
-        def build() -> dict:
-            specs, kw = fn()
-            data = compose(specs, bundle_id=f"rules3-{name}", **kw)
-            data["label"] = {"expected": expected, "also": list(also), "must_not": list(must_not), "source": source,
-                             "note": note}
-            if opened is not None:
-                data["label"]["opened"] = opened
-            return data
-
-        if name in SCENARIOS:
-            raise ValueError(f"two scenarios named {name}")
-        SCENARIOS[name] = build
-        return build
-
-    return wrap
+             also: tuple[str, ...] = (), must_not: tuple[str, ...] = ()) -> Callable[[Writer], Callable[[], dict]]:
+    label = {"expected": expected, "also": list(also), "must_not": list(must_not), "source": source, "note": note}
+    return register(SCENARIOS, "rules3", name, label | ({"opened": opened} if opened is not None else {}))
 
 
 _RESTART_CLASSES = ("kv-transfer-failure", "decode-wedged", "prefill-wedged", "config-crashloop", "scheduler-watchdog")

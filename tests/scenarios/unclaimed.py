@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
-from tests.scenarios.compose import T0, RoleSpec, compose, gpu_csv
+from tests.scenarios.compose import RoleSpec, T0, Writer, gpu_csv, register
 from tests.scenarios.deployments import died, raw, roles
 from tests.scenarios.split import write
 
@@ -26,22 +26,10 @@ RESTARTING = ("decode-wedged", "prefill-wedged", "scheduler-watchdog", "nccl-fai
 
 
 def scenario(name: str, expected: str, source: str, opened: str, note: str, also: tuple[str, ...] = (),
-             must_not: tuple[str, ...] = ()):
+             must_not: tuple[str, ...] = ()) -> Callable[[Writer], Callable[[], dict]]:
     """Register a bundle; ``opened`` (ISO date) is when the thread was opened, which fixes its part."""
-    def wrap(fn: Callable[[], tuple[list[RoleSpec], dict]]) -> Callable[[], dict]:
-        def build() -> dict:
-            specs, kw = fn()
-            data = compose(specs, bundle_id=f"unclaimed-{name}", **kw)
-            data["label"] = {"expected": expected, "also": list(also), "must_not": list(must_not), "source": source,
-                             "note": note, "opened": opened}
-            return data
-
-        if name in SCENARIOS:
-            raise ValueError(f"two scenarios named {name}")
-        SCENARIOS[name] = build
-        return build
-
-    return wrap
+    return register(SCENARIOS, "unclaimed", name, {"expected": expected, "also": list(also), "must_not": list(must_not),
+                                                   "source": source, "note": note, "opened": opened})
 
 
 def canary(status: int | None, body: str | None, error: str | None = None) -> dict:

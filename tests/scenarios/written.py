@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
-from tests.scenarios.compose import T0, RoleSpec, compose, gpu_csv, healthy_roles
+from tests.scenarios.compose import RoleSpec, T0, Writer, gpu_csv, healthy_roles, register
 from tests.scenarios.split import write
 
 SCENARIOS: dict[str, Callable[[], dict]] = {}
@@ -24,18 +24,10 @@ SERVER_ARGS = ("server_args=ServerArgs(model_path='deepseek-ai/DeepSeek-V4-Flash
                "disaggregation_mode='decode', disaggregation_transfer_backend='mooncake')")
 
 
-def scenario(name: str, expected: str, source: str, note: str, also: tuple[str, ...] = (), must_not: tuple[str, ...] = ()):
-    def wrap(fn: Callable[[], tuple[list[RoleSpec], dict]]) -> Callable[[], dict]:
-        def build() -> dict:
-            roles, kw = fn()
-            data = compose(roles, bundle_id=f"written-{name}", **kw)
-            data["label"] = {"expected": expected, "also": list(also), "must_not": list(must_not), "source": source, "note": note}
-            return data
-
-        SCENARIOS[name] = build
-        return build
-
-    return wrap
+def scenario(name: str, expected: str, source: str, note: str, also: tuple[str, ...] = (),
+             must_not: tuple[str, ...] = ()) -> Callable[[Writer], Callable[[], dict]]:
+    return register(SCENARIOS, "written", name, {"expected": expected, "also": list(also), "must_not": list(must_not),
+                                                 "source": source, "note": note})
 
 
 def _roles() -> tuple[RoleSpec, RoleSpec, RoleSpec]:
