@@ -1,7 +1,7 @@
 """The corpus split by thread date (issue 24): holdout/ takes every thread opened on or after the cut-off and
 the marked pre-cutoff fill, and nothing else; its threads are cited nowhere else in the corpus. holdout2/ (written
-by ``holdout2.py``, not read yet) holds to the same rules and cites no thread of the other parts. Reads labels only,
-never diagnoses a bundle."""
+by ``holdout2.py``) and holdout3/ (written by ``holdout3.py``, not read yet) hold to the same rules and cite no
+thread of the parts before them. Reads labels only, never diagnoses a bundle."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_dated_bundles_of_dev_and_test_predate_the_cutoff(part):
     assert not [p.name for p, lab in _labels(part) if "holdout_reason" in lab]
 
 
-@pytest.mark.parametrize("part", ["holdout", "holdout2"])
+@pytest.mark.parametrize("part", ["holdout", "holdout2", "holdout3"])
 def test_holdout_is_dated_threads_after_the_cutoff_or_the_marked_fill(part):
     bundles = _labels(part)
     assert len(bundles) >= 30
@@ -55,14 +55,15 @@ def test_holdout_is_dated_threads_after_the_cutoff_or_the_marked_fill(part):
             assert opened >= split.CUTOFF, path.name
 
 
-@pytest.mark.parametrize(("part", "others"), [("holdout", ("dev", "test")), ("holdout2", ("dev", "test", "holdout"))])
+@pytest.mark.parametrize(("part", "others"), [("holdout", ("dev", "test")), ("holdout2", ("dev", "test", "holdout")),
+                                               ("holdout3", ("dev", "test", "holdout", "holdout2"))])
 def test_holdout_threads_are_cited_nowhere_else(part, others):
     holdout = {lab["source"] for _, lab in _labels(part)}
     elsewhere = {lab["source"] for other in others for _, lab in _labels(other)}
     assert not holdout & elsewhere
 
 
-@pytest.mark.parametrize("part", ["dev", "test", "holdout", "holdout2"])
+@pytest.mark.parametrize("part", ["dev", "test", "holdout", "holdout2", "holdout3"])
 def test_each_part_has_the_unclaimed_failures_and_near_misses(part):
     labels = [lab for _, lab in _labels(part)]
     assert sum(lab["expected"] == "any-finding" for lab in labels) >= 8

@@ -62,7 +62,8 @@ def _case(path: Path) -> Case:
 
 def test_corpus_is_there():
     assert len(DEV) >= MIN_DEV and len(TEST) >= MIN_TEST, f"the corpus in {ROOT} is missing bundles: {len(DEV)} dev, {len(TEST)} test"
-    assert not sorted(ROOT.glob("*.json")) and {p.parent.name for p in ROOT.glob("*/*.json")} <= {"dev", "test", "holdout", "holdout2"}
+    parts = {p.parent.name for p in ROOT.glob("*/*.json")}
+    assert not sorted(ROOT.glob("*.json")) and parts <= {"dev", "test", "holdout", "holdout2", "holdout3"}
     for path in FILES:
         label = json.loads(path.read_text(encoding="utf-8")).get("label", {})
         assert label.get("expected") and label.get("source"), f"{path}: a corpus bundle needs label.expected and label.source"
