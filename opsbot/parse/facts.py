@@ -53,7 +53,7 @@ PROGRESS_FACTS = frozenset(
 # Requests parked between prefill and decode, waiting for their KV cache to move (SGLang 0.4.6.post5 to
 # 0.5.23 metrics: decode's prealloc and transfer queues, prefill's inflight queue).
 TRANSFER_QUEUES = ("num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs", "num_prefill_inflight_queue_reqs")
-ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded empty_pool".split())
+ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded empty_pool checks_since_passed".split())
 # Workers the router has in its pool, per kind (smg 1.13.0 observability/metrics.rs smg_worker_pool_size
 # {worker_type}; sglang-router 0.2.1 metrics.rs sgl_router_active_workers): none of a kind, none to route to.
 # SMG sets the gauge per (worker_type, connection_mode, model) of the workers it registers (model_gateway/src/
@@ -697,6 +697,17 @@ def _routing(gauges: dict[str, float], deltas: dict[str, float]) -> dict[str, An
     return out
 
 
+def checks_since_passed(routing: dict[str, Any], gauges: dict[str, float], logs: dict[str, Any]) -> bool:
+    """``routing.checks_since_passed``: the router's health checker failed checks in this run, every failure line it
+    wrote is its health checker's (no request failed), and its own view now says every worker passes (the health gauge,
+    the minimum over its workers, at 1; no worker stalled, no routing failed for want of a worker, no breaker open):
+    workers that were starting or restarting, history. Read by the verdict (a note) and by router-no-healthy-workers
+    (not a finding), so both say the same."""
+    unreachable, checks_failed = logs.get("router_worker_unreachable", 0), logs.get("router_health_check_failed", 0)
+    return bool(checks_failed > 0 and unreachable <= checks_failed and gauges.get("smg_worker_health") == 1
+                and not routing.get("stalled") and not routing.get("no_worker_errors") and not routing.get("breaker_open"))
+
+
 def role_facts(
     bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str], metrics: frozenset[str] | None = None,
     table: ExceptionClasses | None = None, templates: bool = False,
@@ -759,6 +770,8 @@ def role_facts(
         looping = _looping(read.raised, table, started, _line_time(bundle.started_at))
         if looping is not None:
             facts["exception"]["looping_incident"] = looping
+    if ev.role == "router":
+        facts["routing"]["checks_since_passed"] = checks_since_passed(facts["routing"], gauges, logs)
     facts["failed"] = failed
     if window is not None:
         facts["window_s"] = window
