@@ -301,6 +301,13 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
         if unreachable and not transient:  # its health checker or its client could not reach a worker, at any level
             abnormal.append(f"the router could not reach a worker ({unreachable} transport or health-check failure line(s))")
             severity = "critical" if severity == "critical" else "high"
+        # the request side: requests the router itself answered with a 5xx or counted as failed (parse/facts.py
+        # _requests), whether or not it wrote a line; one, with the one keep-alive reset it answered, is that reset's
+        failed_requests = facts.get("requests", {}).get("failed", 0)
+        if failed_requests and not (transient and failed_requests <= 1):
+            abnormal.append(f"the router failed {failed_requests:g} request(s) in the window by its own counters "
+                            "(5xx answers, request errors)")
+            severity = "critical" if severity == "critical" else "high"
         if routing.get("no_worker_errors") or routing.get("breaker_open"):
             abnormal.append("the router failed requests for want of a worker")
             severity = "critical" if severity == "critical" else "high"
