@@ -378,3 +378,46 @@ def test_a_bootstrap_failure_counted_for_a_client_abort_advises_no_restart():
     assert d.healthy, [f.incident for f in d.findings]
     roles[1].logs = roles[1].logs[:1]  # no abort: the failed bootstrap is the transfer path's
     assert [f.incident for f in _diag(roles).findings][:1] == ["kv-transfer-failure"]
+
+
+def _idle_pair(held: float = 0, refused_line: bool = False) -> list[RoleSpec]:
+    """A PD pair after its last batch: nothing running or queued, counters flat, ``held`` in the decode's prealloc queue."""
+    p, d, r = healthy_roles()
+    for spec in (p, d):
+        spec.gauges.update({k: 0 for k in spec.gauges if k.endswith("_queue_reqs") or k == "num_running_reqs"})
+        spec.counters = {k: (v[0], 0) for k, v in spec.counters.items()}
+    d.gauges["num_decode_prealloc_queue_reqs"] = held
+    if refused_line:
+        p.logs = p.logs + ['raw:INFO:     10.0.0.3:51234 - "POST /generate HTTP/1.1" 400 Bad Request']
+    return [p, d, r]
+
+
+def test_a_request_parked_for_a_leg_its_peer_refused_is_abnormal_but_one_gauge_alone_is_not():
+    # the decode holds a request while it moves nothing: alone, that gauge may be its last published value (healthy)
+    assert _diag(_idle_pair(held=1)).healthy
+    # the prefill refused a request (a client's 400 is a note alone) and holds none: alone, healthy
+    assert _diag(_idle_pair(refused_line=True)).healthy
+    # both: the decode waits on a leg that already failed (sglang PR #24159): unexplained, never a restart
+    diag = _diag(_idle_pair(held=1, refused_line=True))
+    assert diag.findings[0].incident == "unexplained"
+    assert _state(diag, "decode") == "abnormal"
+    assert not any(r.kind == "restart" for f in diag.findings for r in f.remedies)
+
+
+def test_the_router_holding_requests_nothing_serves_and_failing_requests_by_its_counters_is_abnormal():
+    p, d, r = _idle_pair()
+    r.gauges["smg_worker_requests_active{worker=http://10.0.0.2:30000}"] = 1
+    r.counters["smg_router_requests"] = (5000, 0)
+    assert _state(_diag([p, d, r]), "router") == "abnormal"
+    # the same in-flight count while the decode moves tokens: streams being served
+    p, d, r = healthy_roles()
+    r.gauges["smg_worker_requests_active{worker=http://10.0.0.2:30000}"] = 24
+    r.counters["smg_router_requests"] = (5000, 0)
+    assert _diag([p, d, r]).healthy
+    # 5xx answers counted by the router alone, no line: requests it failed
+    p, d, r = healthy_roles()
+    r.counters["smg_http_responses{status_code=502}"] = (0, 3)
+    assert _state(_diag([p, d, r]), "router") == "abnormal"
+    # a client's 400s are not
+    r.counters = {"smg_router_requests": (5000, 30), "smg_http_responses{status_code=400}": (0, 3)}
+    assert _diag([p, d, r]).healthy

@@ -24,7 +24,9 @@ from opsbot.diagnose.exception_table import EXCEPTIONS_FILE, ExceptionTable, loa
 from opsbot.diagnose.incidents import INCIDENT_IDS, NOT_BY_RUNBOOK
 from opsbot.parse.lines import linear, linear_error, refusal
 from opsbot.parse.logs import Pattern
-from opsbot.parse.facts import PROGRESS_SOURCES, ROUTING_ERROR_COUNTERS, ROUTING_GAUGES, TRANSFER_QUEUES, unknown_fact
+from opsbot.parse.facts import (
+    PROGRESS_SOURCES, REQUEST_FAMILIES, ROUTING_ERROR_COUNTERS, ROUTING_GAUGES, TRANSFER_QUEUES, unknown_fact,
+)
 from opsbot.yamlsource import ConfigError, ConfigProblem, problems_from, read_yaml
 
 RoleKind = Literal["prefill", "decode", "router"]
@@ -291,11 +293,14 @@ class RunbookSet:
                     parts = ["metrics", *(srcs[0][1] for srcs in PROGRESS_SOURCES.values()), *TRANSFER_QUEUES]
                 elif parts[0] == "routing":
                     parts = ["metrics", *ROUTING_ERROR_COUNTERS, *ROUTING_GAUGES]
-                elif parts[0] not in ("metrics", "delta", "rate"):
+                elif parts[0] not in ("metrics", "delta", "rate", "requests"):
                     continue
                 for kind in kinds:
                     names = wanted[kind]
-                    if len(parts) < 2:
+                    if parts[0] == "requests":  # the request side of each kind of role (parse/facts.py _requests)
+                        if names is not None:
+                            names.update(REQUEST_FAMILIES["router" if kind == "router" else "engine"])
+                    elif len(parts) < 2:
                         wanted[kind] = None
                     elif names is not None:
                         names.update(parts[1:])

@@ -24,7 +24,9 @@ from opsbot.parse.glog import parse_glog
 from opsbot.parse.kernel import driver_faults, parse_xid
 from opsbot.parse.lines import Regex, linear, linear_error, linear_set
 from opsbot.parse.logs import LogEntry, Pattern, parse_log_lines
-from opsbot.parse.metricnames import COUNTERS, GAUGES, PROGRESS_COUNTER, PROGRESS_SOURCES, REALTIME_TOKENS
+from opsbot.parse.metricnames import (
+    COUNTERS, GAUGES, PROGRESS_COUNTER, PROGRESS_SOURCES, REALTIME_TOKENS, ROUTER_REQUEST_SOURCES,
+)
 from opsbot.parse.metrics import parse_samples
 from opsbot.parse.patch import PatchSeen, seen_in, window_start
 from opsbot.parse.ranks import RANK_FACTS, rank_facts
@@ -53,7 +55,35 @@ PROGRESS_FACTS = frozenset(
 # Requests parked between prefill and decode, waiting for their KV cache to move (SGLang 0.4.6.post5 to
 # 0.5.23 metrics: decode's prealloc and transfer queues, prefill's inflight queue).
 TRANSFER_QUEUES = ("num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs", "num_prefill_inflight_queue_reqs")
-ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded empty_pool".split())
+ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded empty_pool checks_since_passed".split())
+# The request side (issue 24, fourth round): what became of the requests a role was given, from its own request
+# counters and gauges, not its log lines (a router that drops a request, or a server that keeps one nobody waits for,
+# writes none). ``failed``: requests the router answered with a 5xx or counted as failed by its own counters;
+# ``in_flight``: requests the router has in flight to its workers; ``routed``: requests it routed in the window;
+# ``held``: requests an engine holds parked between prefill and decode; ``refused``: requests an engine answered with
+# an error status in its current run (its access lines) or counted as aborted.
+REQUEST_FACTS = frozenset("failed in_flight routed held refused".split())
+# The router's counters of requests it failed, by family (sglang-router 0.2.x, smg-project/smg bda5d7095 src/metrics.rs:
+# 312 sgl_router_request_errors_total{route,error_type}, :426 sgl_router_pd_errors_total{error_type}, :433
+# sgl_router_pd_prefill_errors_total{worker}, :440 sgl_router_pd_decode_errors_total{worker}, :447
+# sgl_router_pd_stream_errors_total{worker}, recorded at src/routers/http/pd_router.rs:437,535,695,791,815; SMG and
+# sglang-router >= 0.3.2: c7f9bf9f5 src/observability/metrics.rs smg_http_responses_total{path,status_code,error_code}
+# and smg_router_request_errors_total{...,error_type}, the type from the status (routers/grpc/utils.rs:1034-1041: 400
+# validation_error, 404 no_workers, 408/504 timeout, 5xx backend_error, else internal_error)). The "no worker" types
+# are router-no-healthy-workers' (``routing.no_worker_errors``); a 400 (validation_error, invalid_request) is the
+# client's own request.
+ROUTER_FAILURE_COUNTERS = ("sgl_router_pd_prefill_errors", "sgl_router_pd_decode_errors", "sgl_router_pd_stream_errors")
+ROUTER_ERROR_TYPED = ("smg_router_request_errors", "sgl_router_request_errors", "sgl_router_pd_errors")
+_CLIENT_ERROR_TYPES = frozenset({"validation_error", "invalid_request", "bad_request"})
+# Requests the router has in flight per worker (c7f9bf9f5 src/core/worker.rs:670-673 update_running_requests_metrics:
+# smg_worker_requests_active{worker} set from the worker's load at each increment and decrement, a live count, not a
+# periodic one) and what it routed (metricnames.ROUTER_REQUEST_SOURCES).
+# The families ``requests.*`` is made from, per kind of role (RunbookSet.metric_facts parses only these).
+REQUEST_FAMILIES = {
+    "router": ("smg_worker_requests_active", "smg_http_responses", *ROUTER_FAILURE_COUNTERS, *ROUTER_ERROR_TYPED,
+               "smg_router_requests", "sgl_router_processed_requests", "sgl_router_requests", "sgl_router_pd_requests"),
+    "engine": ("num_aborted_requests", *TRANSFER_QUEUES, "num_prefill_bootstrap_queue_reqs"),
+}
 # Workers the router has in its pool, per kind (smg 1.13.0 observability/metrics.rs smg_worker_pool_size
 # {worker_type}; sglang-router 0.2.1 metrics.rs sgl_router_active_workers): none of a kind, none to route to.
 # SMG sets the gauge per (worker_type, connection_mode, model) of the workers it registers (model_gateway/src/
@@ -106,7 +136,7 @@ GPU_FACTS = frozenset(
 APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 ROLE_ROOTS = frozenset(
     "unit metrics delta rate health logs logs_window gpu failed role name node exception engine progress routing"
-    " patch verdict".split()
+    " patch verdict requests".split()
 ) | {"ranks"}  # DP attention: per-rank facts (opsbot/parse/ranks.py)
 TOP_ROOTS = ROLE_ROOTS | {"roles", "window_s", "router_blocked", "routed_errors", "recall", "canary"}  # the last two: probe-wide
 TOP_ROOTS = TOP_ROOTS | {"fidelity"}  # probe-wide: the output-fidelity run (opsbot/parse/fidelity.py)
@@ -139,6 +169,7 @@ def unknown_fact(path: str, pattern_names: set[str]) -> str | None:
         "engine": ENGINE_FACTS,
         "progress": PROGRESS_FACTS,
         "routing": ROUTING_FACTS,
+        "requests": REQUEST_FACTS,
         "health": HEALTH_FACTS,
         "patch": PATCH_FACTS,
         "verdict": VERDICT_FACTS,
@@ -697,6 +728,50 @@ def _routing(gauges: dict[str, float], deltas: dict[str, float]) -> dict[str, An
     return out
 
 
+_STATUS_5XX = re.compile(r"_5[0-9][0-9]$")  # re: a fixed suffix on a short fact name
+
+
+def _requests(role: str, gauges: dict[str, float], deltas: dict[str, float], current: Sequence[LogEntry]) -> dict[str, Any]:
+    """``requests.*``: the request side of one role, from its own counters and gauges (REQUEST_FACTS)."""
+    out: dict[str, Any] = {}
+    if role == "router":
+        if not any(k.startswith(("smg_", "sgl_router_")) for k in (*gauges, *deltas)):
+            return out
+        answered = sum(v for k, v in deltas.items() if k.startswith("smg_http_responses_") and _STATUS_5XX.search(k))
+        counted = sum(deltas.get(name, 0.0) for name in ROUTER_FAILURE_COUNTERS)
+        for key, value in deltas.items():
+            for base in ROUTER_ERROR_TYPED:
+                kind = key[len(base) + 1:] if key.startswith(base + "_") else ""
+                if kind and not kind.startswith("no_") and kind != "server_selection" and kind not in _CLIENT_ERROR_TYPES:
+                    counted += value
+        out["failed"] = max(answered, counted)  # one failed request is counted by both families
+        if "smg_worker_requests_active" in gauges:
+            out["in_flight"] = gauges["smg_worker_requests_active"]
+        routed = [deltas[name] for name in ROUTER_REQUEST_SOURCES if name in deltas]
+        if "sgl_router_pd_requests" in deltas:
+            routed.append(deltas["sgl_router_pd_requests"])
+        if routed:
+            out["routed"] = max(routed)
+        return out
+    waiting = [gauges[q] for q in TRANSFER_QUEUES + ("num_prefill_bootstrap_queue_reqs",) if q in gauges]
+    if waiting:
+        out["held"] = sum(waiting)
+    refused = sum(e.kind == "access" and '"POST ' in e.message for e in current)
+    out["refused"] = refused + deltas.get("num_aborted_requests", 0.0)
+    return out
+
+
+def checks_since_passed(routing: dict[str, Any], gauges: dict[str, float], logs: dict[str, Any]) -> bool:
+    """``routing.checks_since_passed``: the router's health checker failed checks in this run, every failure line it
+    wrote is its health checker's (no request failed), and its own view now says every worker passes (the health gauge,
+    the minimum over its workers, at 1; no worker stalled, no routing failed for want of a worker, no breaker open):
+    workers that were starting or restarting, history. Read by the verdict (a note) and by router-no-healthy-workers
+    (not a finding), so both say the same."""
+    unreachable, checks_failed = logs.get("router_worker_unreachable", 0), logs.get("router_health_check_failed", 0)
+    return bool(checks_failed > 0 and unreachable <= checks_failed and gauges.get("smg_worker_health") == 1
+                and not routing.get("stalled") and not routing.get("no_worker_errors") and not routing.get("breaker_open"))
+
+
 def role_facts(
     bundle: Bundle, ev: RoleEvidence, patterns: list[Pattern], problems: list[str], metrics: frozenset[str] | None = None,
     table: ExceptionClasses | None = None, templates: bool = False,
@@ -759,6 +834,9 @@ def role_facts(
         looping = _looping(read.raised, table, started, _line_time(bundle.started_at))
         if looping is not None:
             facts["exception"]["looping_incident"] = looping
+    if ev.role == "router":
+        facts["routing"]["checks_since_passed"] = checks_since_passed(facts["routing"], gauges, logs)
+    facts["requests"] = _requests(ev.role, gauges, deltas, current)
     facts["failed"] = failed
     if window is not None:
         facts["window_s"] = window
@@ -836,6 +914,59 @@ def _restarts_moved(own: dict[str, dict[str, Any]], previous: Bundle) -> None:
             unit["crash_looping"] = unit["crash_looping"] or unit["restarts_moved"] > 0
 
 
+def _moved(facts: dict[str, Any]) -> bool | None:
+    """Whether an engine role moved work in the window: a batch line younger than the idle gauge hold, a token
+    counter that moved (every ``realtime_tokens_total`` mode; older: a request finished), or a running or queued
+    request. None when none of it could be read."""
+    progress, deltas, gauges = facts.get("progress", {}), facts.get("delta", {}), facts.get("metrics", {})
+    age = progress.get("last_batch_age_s")
+    if (age is not None and age < IDLE_GAUGE_HOLD_S) or gauges.get("num_running_reqs") or gauges.get("num_queue_reqs"):
+        return True
+    if "tokens_moved" in progress:
+        return progress["tokens_moved"] > 0
+    older = [deltas[k] for k in ("generation_tokens", "prompt_tokens") if k in deltas]
+    return any(v > 0 for v in older) if older else None
+
+
+def _request_side(own: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Reasons, per role key, read across roles from the request side: requests held for a leg that already failed,
+    or held by the router while nothing serves them. Each needs two signs from two places, so that one gauge's last
+    published value (an idle decode's transfer queue) is never enough.
+
+    * an engine holds requests parked between prefill and decode while it moves nothing, and its PD peer failed or
+      refused requests in this window (its access lines, its aborted counter) and holds none: the peer's leg failed
+      and the router did not cancel this one (sgl-project/sglang PR #24159, smg-project/smg#831: the PD router's
+      ``tokio::join!`` of both legs, c7f9bf9f5 src/routers/http/pd_router.rs:577-578, waits on the leg that can no
+      longer finish);
+    * the router has requests in flight to its workers (``smg_worker_requests_active``), routed none in the window,
+      and no worker moves anything: requests it holds for nothing (a failed leg it still waits on, a stream whose
+      client left), which no log line of any role shows.
+    """
+    out: dict[str, list[str]] = {}
+    engines = {k: f for k, f in own.items() if f.get("role") in ("prefill", "decode")}
+    moved = {k: _moved(f) for k, f in engines.items()}
+    for key, facts in engines.items():
+        held = facts.get("requests", {}).get("held", 0)
+        if not held or moved[key] is not False:
+            continue
+        for peer, other in engines.items():
+            side = other.get("requests", {})
+            if other["role"] != facts["role"] and side.get("refused", 0) > 0 and side.get("held", 0) == 0:
+                out.setdefault(key, []).append(
+                    f"{held:g} request(s) parked waiting for the {other['role']} leg while this role moves nothing; "
+                    f"{peer} failed or refused {side['refused']:g} request(s) in this window and holds none")
+                break
+    idle = [m for m in moved.values()]
+    for key, facts in own.items():
+        side = facts.get("requests", {})
+        if (facts.get("role") == "router" and side.get("in_flight", 0) > 0 and side.get("routed") == 0
+                and idle and all(m is False for m in idle)):
+            out.setdefault(key, []).append(
+                f"the router holds {side['in_flight']:g} request(s) in flight to a worker, routed none in the window, "
+                "and no worker moves anything: requests held that nothing serves")
+    return out
+
+
 def _router_blocked(router: dict[str, Any]) -> bool:
     """The router says it cannot route to a worker (its lines, its error counters, an open breaker)."""
     routing = router.get("routing", {})
@@ -899,6 +1030,8 @@ def bundle_facts(
     routers = [own[ev.key] for ev in bundle.roles if ev.role == "router"]
     blocked = any(_router_blocked(r) for r in routers) or bool(canary.get("no_worker"))
     wide = probe_wide_reasons(canary, probe_wide["recall"], blocked)
+    for key, reasons in _request_side(own).items():
+        own[key]["verdict"] = with_reasons(own[key]["verdict"], reasons)
     for ev in bundle.roles:
         if ev.role == "router" or not routers:
             own[ev.key]["verdict"] = with_reasons(own[ev.key]["verdict"], wide)

@@ -42,6 +42,7 @@ COUNTERS = frozenset(
     smg_pd_bootstrap_failures smg_pd_kv_transfer_failures smg_pd_rendezvous_failures smg_pd_prefill_admission_rejections
     smg_pd_admission_sheds smg_worker_overload_shed
     sgl_router_request_errors sgl_router_pd_errors sgl_router_pd_prefill_errors sgl_router_pd_decode_errors
+    sgl_router_pd_stream_errors sgl_router_pd_requests
     sgl_router_retries_exhausted sgl_router_cb_state_transitions sgl_router_processed_requests sgl_router_requests
     num_decode_host_receive_reqs dp_cooperation_realtime_tokens decode_deferred_kv_release""".split()
 )

@@ -97,14 +97,6 @@ def template(message: str) -> str:
     return _MASK.sub("<*>", message[:400])[:200]
 
 
-def _checks_since_passed(facts: dict, unreachable: int, checks_failed: int) -> bool:
-    """Every failure line of the router is its health checker's (no request failed), and its own view now, the
-    health gauge (the minimum over its workers), says every worker passes: the failures are history, a note."""
-    gauges, routing = facts.get("metrics", {}), facts.get("routing", {})
-    return (unreachable <= checks_failed and gauges.get("smg_worker_health") == 1 and not routing.get("stalled")
-            and not routing.get("no_worker_errors") and not routing.get("breaker_open"))
-
-
 def is_soft_watchdog(message: str) -> bool:
     return SOFT_WATCHDOG.search(message) is not None
 
@@ -276,7 +268,7 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
     checks_failed = router_logs.get("router_health_check_failed", 0)
     transient = unreachable == 1 and not checks_failed
     answered = [e for e in lines if _ROUTER_5XX.search(e.message)]
-    if unreachable and _checks_since_passed(facts, unreachable, checks_failed):
+    if unreachable and facts.get("routing", {}).get("checks_since_passed"):  # parse/facts.py checks_since_passed
         notes.append(f"{checks_failed} failed health check(s) earlier in this run (workers starting or restarting); "
                      "the router marks every worker healthy now")
         lines = [e for e in lines if ROUTER_TRANSPORT.search(e.message) is None]
@@ -308,6 +300,13 @@ def role_verdict(facts: dict[str, Any], current: Sequence[LogEntry], fresh_batch
         routing, gauges = facts.get("routing", {}), facts.get("metrics", {})
         if unreachable and not transient:  # its health checker or its client could not reach a worker, at any level
             abnormal.append(f"the router could not reach a worker ({unreachable} transport or health-check failure line(s))")
+            severity = "critical" if severity == "critical" else "high"
+        # the request side: requests the router itself answered with a 5xx or counted as failed (parse/facts.py
+        # _requests), whether or not it wrote a line; one, with the one keep-alive reset it answered, is that reset's
+        failed_requests = facts.get("requests", {}).get("failed", 0)
+        if failed_requests and not (transient and failed_requests <= 1):
+            abnormal.append(f"the router failed {failed_requests:g} request(s) in the window by its own counters "
+                            "(5xx answers, request errors)")
             severity = "critical" if severity == "critical" else "high"
         if routing.get("no_worker_errors") or routing.get("breaker_open"):
             abnormal.append("the router failed requests for want of a worker")
