@@ -47,7 +47,9 @@ _HEADER = re.compile(r"\n# (?:HELP|TYPE) ([^ \t\n\r\x0b\x0c]*)")
 # a line the parser strips, or a HELP/TYPE comment spelled other than "# HELP name"
 _ODD = re.compile(r"\n(?:[^\S\n]|#[^\S\n]+(?:HELP|TYPE)(?:[^\S\n]|$)(?<!# HELP )(?<!# TYPE ))", re.M)
 _NUM = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|Inf|NaN)"
-_LABEL = r'(?!__)[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
+# a label's value unrolled ("[^"\\\n]*(?:\\.[^"\\\n]*)*", not "(?:[^"\\\n]|\\.)*": the same strings, without a branch per
+# character; linear, its two pieces disjoint): the family proof in ~0.6x the time on a lab body
+_LABEL = r'(?!__)[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 _PLAIN_FAMILY = re.compile(
     rf"(?=# (?:HELP|TYPE) (?P<n>{_NAME.pattern})[ \n])"
     rf"(?:(?:# HELP (?P=n)(?: [^\n]*)?|# TYPE (?P=n) [a-z]+"
