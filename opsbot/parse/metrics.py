@@ -300,13 +300,17 @@ class _Bodies:
     def __init__(self, wanted: frozenset[str] | None):
         self.wanted = wanted
         self.seen: dict[str, _Parsed | None] = {}
+        self.plain: set[str] = set()  # unread blocks proven plain (a role's samples share most of them)
 
     def parse(self, raw: str) -> _Parsed:
         blocks = family_blocks(raw) if self.wanted is not None else None
         if blocks is None:
             return self._block(raw, "") or _Parsed()  # a nameless block is always read
         skipped = [text for name, text in blocks if name and not covers(self.wanted, name)]
-        unread = bool(skipped) and plain_families(skipped)  # else each is checked alone (_block)
+        new = [text for text in skipped if text not in self.plain]
+        unread = bool(skipped) and (not new or plain_families(new))  # else each is checked alone (_block)
+        if unread:
+            self.plain.update(new)
         out = _Parsed()
         for name, text in blocks:
             if unread and name and not covers(self.wanted, name):
