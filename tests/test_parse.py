@@ -442,6 +442,19 @@ def test_batch_lines_in_lab_fixture():
     assert all(x.fields["gen throughput (token/s)"] > 0 for x in lines)
 
 
+@given(st.lists(st.sampled_from(["\n", "\n", "# HELP a doc", "# HELP ", "#", " ", "a_bucket{", "a_bucket ", "_bucket", "{",
+                                  "a 1", "# TYPE a gauge", "\r", "\t", "é"]), max_size=12).map("".join))
+@settings(max_examples=500)
+def test_help_and_bucket_lines_are_dropped_as_one_multiline_sub_drops_them(raw):
+    """``_without_unread`` (a sub over "\\n" + line, fast) drops what "^(HELP|bucket line)\\n?" with re.M drops."""
+    import re
+
+    from opsbot.parse.facts import _without_unread
+
+    spec = re.compile(r"^(?:# HELP [^\n]*|[^#\n][^\n{ ]*_bucket[{ ][^\n]*)\n?", re.M)
+    assert _without_unread(raw) == spec.sub("", raw)
+
+
 def test_plain_families_is_every_block_plain():
     """One regex call over a body's unread blocks says what ``plain_family`` says of each of them."""
     from opsbot.parse.metrics import plain_families

@@ -280,12 +280,23 @@ def _line_time(ts: str | None) -> datetime | None:
     return at if at.tzinfo else None
 
 
-_UNREAD = re.compile(r"^(?:# HELP [^\n]*|[^#\n][^\n{ ]*_bucket[{ ][^\n]*)\n?", re.M)  # re: one sub per body, anchored at line starts
+# re: one sub per body; it opens with a literal "\n" (each line read as "\n" + line), which re searches for fast:
+# half the time of "^...\n?" with re.M
+_UNREAD = re.compile(r"\n(?:# HELP [^\n]*|[^#\n][^\n{ ]*_bucket[{ ][^\n]*)")
+
+
+def _without_unread(raw: str) -> str:
+    """``raw`` without its HELP lines and histogram buckets, each line dropped with the newline after it."""
+    text, dropped = _UNREAD.subn("", "\n" + raw + "\n")
+    text = text[1:-1]
+    if dropped and dropped <= raw.count("\n") and not raw.endswith("\n") and _UNREAD.fullmatch(raw[raw.rfind("\n"):]):
+        text += "\n"  # a last line dropped without a newline after it leaves the newline before it
+    return text
 
 
 def _unread_dropped(samples: list[MetricSample]) -> list[MetricSample]:
     """The samples without histogram buckets and HELP lines, which no fact uses: half the parsing."""
-    return [MetricSample(at=s.at, raw=_UNREAD.sub("", s.raw)) for s in samples]
+    return [MetricSample(at=s.at, raw=_without_unread(s.raw)) for s in samples]
 
 
 def _metrics(
