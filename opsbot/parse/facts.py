@@ -346,16 +346,28 @@ def _any_pattern(patterns: tuple[Pattern, ...]) -> Regex | None:
         return None
 
 
+def _unless_texts(patterns: tuple[Pattern, ...]) -> list[str]:
+    return list(dict.fromkeys(p.unless.pattern for p in patterns if p.unless is not None))
+
+
 @lru_cache(maxsize=8)
 def _pattern_set(patterns: tuple[Pattern, ...]) -> Callable[[str], list[int] | None] | None:
     """One RE2 pass over a line telling which patterns' regexes match in it (indices), where trying each
-    pattern costs RE2's per-call overhead 23 times. The set's last entry matches every line, so an answer
-    without it (RE2's DFA out of memory on a hostile line gives no answer) is told from "none match"; the
-    caller then tries the patterns one by one. None if RE2 refuses the set."""
+    pattern costs RE2's per-call overhead 23 times. The set's entry ``len(patterns)`` matches every line, so an
+    answer without it (RE2's DFA out of memory on a hostile line gives no answer) is told from "none match"; the
+    caller then tries the patterns one by one. After it, each distinct ``unless`` text (``_unless_entries``): the
+    same pass says whether a pattern's ``unless`` matches too. None if RE2 refuses the set."""
     try:
-        return linear_set([p.regex.pattern for p in patterns] + [""])
+        return linear_set([p.regex.pattern for p in patterns] + [""] + _unless_texts(patterns))
     except linear_error:
         return None
+
+
+@lru_cache(maxsize=8)
+def _unless_entries(patterns: tuple[Pattern, ...]) -> tuple[int, ...]:
+    """Each pattern's ``unless`` entry in ``_pattern_set`` (-1 without ``unless``)."""
+    texts = _unless_texts(patterns)
+    return tuple(len(patterns) + 1 + texts.index(p.unless.pattern) if p.unless is not None else -1 for p in patterns)
 
 
 @dataclass
@@ -431,6 +443,7 @@ def _logs(
     current = dict(window)
     anything = _any_pattern(tuple(patterns))
     matching = _pattern_set(tuple(patterns))
+    unless = _unless_entries(tuple(patterns))
     worded = [p for p in patterns if p.words]
     entries = parse_log_lines(ev.logs.raw)
     engine: dict[str, Any] = {"errors": 0, "transfer": 0, "nccl": 0, "components": []}
@@ -468,8 +481,8 @@ def _logs(
         elif entry.process == "systemd" and _START_LIMIT in message:
             start_limit = True
         hits = matching(message) if matching is not None else None
-        if hits is not None and len(patterns) in hits:  # RE2 answered: the patterns whose regex matches
-            found = [patterns[i] for i in hits if i < len(patterns) and patterns[i].holds(message)]
+        if hits is not None and len(patterns) in hits:  # RE2 answered: the patterns whose regex (and unless) match
+            found = [patterns[i] for i in hits if i < len(patterns) and patterns[i].holds(message, unless[i] in hits)]
         else:
             plain = anything is None or anything.search(message) is not None
             found = [p for p in (patterns if plain else worded) if p.matches(message)]

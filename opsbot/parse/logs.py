@@ -240,8 +240,11 @@ class Pattern:
             return False
         return self.regex.search(line) is not None and (self.unless is None or self.unless.search(line) is None)
 
-    def holds(self, line: str) -> bool:
-        """``matches``, for a line ``regex`` is known to match (a set of patterns' one pass said so)."""
+    def holds(self, line: str, unless_found: bool | None = None) -> bool:
+        """``matches``, for a line ``regex`` is known to match (a set of patterns' one pass said so);
+        ``unless_found``: whether ``unless`` matches the line, when that pass said so too."""
         if self.words and not any(w in line for w in self.words):
             return False
-        return self.unless is None or self.unless.search(line) is None
+        if self.unless is None:
+            return True
+        return not unless_found if unless_found is not None else self.unless.search(line) is None
