@@ -289,7 +289,7 @@ def _without_unread(raw: str) -> str:
     """``raw`` without its HELP lines and histogram buckets, each line dropped with the newline after it."""
     text, dropped = _UNREAD.subn("", "\n" + raw + "\n")
     text = text[1:-1]
-    if dropped and dropped <= raw.count("\n") and not raw.endswith("\n") and _UNREAD.fullmatch(raw[raw.rfind("\n"):]):
+    if dropped and not raw.endswith("\n") and dropped <= raw.count("\n") and _UNREAD.fullmatch(raw[raw.rfind("\n"):]):
         text += "\n"  # a last line dropped without a newline after it leaves the newline before it
     return text
 
