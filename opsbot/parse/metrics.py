@@ -117,8 +117,12 @@ def family_blocks(raw: str) -> list[tuple[str, str]] | None:
     lines = "\n" + raw
     if _ODD.search(lines):
         return None
-    heads = [(m.start(), m.group(1)) for m in _HEADER.finditer(lines)]  # m.start() is the line's start in raw
-    starts = [(pos, name) for i, (pos, name) in enumerate(heads) if i == 0 or heads[i - 1][1] != name]
+    starts: list[tuple[int, str]] = []  # each header whose name is not the one before's
+    before = None
+    for m in _HEADER.finditer(lines):
+        if m[1] != before:
+            before = m[1]
+            starts.append((m.start(), before))  # m.start() is the line's start in raw
     if not starts or any(_NAME.fullmatch(name) is None for _, name in starts):
         return None
     ends = [pos for pos, _ in starts[1:]] + [len(raw)]
@@ -313,6 +317,7 @@ class _Bodies:
         self.plain: set[str] = set()  # unread blocks proven plain (a role's samples share most of them)
         self.leave_gauges = leave_gauges
         self.gauges_left = False  # an earlier sample's gauge blocks were left unparsed
+        self.read: dict[str, bool] = {}  # covers(wanted, name) of each family met (samples repeat their names)
 
     def parse(self, raw: str, last: bool = True) -> _Parsed:
         """``raw``'s series; of a sample before the last (``last`` false), wanted families that give gauges only
@@ -320,9 +325,12 @@ class _Bodies:
         blocks = family_blocks(raw) if self.wanted is not None else None
         if blocks is None:
             return self._block(raw, "") or _Parsed()  # a nameless block is always read
-        wanted = self.wanted
+        wanted, read = self.wanted, self.read
+        for name, _text in blocks:
+            if name not in read:
+                read[name] = covers(wanted, name)
         earlier = not last and self.leave_gauges
-        skip = [bool(name) and (not covers(wanted, name) or (earlier and _gauge_only(name, text))) for name, text in blocks]
+        skip = [bool(name) and (not read[name] or (earlier and _gauge_only(name, text))) for name, text in blocks]
         skipped = [text for (_name, text), s in zip(blocks, skip) if s]
         new = [text for text in skipped if text not in self.plain]
         unread = bool(skipped) and (not new or plain_families(new))  # else each is checked alone (_block)
