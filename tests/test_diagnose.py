@@ -644,26 +644,34 @@ def test_log_prefilter_matches_where_any_pattern_does():
 def test_log_pattern_set_finds_what_each_pattern_finds():
     """The one-pass RE2 set of the log patterns, with ``holds`` for words and ``unless``, counts a line for
     exactly the patterns whose ``matches`` is true (every corpus line, and lines made to hit words and unless);
-    its last entry matches every line, so that no answer (RE2's DFA out of memory) is told from no match."""
+    its entry ``len(patterns)`` matches every line, so that no answer (RE2's DFA out of memory) is told from no
+    match; the ``unless`` entries after it say what each pattern's ``unless`` search says."""
     from opsbot.bundle import parse_bundle
-    from opsbot.parse.facts import _pattern_set
+    from opsbot.parse.facts import _pattern_set, _unless_entries
     from opsbot.parse.logs import parse_log_lines
 
     patterns = tuple(default_runbooks().patterns)
     matching = _pattern_set(patterns)
-    assert matching is not None
-    messages = ["", "x" * 4096, "NIXL transfer failed: retry counter exceeded", "No healthy worker pair available"]
+    unless = _unless_entries(patterns)
+    assert matching is not None and any(u > len(patterns) for u in unless)
+    messages = ["", "x" * 4096, "NIXL transfer failed: retry counter exceeded", "No healthy worker pair available",
+                "KVTransferError: Decode transfer failed: Aborted by AbortReq.", "Mooncake transfer failed: no error"]
     for path in sorted((Path(__file__).parent / "scenarios").glob("*/*.json")):
         for role in parse_bundle(path.read_text(encoding="utf-8")).roles:
             messages += [entry.message for entry in parse_log_lines(role.logs.raw or "")]
-    counted = 0
+    counted = excluded = 0
     for message in messages:
         hits = matching(message)
         assert hits is not None and len(patterns) in hits, message
+        for i, p in enumerate(patterns):
+            if p.unless is not None:
+                assert (unless[i] in hits) == (p.unless.search(message) is not None), (p.name, message)
+                excluded += unless[i] in hits
         found = {i for i in hits if i < len(patterns) and patterns[i].holds(message)}
         assert found == {i for i, p in enumerate(patterns) if p.matches(message)}, message
+        assert found == {i for i in hits if i < len(patterns) and patterns[i].holds(message, unless[i] in hits)}, message
         counted += bool(found)
-    assert counted > 0
+    assert counted > 0 and excluded > 0
 
 
 @pytest.mark.parametrize(("usage", "expected"), [(0.95, "kv-cache-exhausted"), (0.30, "kv-transfer-failure")])

@@ -212,6 +212,24 @@ def test_a_broken_unwanted_family_still_breaks_the_sample():
     assert cut.gauges["num_running_reqs"] == full.gauges["num_running_reqs"]
 
 
+def test_gauges_come_from_the_last_readable_sample_when_earlier_ones_are_left_unparsed():
+    """Wanted gauge families of a sample before the last are proven plain, not parsed (facts read the last
+    sample's gauges); when the last sample is unreadable, the earlier sample's gauges are read after all."""
+    from opsbot.parse.metrics import _parse_samples
+
+    def body(tokens: float, running: float) -> str:  # as the facts hand it over: no HELP lines
+        return "".join(line for line in _body(tokens, running).splitlines(keepends=True) if not line.startswith("# HELP"))
+
+    wanted = frozenset({"num_running_reqs", "realtime_tokens_decode"})
+    read = _parse_samples(_samples(body(1000, 4), body(1400, 5), body(1800, 6)), wanted)
+    assert read.gauges["num_running_reqs"] == 6 + 2 and read.deltas["realtime_tokens_decode"] == 800
+    broken = body(1800, 6) + '# TYPE junk gauge\njunk{a="1",a="2"} 1\n'
+    for wanted_or_all in (wanted, None):
+        m = _parse_samples(_samples(body(1000, 4), body(1400, 5), broken), wanted_or_all)
+        assert m.gauges["num_running_reqs"] == 5 + 2 and m.deltas["realtime_tokens_decode"] == 400
+        assert any("sample 3" in p and "not Prometheus text" in p for p in m.problems)
+
+
 _FAMILY_NAMES = ["num_running_reqs", "num_queue_reqs", "token_usage", "realtime_tokens", "num_aborted_requests", "ttft"]
 _family = st.builds(
     lambda prefix, name, kind, labels, values, help_line, extra: "".join(
@@ -440,6 +458,19 @@ def test_batch_lines_in_lab_fixture():
     lines = [parse_batch(e.message) for e in parse_log_lines(b.role("decode").logs.raw) if e.kind == "batch"]
     assert lines and all(x is not None and x.phase == "decode" and x.fields["running-req"] >= 0 for x in lines)
     assert all(x.fields["gen throughput (token/s)"] > 0 for x in lines)
+
+
+@given(st.lists(st.sampled_from(["\n", "\n", "# HELP a doc", "# HELP ", "#", " ", "a_bucket{", "a_bucket ", "_bucket", "{",
+                                  "a 1", "# TYPE a gauge", "\r", "\t", "é"]), max_size=12).map("".join))
+@settings(max_examples=500)
+def test_help_and_bucket_lines_are_dropped_as_one_multiline_sub_drops_them(raw):
+    """``_without_unread`` (a sub over "\\n" + line, fast) drops what "^(HELP|bucket line)\\n?" with re.M drops."""
+    import re
+
+    from opsbot.parse.facts import _without_unread
+
+    spec = re.compile(r"^(?:# HELP [^\n]*|[^#\n][^\n{ ]*_bucket[{ ][^\n]*)\n?", re.M)
+    assert _without_unread(raw) == spec.sub("", raw)
 
 
 def test_plain_families_is_every_block_plain():

@@ -80,15 +80,28 @@ class Condition:
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the compiled program (CEL's cannot be pickled): compiled again on first use."""
-        return {k: v for k, v in self.__dict__.items() if k != "program"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("program", "_split_paths")}
+
+    def _paths(self, needs: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The fact names to look up (the condition's, then ``needs``), each with its parts: split once per ``needs``."""
+        known: dict[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]] = self.__dict__.setdefault("_split_paths", {})
+        paths = known.get(needs)
+        if paths is None:
+            paths = known[needs] = tuple((path, tuple(path.split("."))) for path in dict.fromkeys(self.facts + needs))
+        return paths
 
     def evaluate(self, context: cel.Context, facts: dict[str, Any], needs: tuple[str, ...] = ()) -> Outcome:
         used, missing = {}, []
-        for path in dict.fromkeys(self.facts + tuple(needs)):
-            found, value = lookup(facts, path)
-            if found:
-                used[path] = value
-            elif path not in self.guarded:
+        for path, parts in self._paths(tuple(needs)):
+            node: Any = facts
+            for part in parts:  # as lookup(facts, path)
+                if not isinstance(node, dict) or part not in node:
+                    break
+                node = node[part]
+            else:
+                used[path] = node
+                continue
+            if path not in self.guarded:
                 missing.append(path)
         if any(n in missing for n in needs):
             return Outcome(None, tuple(missing), None, used)

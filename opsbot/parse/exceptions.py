@@ -49,8 +49,10 @@ _RANK_PREFIX = linear(r"^(?:\[rank\d+\]:\s?|\((?:\w+ )?pid=\d+\)\s)")
 _TASK_LABEL = linear(r"^\d{1,5}:(?: |$)")
 # the call a traceback's source line makes (``x = self.init_torch_distributed()``, ``return func(*a)``)
 _CALL = linear(r"^(?:return\s+|await\s+|[\w.\[\], ]+?\s*=\s*)?(?P<callee>[A-Za-z_][\w.]*)\(")
-_NAMES_A_TYPE = linear(r"Error|Exception|Exit|Interrupt")  # a cheap test before _RAISED
-_CHAINED = linear(r"^(?:During handling of the above exception|The above exception was the direct cause)")
+# plain substring and prefix tests, not RE2 calls (each costs microseconds on every line): what _RAISED needs
+# somewhere in the line, and the chained-traceback lines' openings
+_TYPE_WORDS = ("Error", "Exception", "Exit", "Interrupt")
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 
 _SERVING = linear(r"^(?:run_event_loop|event_loop\w*|handle_loop|process_input_requests|run_batch|process_batch_result\w*)$")
 _STARTUP = linear(
@@ -158,7 +160,7 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
                 continue
             if open_.call is None and open_.frames and text.startswith((" ", "\t")) and not set(text) <= set("^~ \t"):
                 open_.call = text.strip()
-            raised = _RAISED.match(text)
+            raised = _RAISED.match(text) if _may_be_raised(text) else None
             if raised:
                 out.append(_raised(raised["type"], raised["msg"] or "", open_.writer, tuple(open_.frames), open_.start, open_.ts,
                                    tuple(open_.files)))
@@ -172,9 +174,9 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
             continue
         if text.strip():
             tail = None
-        if _CHAINED.match(text):
+        if text.startswith(_CHAINED):
             continue
-        raised = _RAISED.match(text) if _NAMES_A_TYPE.search(text) else None
+        raised = _RAISED.match(text) if _may_be_raised(text) and any(w in text for w in _TYPE_WORDS) else None
         if raised:
             out.append(_raised(raised["type"], raised["msg"] or "", None, (), i, ts))
             tail = len(out) - 1 if follows_source else None
@@ -201,6 +203,11 @@ def parse_exceptions(messages: Iterable[tuple[str, str | None]]) -> list[RaisedE
         _cut(open_, out)
     out += [x for x in (panic, thrown) if x is not None]
     return sorted(out, key=lambda x: x.index)
+
+
+def _may_be_raised(text: str) -> bool:
+    """Whether ``_RAISED`` can match: its type (no space) runs from the start to the first colon or the end."""
+    return " " not in text.partition(":")[0]
 
 
 def _cut(open_: _Open, out: list[RaisedException]) -> None:
@@ -237,11 +244,13 @@ _CRASH_FRAME = linear(
 )
 
 
+# the words each of _CRASH's alternatives holds: a line with none of them is not tried (most lines)
+_CRASH_WORDS = ("Fatal Python error: ", "Caught signal ", "*** SIG", "==== backtrace", "!!! Segfault encountered")
+
+
 def is_crash_line(message: str) -> bool:
     """Whether ``message`` opens a native crash dump (faulthandler's verdict, a caught signal, a backtrace)."""
-    return ("rror" in message or "ignal" in message or "===" in message or "***" in message or "!!!" in message) and (
-        _CRASH.search(message) is not None
-    )
+    return any(w in message for w in _CRASH_WORDS) and _CRASH.search(message) is not None
 
 
 def crash_frames(messages: Iterable[str]) -> list[str]:

@@ -54,7 +54,7 @@ def parse_gpu_csv(raw: str) -> list[GpuRow]:
         if cells[0].lower() == "index":
             columns = _column_order(cells)
             continue
-        if len(cells) < len(FIELDS) or not re.fullmatch(r"[0-9]{1,4}", cells[0]):
+        if len(cells) < len(FIELDS) or not (cells[0].isascii() and cells[0].isdigit() and len(cells[0]) <= 4):  # [0-9]{1,4}
             raise ParseError(
                 f"nvidia-smi line {n} is not a GPU row of {len(FIELDS)} fields ({GPU_QUERY}): {line.strip()[:160]!r}"
             )

@@ -47,7 +47,9 @@ _HEADER = re.compile(r"\n# (?:HELP|TYPE) ([^ \t\n\r\x0b\x0c]*)")
 # a line the parser strips, or a HELP/TYPE comment spelled other than "# HELP name"
 _ODD = re.compile(r"\n(?:[^\S\n]|#[^\S\n]+(?:HELP|TYPE)(?:[^\S\n]|$)(?<!# HELP )(?<!# TYPE ))", re.M)
 _NUM = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|Inf|NaN)"
-_LABEL = r'(?!__)[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
+# a label's value unrolled ("[^"\\\n]*(?:\\.[^"\\\n]*)*", not "(?:[^"\\\n]|\\.)*": the same strings, without a branch per
+# character; linear, its two pieces disjoint): the family proof in ~0.6x the time on a lab body
+_LABEL = r'(?!__)[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 _PLAIN_FAMILY = re.compile(
     rf"(?=# (?:HELP|TYPE) (?P<n>{_NAME.pattern})[ \n])"
     rf"(?:(?:# HELP (?P=n)(?: [^\n]*)?|# TYPE (?P=n) [a-z]+"
@@ -115,8 +117,12 @@ def family_blocks(raw: str) -> list[tuple[str, str]] | None:
     lines = "\n" + raw
     if _ODD.search(lines):
         return None
-    heads = [(m.start(), m.group(1)) for m in _HEADER.finditer(lines)]  # m.start() is the line's start in raw
-    starts = [(pos, name) for i, (pos, name) in enumerate(heads) if i == 0 or heads[i - 1][1] != name]
+    starts: list[tuple[int, str]] = []  # each header whose name is not the one before's
+    before = None
+    for m in _HEADER.finditer(lines):
+        if m[1] != before:
+            before = m[1]
+            starts.append((m.start(), before))  # m.start() is the line's start in raw
     if not starts or any(_NAME.fullmatch(name) is None for _, name in starts):
         return None
     ends = [pos for pos, _ in starts[1:]] + [len(raw)]
@@ -292,22 +298,48 @@ def parse_samples(samples: Iterable[MetricSample], wanted: frozenset[str] | None
     return _parse_samples(samples, None)
 
 
+def _gauge_only(name: str, text: str) -> bool:
+    """Whether a family block gives gauges only: ``# TYPE name gauge``, then samples of that very name (the parser
+    keeps them to its family as gauges; a ``name_total`` or another TYPE line would make a family of its own)."""
+    head = f"# TYPE {name} gauge\n"
+    if not text.startswith(head) or name.endswith("_total"):
+        return False
+    own = (name + "{", name + " ")
+    return all(not line or line.startswith(own) for line in text[len(head):].split("\n"))
+
+
 class _Bodies:
     """Parses texts once per role: the samples of one role repeat most of their families."""
 
-    def __init__(self, wanted: frozenset[str] | None):
+    def __init__(self, wanted: frozenset[str] | None, leave_gauges: bool = True):
         self.wanted = wanted
         self.seen: dict[str, _Parsed | None] = {}
+        self.plain: set[str] = set()  # unread blocks proven plain (a role's samples share most of them)
+        self.leave_gauges = leave_gauges
+        self.gauges_left = False  # an earlier sample's gauge blocks were left unparsed
+        self.read: dict[str, bool] = {}  # covers(wanted, name) of each family met (samples repeat their names)
 
-    def parse(self, raw: str) -> _Parsed:
+    def parse(self, raw: str, last: bool = True) -> _Parsed:
+        """``raw``'s series; of a sample before the last (``last`` false), wanted families that give gauges only
+        are proven plain, as unread ones, and not parsed: facts read gauges from the last sample alone."""
         blocks = family_blocks(raw) if self.wanted is not None else None
         if blocks is None:
             return self._block(raw, "") or _Parsed()  # a nameless block is always read
-        skipped = [text for name, text in blocks if name and not covers(self.wanted, name)]
-        unread = bool(skipped) and plain_families(skipped)  # else each is checked alone (_block)
+        wanted, read = self.wanted, self.read
+        for name, _text in blocks:
+            if name not in read:
+                read[name] = covers(wanted, name)
+        earlier = not last and self.leave_gauges
+        skip = [bool(name) and (not read[name] or (earlier and _gauge_only(name, text))) for name, text in blocks]
+        skipped = [text for (_name, text), s in zip(blocks, skip) if s]
+        new = [text for text in skipped if text not in self.plain]
+        unread = bool(skipped) and (not new or plain_families(new))  # else each is checked alone (_block)
+        if unread:
+            self.plain.update(new)
+            self.gauges_left = self.gauges_left or earlier
         out = _Parsed()
-        for name, text in blocks:
-            if unread and name and not covers(self.wanted, name):
+        for (name, text), s in zip(blocks, skip):
+            if unread and s:
                 continue
             parsed = self._block(text, name)
             if parsed is not None:
@@ -321,16 +353,20 @@ class _Bodies:
         return self.seen[text]
 
 
-def _parse_samples(samples: list[MetricSample], wanted: frozenset[str] | None) -> RoleMetrics:
+def _parse_samples(samples: list[MetricSample], wanted: frozenset[str] | None, leave_gauges: bool = True) -> RoleMetrics:
     problems: list[str] = []
     parsed: list[tuple[MetricSample, _Parsed]] = []
-    bodies = _Bodies(wanted)
+    bodies = _Bodies(wanted, leave_gauges)
+    last_read = False
     for i, sample in enumerate(samples, start=1):
         try:
-            parsed.append((sample, bodies.parse(sample.raw)))
+            parsed.append((sample, bodies.parse(sample.raw, last=i == len(samples))))
+            last_read = i == len(samples)
         except Exception as exc:  # prometheus_client raises ValueError and, on odd input, others
             head = sample.raw.strip()[:80]
             problems.append(f"sample {i} (at {sample.at}) is not Prometheus text ({exc}); it starts with {head!r}")
+    if bodies.gauges_left and not last_read:
+        return _parse_samples(samples, wanted, leave_gauges=False)  # the last readable sample is an earlier one
     if not parsed:
         if not problems:
             problems.append("no /metrics samples")

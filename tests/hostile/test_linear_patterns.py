@@ -34,7 +34,7 @@ BUDGET_S = 0.050
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 # Patterns left to Python's re (short, frequent inputs where RE2's call costs ~10x, or whole metrics bodies),
 # each linear as written (anchored, adjacent repeats over disjoint characters); the same budget holds for them.
-STDLIB_RE = {"opsbot.parse.logs._JOURNAL", "opsbot.parse.facts._UNREAD", "opsbot.parse.gpu._NUMBER",
+STDLIB_RE = {"opsbot.parse.logs._JOURNAL", "opsbot.parse.logs._SGLANG", "opsbot.parse.facts._UNREAD", "opsbot.parse.gpu._NUMBER",
              "opsbot.parse.metrics._NAME", "opsbot.parse.metrics._WORD", "opsbot.parse.metrics._HEADER", "opsbot.parse.metrics._ODD",
              "opsbot.parse.metrics._PLAIN_FAMILY", "opsbot.parse.metrics._PLAIN_FAMILIES"}
 
