@@ -23,7 +23,7 @@ DEV = sorted((ROOT / "dev").glob("*.json"))
 TEST = sorted((ROOT / "test").glob("*.json"))
 # Threads opened after the cut-off (2026-06-01), written by writers who write no rules, read once at the end
 # of a round of rules (tests/scenarios/README.md): evaluated like test/, and never fitted.
-HELD_OUT = {part: sorted((ROOT / part).glob("*.json")) for part in ("holdout", "holdout2")}
+HELD_OUT = {part: sorted((ROOT / part).glob("*.json")) for part in ("holdout", "holdout2", "holdout3")}
 FILES = DEV + TEST + [path for files in HELD_OUT.values() for path in files]
 MIN_DEV, MIN_TEST = 150, 45  # the corpus may only grow
 # What test/ reaches (opsbot eval tests/scenarios): raise these as general rules found on dev/ improve it,
@@ -45,8 +45,12 @@ TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.94, 0.94, 0
 # from SMG's source): holdout2/ (31 bundles, 27 from threads opened after the cut-off, written by a writer who
 # wrote no rules, no thread shared with any other part) read once: 27 of 31 (87.1%), 2 false all-clears, no
 # unsafe advice. Goals (95%, 0, 0) missed; held as ceilings like holdout/'s.
+# 2026-12-03, after the fourth round (the request side: a router's failed requests by its own counters, requests
+# parked for a leg the PD peer refused, requests in flight nothing serves): holdout3/ (30 bundles from 25 threads
+# cited nowhere else, 23 opened after the cut-off, 7 pre-cutoff fill; written by a writer who wrote no rules) read
+# once: 26 of 30 (86.7%), 3 false all-clears, 1 unsafe advice. Goals missed; held as ceilings.
 TEST_FALSE_ALL_CLEAR_MAX = 2
-HELD_OUT_CEILINGS = {"holdout": (1, 0), "holdout2": (2, 0)}  # part: (false all-clears, unsafe advice) at most
+HELD_OUT_CEILINGS = {"holdout": (1, 0), "holdout2": (2, 0), "holdout3": (3, 1)}  # part: (false all-clears, unsafe advice) at most
 
 
 def _case(path: Path) -> Case:
