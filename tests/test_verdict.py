@@ -421,3 +421,43 @@ def test_the_router_holding_requests_nothing_serves_and_failing_requests_by_its_
     # a client's 400s are not
     r.counters = {"smg_router_requests": (5000, 30), "smg_http_responses{status_code=400}": (0, 3)}
     assert _diag([p, d, r]).healthy
+
+
+# --- issue 24, fifth round: a PD leg refused or failed elsewhere (tests/scenarios/rules5.py) ------------------------
+
+def _rules5(name: str):
+    from tests.scenarios.rules5 import SCENARIOS
+    from opsbot.bundle import parse_bundle
+    from opsbot.parse.facts import bundle_facts
+
+    rs = default_runbooks()
+    b = parse_bundle(json.dumps(SCENARIOS[name]()))
+    return bundle_facts(b, rs.patterns, rs.metric_facts, rs.exceptions), diagnose(b, rs)
+
+
+def test_refused_leg_with_an_uncaused_decode_timeout_is_no_transfer_failure():
+    facts, d = _rules5("pd-router-prefill-400-decode-waiting-timeout")
+    engines = [s for s in facts.scopes.values() if s["role"] in ("prefill", "decode")]
+    assert all(s["requests"]["leg_refused"] == 1 for s in engines)
+    decode = next(s for s in engines if s["role"] == "decode")
+    assert decode["requests"]["transfer_uncaused"] == 2 and any("its leg was refused" in r for r in decode["verdict"]["reasons"])
+    assert [f.incident for f in d.findings] == ["unexplained"]
+    assert not any(r.kind == "restart" for f in d.findings for r in f.remedies)
+
+
+def test_a_transfer_failure_of_the_prefills_own_keeps_kv_transfer_failure():
+    for name in ("near-kv-transfer-session-dead-with-client-400", "near-kv-transfer-lost-prefill-with-client-400"):
+        facts, d = _rules5(name)
+        assert not any(s.get("requests", {}).get("leg_refused") for s in facts.scopes.values()), name
+        assert d.findings[0].incident == "kv-transfer-failure", name
+
+
+def test_one_router_transport_failure_with_a_parked_prefill_is_no_keepalive_reset():
+    facts, d = _rules5("smg-pd-decode-transport-error-prefill-waits-bootstrap-no-router-metrics")
+    prefill = next(s for s in facts.scopes.values() if s["role"] == "prefill")
+    router = next(s for s in facts.scopes.values() if s["role"] == "router")
+    assert prefill["requests"]["leg_failed"] == 1 and router["verdict"]["state"] == "abnormal"
+    assert [f.incident for f in d.findings] == ["unexplained"]
+    facts, d = _rules5("near-router-single-reset-prefill-bootstrap-serving")
+    router = next(s for s in facts.scopes.values() if s["role"] == "router")
+    assert d.findings == [] and any("keep-alive" in n for n in router["verdict"]["notes"])

@@ -35,7 +35,8 @@ from opsbot.parse.recall import CANARY_FACTS, RECALL_FACTS, canary_facts, recall
 from opsbot.parse.templates import RoleHistory, role_templates, with_history
 from opsbot.parse.unit import parse_unit
 from opsbot.parse.verdict import (
-    IDLE_GAUGE_HOLD_S, VERDICT_FACTS, batch_recency, probe_wide_reasons, role_verdict, with_reasons,
+    FAILURE_COUNTERS, IDLE_GAUGE_HOLD_S, VERDICT_FACTS, batch_recency, is_abnormal, probe_wide_reasons, role_verdict,
+    with_reasons,
 )
 
 UNIT_FACTS = frozenset(
@@ -62,7 +63,29 @@ ROUTING_FACTS = frozenset("no_worker_errors breaker_open stalled overloaded empt
 # ``in_flight``: requests the router has in flight to its workers; ``routed``: requests it routed in the window;
 # ``held``: requests an engine holds parked between prefill and decode; ``refused``: requests an engine answered with
 # an error status in its current run (its access lines) or counted as aborted.
-REQUEST_FACTS = frozenset("failed in_flight routed held refused".split())
+# Issue 24, fifth round: ``rejected``: requests an engine answered with an error status in its current run (access
+# lines of a ``POST``, without the aborted counter: a client that left is not a refusal); ``transfer_failed``: the
+# transfer failures an engine wrote or counted itself (its kv-transfer lines that report a failure, not a client's
+# abort; its transfer engine's glog errors; its failed-transfer and failed-bootstrap counters); ``transfer_uncaused``:
+# those of its lines that name no cause of their own (TRANSFER_UNCAUSED); ``leg_refused``: requests the PD peer
+# refused while this pair's transfer failed or waits with no cause of its own (_leg_refused); ``leg_failed``:
+# requests this engine holds parked for a leg that failed elsewhere, where nothing else is wrong with it
+# (_request_side).
+REQUEST_FACTS = frozenset("failed in_flight routed held refused rejected transfer_failed transfer_uncaused leg_refused"
+                          " leg_failed".split())
+# A KV receiver's failure that names no cause of its own: it waited and gave up, or its peer reported the room failed
+# without a reason (SGLang 0.5.23, reference/sglang.md §4.1: disaggregation/common/conn.py:313
+# DEFAULT_PREFILL_FAILURE_REASON "Failed to get kvcache from prefill instance, it might be dead", recorded when the
+# prefill's status for the room is Failed; :2894 and mooncake/conn.py:1892 (0.5.12) the decode's waiting timeout
+# "Request {room} timed out after {t}s in KVPoll.WaitingForInput" after warning_once "Some requests fail to receive
+# KV Cache transfer done signal after bootstrapping"; :2396, mooncake/conn.py:1729 the bootstrap timeout "... in
+# KVPoll.Bootstrapping" after "Some requests timed out when bootstrapping"; :103-116 "Failed due to an unknown reason
+# from another rank"; :2600 "Timed out waiting for prefill completion"). A transport's own words (RDMA, a session, a
+# lost connection, a chunk it could not send) are a cause.
+TRANSFER_UNCAUSED = linear(r"timed out after [0-9.]+s in KVPoll\.\w+|Failed to get kvcache from prefill instance"
+                           r"|unknown reason from another rank|timed out when bootstrapping|fail to receive KV Cache transfer"
+                           r"|Timed out waiting for prefill completion")
+_CLIENT_ABORT = "Aborted by AbortReq."
 # The router's counters of requests it failed, by family (sglang-router 0.2.x, smg-project/smg bda5d7095 src/metrics.rs:
 # 312 sgl_router_request_errors_total{route,error_type}, :426 sgl_router_pd_errors_total{error_type}, :433
 # sgl_router_pd_prefill_errors_total{worker}, :440 sgl_router_pd_decode_errors_total{worker}, :447
@@ -764,7 +787,8 @@ def _routing(gauges: dict[str, float], deltas: dict[str, float]) -> dict[str, An
 _STATUS_5XX = re.compile(r"_5[0-9][0-9]$")  # re: a fixed suffix on a short fact name
 
 
-def _requests(role: str, gauges: dict[str, float], deltas: dict[str, float], current: Sequence[LogEntry]) -> dict[str, Any]:
+def _requests(role: str, gauges: dict[str, float], deltas: dict[str, float], current: Sequence[LogEntry],
+              engine_transfer: float = 0) -> dict[str, Any]:
     """``requests.*``: the request side of one role, from its own counters and gauges (REQUEST_FACTS)."""
     out: dict[str, Any] = {}
     if role == "router":
@@ -791,6 +815,12 @@ def _requests(role: str, gauges: dict[str, float], deltas: dict[str, float], cur
         out["held"] = sum(waiting)
     refused = sum(e.kind == "access" and '"POST ' in e.message for e in current)
     out["refused"] = refused + deltas.get("num_aborted_requests", 0.0)
+    out["rejected"] = refused
+    transfer = [e.message for e in current if e.kind == "kv-transfer" and _CLIENT_ABORT not in e.message and is_abnormal(e)]
+    uncaused = sum(TRANSFER_UNCAUSED.search(m) is not None for m in transfer)
+    counted = sum(v for k, v in deltas.items() if k.startswith(FAILURE_COUNTERS))
+    out["transfer_failed"] = len(transfer) + engine_transfer + counted
+    out["transfer_uncaused"] = uncaused
     return out
 
 
@@ -869,7 +899,7 @@ def role_facts(
             facts["exception"]["looping_incident"] = looping
     if ev.role == "router":
         facts["routing"]["checks_since_passed"] = checks_since_passed(facts["routing"], gauges, logs)
-    facts["requests"] = _requests(ev.role, gauges, deltas, current)
+    facts["requests"] = _requests(ev.role, gauges, deltas, current, read.engine.get("transfer", 0))
     facts["failed"] = failed
     if window is not None:
         facts["window_s"] = window
@@ -978,17 +1008,35 @@ def _request_side(own: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     engines = {k: f for k, f in own.items() if f.get("role") in ("prefill", "decode")}
     moved = {k: _moved(f) for k, f in engines.items()}
+    # issue 24, fifth round: a router that failed a request's leg to a worker in transport (its reqwest/hyper lines,
+    # patterns.yaml router_worker_unreachable; one such line alone is otherwise a keep-alive reset's note) is the
+    # failed leg's sign too: the peer that holds the request can no longer hand it over (smg-project/smg#831)
+    transport = {k: f.get("logs", {}).get("router_worker_unreachable", 0) for k, f in own.items()
+                 if f.get("role") == "router" and f.get("logs", {}).get("router_worker_unreachable", 0) > 0}
     for key, facts in engines.items():
         held = facts.get("requests", {}).get("held", 0)
         if not held or moved[key] is not False:
             continue
         for peer, other in engines.items():
             side = other.get("requests", {})
-            if other["role"] != facts["role"] and side.get("refused", 0) > 0 and side.get("held", 0) == 0:
-                out.setdefault(key, []).append(
-                    f"{held:g} request(s) parked waiting for the {other['role']} leg while this role moves nothing; "
-                    f"{peer} failed or refused {side['refused']:g} request(s) in this window and holds none")
-                break
+            if other["role"] == facts["role"] or side.get("held", 0) != 0:
+                continue
+            if side.get("refused", 0) > 0:
+                said = f"{peer} failed or refused {side['refused']:g} request(s) in this window and holds none"
+            elif transport:
+                said = (f"the router's request to a worker failed in transport ({sum(transport.values()):g} line(s) of "
+                        f"{', '.join(sorted(transport))}) and {peer} holds none")
+                for router in transport:
+                    out.setdefault(router, []).append(
+                        f"a transport failure to a worker while {key} holds {held:g} request(s) parked that it can no "
+                        "longer hand over and moves nothing: not a keep-alive connection's reset")
+            else:
+                continue
+            out.setdefault(key, []).append(
+                f"{held:g} request(s) parked waiting for the {other['role']} leg while this role moves nothing; {said}")
+            if not facts.get("verdict", {}).get("abnormal"):  # nothing else is wrong with it (router-no-healthy-workers)
+                facts["requests"]["leg_failed"] = held
+            break
     idle = [m for m in moved.values()]
     for key, facts in own.items():
         side = facts.get("requests", {})
@@ -997,6 +1045,40 @@ def _request_side(own: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
             out.setdefault(key, []).append(
                 f"the router holds {side['in_flight']:g} request(s) in flight to a worker, routed none in the window, "
                 "and no worker moves anything: requests held that nothing serves")
+    return out
+
+
+def _leg_refused(own: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """``requests.leg_refused`` on both engines of a PD pair, and reasons: one engine (running, no transfer failure of
+    its own: no transfer line, no transfer-engine error, no failed-transfer counter) answered requests with an error
+    status in its current run, while its peer's transfer failed with no cause of its own (it waited and timed out, or
+    was told the room failed without a reason: TRANSFER_UNCAUSED), or its peer holds requests parked while it moves
+    nothing and the refusing engine holds none. The transfer never started because that leg was refused: the request
+    side (the router's join of the two legs, c7f9bf9f5 src/routers/http/pd_router.rs:577-578), not the transfer
+    path, and a restart fixes nothing (runbooks/kv-transfer-failure.yaml yields to it)."""
+    out: dict[str, list[str]] = {}
+    engines = {k: f for k, f in own.items() if f.get("role") in ("prefill", "decode")}
+    for key, facts in engines.items():
+        side = facts.get("requests", {})
+        if (not side.get("rejected") or side.get("transfer_failed", 0) > 0
+                or facts.get("unit", {}).get("active_state") != "active"):
+            continue
+        for peer, other in engines.items():
+            theirs = other.get("requests", {})
+            if other["role"] == facts["role"] or other.get("unit", {}).get("active_state") != "active":
+                continue
+            counted = sum(v for k, v in other.get("delta", {}).items() if k.startswith(FAILURE_COUNTERS))
+            uncaused = theirs.get("transfer_uncaused", 0)
+            caused = theirs.get("transfer_failed", 0) - counted - uncaused
+            parked = theirs.get("held", 0) > 0 and side.get("held", 0) == 0 and _moved(other) is False
+            if caused > 0 or not (uncaused > 0 or parked):
+                continue
+            facts["requests"]["leg_refused"] = other["requests"]["leg_refused"] = side["rejected"]
+            if uncaused:
+                out.setdefault(peer, []).append(
+                    f"its KV transfer failed with no cause of its own ({uncaused:g} line(s): a timeout, or a room its "
+                    f"peer failed without a reason) while {key} refused {side['rejected']:g} request(s) in this run and "
+                    "wrote no transfer failure: the transfer never started, its leg was refused")
     return out
 
 
@@ -1063,8 +1145,9 @@ def bundle_facts(
     routers = [own[ev.key] for ev in bundle.roles if ev.role == "router"]
     blocked = any(_router_blocked(r) for r in routers) or bool(canary.get("no_worker"))
     wide = probe_wide_reasons(canary, probe_wide["recall"], blocked)
-    for key, reasons in _request_side(own).items():
-        own[key]["verdict"] = with_reasons(own[key]["verdict"], reasons)
+    side, refused = _request_side(own), _leg_refused(own)
+    for key in {**side, **refused}:
+        own[key]["verdict"] = with_reasons(own[key]["verdict"], side.get(key, []) + refused.get(key, []))
     for ev in bundle.roles:
         if ev.role == "router" or not routers:
             own[ev.key]["verdict"] = with_reasons(own[ev.key]["verdict"], wide)
