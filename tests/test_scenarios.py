@@ -48,9 +48,12 @@ TEST_TOP1_FLOOR, TEST_TOP3_FLOOR, TEST_UNSAFE_MAX = 0.94, 0.94, 0
 # 2026-12-03, after the fourth round (the request side: a router's failed requests by its own counters, requests
 # parked for a leg the PD peer refused, requests in flight nothing serves): holdout3/ (30 bundles from 25 threads
 # cited nowhere else, 23 opened after the cut-off, 7 pre-cutoff fill; written by a writer who wrote no rules) read
-# once: 26 of 30 (86.7%), 3 false all-clears, 1 unsafe advice. Goals missed; held as ceilings.
+# once: 26 of 30 (86.7%), 3 false all-clears, 1 unsafe advice. Goals missed; held as ceilings. After the fifth
+# round (a decode's transfer error that names no cause of its own, while its prefill refused the request, yields
+# to the request side; one router transport failure with the other leg parked is no reset), measured again (no
+# longer unseen): 26 of 30, 3 false all-clears, no unsafe advice.
 TEST_FALSE_ALL_CLEAR_MAX = 2
-HELD_OUT_CEILINGS = {"holdout": (1, 0), "holdout2": (2, 0), "holdout3": (3, 1)}  # part: (false all-clears, unsafe advice) at most
+HELD_OUT_CEILINGS = {"holdout": (1, 0), "holdout2": (2, 0), "holdout3": (3, 0)}  # part: (false all-clears, unsafe advice) at most
 
 
 def _case(path: Path) -> Case:
