@@ -784,7 +784,9 @@ def _routing(gauges: dict[str, float], deltas: dict[str, float]) -> dict[str, An
     return out
 
 
-_STATUS_5XX = re.compile(r"_5[0-9][0-9]$")  # re: a fixed suffix on a short fact name
+def _is_5xx(fact: str) -> bool:
+    """A response counter's fact for a 5xx status class: its name ends ``_5NN``."""
+    return fact[-4:-2] == "_5" and fact[-2:].isdigit()
 
 
 def _requests(role: str, gauges: dict[str, float], deltas: dict[str, float], current: Sequence[LogEntry],
@@ -794,7 +796,7 @@ def _requests(role: str, gauges: dict[str, float], deltas: dict[str, float], cur
     if role == "router":
         if not any(k.startswith(("smg_", "sgl_router_")) for k in (*gauges, *deltas)):
             return out
-        answered = sum(v for k, v in deltas.items() if k.startswith("smg_http_responses_") and _STATUS_5XX.search(k))
+        answered = sum(v for k, v in deltas.items() if k.startswith("smg_http_responses_") and _is_5xx(k))
         counted = sum(deltas.get(name, 0.0) for name in ROUTER_FAILURE_COUNTERS)
         for key, value in deltas.items():
             for base in ROUTER_ERROR_TYPED:
