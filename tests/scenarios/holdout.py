@@ -49,6 +49,16 @@ def stalled(spec: RoleSpec, mode: str) -> RoleSpec:
     return spec
 
 
+def start_limited(spec: RoleSpec) -> RoleSpec:
+    """A crash-looping unit after systemd hit StartLimitBurst: failed, no restart pending."""
+    spec.active, spec.sub, spec.restarts = "failed", "failed", 5
+    unit = spec.logs[-1].split(":")[1].strip()
+    spec.logs = spec.logs[:-1] + [f"systemd: {unit}: Start request repeated too quickly.",
+                                  f"systemd: {unit}: Failed with result '{spec.result}'.",
+                                  f"systemd: Failed to start {unit}."]
+    return spec
+
+
 # === known classes, threads opened after the cut-off ============================================
 
 @scenario("dsv4-decode-forward-hang-245k-watchdog", "scheduler-watchdog", "https://github.com/sgl-project/sglang/issues/33549",

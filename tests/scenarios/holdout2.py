@@ -20,10 +20,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from tests.scenarios.compose import RoleSpec, T0, Writer, gpu_csv, register
-from tests.scenarios.holdout import held_out_label
+from tests.scenarios.holdout import held_out_label, stalled, start_limited
 from tests.scenarios.deployments import crashloop, died, raw, recovered, roles
 from tests.scenarios.split import ROOT
-from tests.scenarios.unclaimed import ANY, RESTARTING, canary
+from tests.scenarios.unclaimed import ANY, gpus, RESTARTING, canary
 
 HOLDOUT2 = ROOT / "holdout2"
 SCENARIOS: dict[str, Callable[[], dict]] = {}
@@ -34,28 +34,6 @@ def scenario(name: str, expected: str, source: str, opened: str, note: str, also
              must_not: tuple[str, ...] = (), fill: bool = False) -> Callable[[Writer], Callable[[], dict]]:
     """Register a holdout2 bundle; ``fill`` marks a thread opened before the cut-off (``holdout_reason``)."""
     return register(SCENARIOS, "holdout2", name, held_out_label(expected, source, opened, note, also, must_not, fill))
-
-
-def stalled(spec: RoleSpec, mode: str) -> RoleSpec:
-    """The role's own progress counter stops between the two samples."""
-    key = f"realtime_tokens{{mode={mode}}}"
-    spec.counters[key] = (spec.counters[key][0], 0)
-    return spec
-
-
-def start_limited(spec: RoleSpec) -> RoleSpec:
-    """A crash-looping unit after systemd hit StartLimitBurst: failed, no restart pending."""
-    spec.active, spec.sub, spec.restarts = "failed", "failed", 5
-    unit = spec.logs[-1].split(":")[1].strip()
-    spec.logs = spec.logs[:-1] + [f"systemd: {unit}: Start request repeated too quickly.",
-                                  f"systemd: {unit}: Failed with result '{spec.result}'.",
-                                  f"systemd: Failed to start {unit}."]
-    return spec
-
-
-def gpus(name: str, total_mib: int, used_mib: int, n: int = 4) -> dict[str, str]:
-    rows = gpu_csv(n, used_mib).replace("NVIDIA H200", name).replace("143771", str(total_mib))
-    return {"node1": rows, "node2": rows}
 
 
 H20 = ("NVIDIA H20-3e", 143771, 130000)

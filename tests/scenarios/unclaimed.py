@@ -39,10 +39,18 @@ def canary(status: int | None, body: str | None, error: str | None = None) -> di
                        "ttft_ms": None, "total_ms": 40.0, "tokens": 0, "body": body}}}
 
 
-def gpus_named(name: str, total_mib: int, used_mib: int) -> dict[str, str]:
-    """nvidia-smi's rows on both nodes for the thread's GPU model (compose writes H200s by default)."""
-    rows = gpu_csv(4, used_mib).replace("NVIDIA H200", name).replace("143771", str(total_mib))
-    return {"gpus": {"node1": rows, "node2": rows}}
+def gpus(name: str, total_mib: int, used_mib: int, n: int = 4, idle: bool = False) -> dict[str, str]:
+    """nvidia-smi's rows on both nodes for the thread's GPU model (compose writes H200s by default); ``idle``: 0%
+    utilisation, low power."""
+    rows = gpu_csv(n, used_mib).replace("NVIDIA H200", name).replace("143771", str(total_mib))
+    if idle:
+        rows = rows.replace(", 87, 54, 412.5", ", 0, 36, 118.0")
+    return {"node1": rows, "node2": rows}
+
+
+def gpus_named(name: str, total_mib: int, used_mib: int) -> dict[str, dict[str, str]]:
+    """``gpus`` as a node's ``gpus`` entry."""
+    return {"gpus": gpus(name, total_mib, used_mib)}
 
 
 def serving_errors(spec: RoleSpec, lines: list[str], tokens: str = "generation_tokens") -> RoleSpec:
